@@ -1,0 +1,299 @@
+"""Synthetic "TheWorldShop" landing zone: order events and FX rates with the quirks the contract names.
+
+Every event day draws from its own RNG (derived from the seed and the date) and
+writes its lines into files named after that day, ``orders-<event day>-NN.jsonl``,
+in whichever arrival folders they land. A day's files therefore do not depend on
+the range being generated: two adjacent ranges produce the same files as one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+_DAY_MS = 86_400_000
+_HEADER = "currency,usd_per_unit"
+# country, currency, zone written in event_time, zone offset in minutes
+_COUNTRIES = (
+    ("US", "USD", "-08:00", -480), ("GB", "GBP", "Z", 0), ("DE", "EUR", "Z", 0),
+    ("FR", "EUR", "Z", 0), ("JP", "JPY", "+09:00", 540), ("BR", "BRL", "Z", 0),
+    ("IN", "INR", "+05:30", 330),
+)
+_CUM_WEIGHTS = (30, 42, 52, 60, 72, 80, 100)
+# amount range in minor units, and the minor units per major unit (JPY has none)
+_AMOUNTS = {"USD": (500, 50_000, 100), "EUR": (500, 45_000, 100), "GBP": (400, 40_000, 100),
+            "JPY": (500, 60_000, 1), "BRL": (2_500, 250_000, 100), "INR": (40_000, 4_000_000, 100)}
+_USD_PER_UNIT = {"EUR": 1.08, "GBP": 1.27, "JPY": 0.0067, "BRL": 0.20, "INR": 0.012}
+_LINE = ('{"order_id":"%s","customer_id":"%s","event_time":"%s","updated_at":"%s",'
+         '"status":"%s","amount":%s,"currency":"%s","country":"%s","channel":"%s"}')
+_CHANNELS = ("web", "app", "store")
+
+
+@dataclass(frozen=True)
+class FeedSummary:
+    """What one generate_feed call wrote; ``malformed`` counts the records the contract rejects
+    (any reason, too_late judged with the generator's max_lateness_days)."""
+
+    start: date
+    end: date
+    order_files: int
+    rate_files: int
+    records: int
+    malformed: int
+
+
+class _Clock:
+    """Renders instants (ms since day 1 of the proleptic calendar) as ISO 8601 text with a zone."""
+
+    _HM = tuple(f"{h:02d}:{m:02d}" for h in range(24) for m in range(60))
+    _SS = tuple(f"{s:02d}" for s in range(60))
+
+    def __init__(self) -> None:
+        self._dates: dict[int, str] = {}
+
+    def text(self, instant_ms: int, zone: str, offset_min: int) -> str:
+        day, ms = divmod(instant_ms + offset_min * 60_000, _DAY_MS)
+        ds = self._dates.get(day)
+        if ds is None:
+            ds = self._dates[day] = date.fromordinal(day).isoformat()
+        minute, ms = divmod(ms, 60_000)
+        s, ms = divmod(ms, 1000)
+        if ms:
+            return f"{ds}T{self._HM[minute]}:{self._SS[s]}.{ms:03d}{zone}"
+        if s == 0 and minute % 2 == 0:  # the contract makes seconds optional: exercise it
+            return f"{ds}T{self._HM[minute]}{zone}"
+        return f"{ds}T{self._HM[minute]}:{self._SS[s]}{zone}"
+
+
+class _DayFeed:
+    """The lines one event day sends, bucketed by arrival offset (days after the event day)."""
+
+    def __init__(self, day: date, max_lateness: int) -> None:
+        self.day = day
+        self.max_lateness = max_lateness
+        self.cap = max_lateness + 3
+        self.buckets: list[list[str]] = [[] for _ in range(self.cap + 1)]
+        self.resends: list[list[str]] = [[] for _ in range(self.cap + 1)]
+        self.specials: list[str] = []  # rejected on their own merits, all land on the day
+
+    def rejected(self) -> int:
+        late = sum(len(self.buckets[a]) + len(self.resends[a])
+                   for a in range(self.max_lateness + 1, self.cap + 1))
+        return late + len(self.specials)
+
+
+def _lateness(u: float, ml: int) -> int:
+    if u < 0.86 or ml == 0:
+        return 0
+    if u < 0.99:
+        return 1 + int((u - 0.86) / 0.13 * ml)
+    return ml + 1 + int((u - 0.99) / 0.01 * 3)
+
+
+def _amount_text(rnd, currency: str, as_number: bool) -> str:
+    low, high, unit = _AMOUNTS[currency]
+    minor = low + int(rnd() * (high - low))
+    if unit == 1:
+        text = str(minor)
+    else:
+        text = f"{minor // 100}.{minor % 100:02d}"
+        if as_number:  # a JSON serializer writing a float drops trailing zeros
+            text = text.rstrip("0").rstrip(".")
+    return text if as_number else f'"{text}"'
+
+
+def _orders(rng: random.Random, feed: _DayFeed, n: int, clock: _Clock) -> None:
+    """Each order is placed, then maybe paid and maybe cancelled; each version is one line."""
+    rnd = rng.random
+    ml = feed.max_lateness
+    ymd = feed.day.strftime("%Y%m%d")
+    base = feed.day.toordinal() * _DAY_MS
+    countries = rng.choices(_COUNTRIES, cum_weights=_CUM_WEIGHTS, k=n)
+    # offsets past the last folder land in it: a late update never outruns the feed's end
+    add = [b.append for b in feed.buckets] + [feed.buckets[-1].append] * 8
+    for i, (country, cur, zone, off) in enumerate(countries):
+        t = int(rnd() * _DAY_MS)
+        if t % 1000 < 970:  # most producers write whole seconds
+            t -= t % 1000
+        event_ms = base + t
+        event = clock.text(event_ms, zone, off)
+        head = (f"TWS-{ymd}-{i:06d}", f"C{int(rnd() * 60_000):05d}", event)
+        tail = (_amount_text(rnd, cur, rnd() < 0.05), cur, country, _CHANNELS[i % 3])
+        path, late = rnd(), rnd()
+        late = 0 if late < 0.86 else _lateness(late, ml)
+        placed_at = late + 1 if rnd() < 0.02 else late  # now and then "paid" lands first
+        add[placed_at](_LINE % (*head, event, "placed", *tail))
+        if path < 0.20:
+            continue
+        upd = event_ms
+        if path >= 0.25:
+            upd = event_ms + 30_000 + int(rnd() * 1_800) * 1000
+            paid_at = late + 1 if rnd() < 0.05 else late
+            add[paid_at](_LINE % (*head, clock.text(upd, zone, off), "paid", *tail))
+            if path < 0.88:
+                continue
+        lag = int(rnd() * 4)
+        if rnd() < 0.08:  # cancelled in the same millisecond it was paid: a tie on updated_at
+            text = clock.text(upd, "Z", 0) if zone != "Z" else clock.text(upd, "+00:00", 0)
+        else:
+            text = clock.text(upd + lag * _DAY_MS + int(rnd() * 7_200) * 1000, zone, off)
+        add[late + lag](_LINE % (*head, text, "cancelled", *tail))
+
+
+def _specials(rng: random.Random, feed: _DayFeed, n: int, clock: _Clock) -> None:
+    """Records the contract rejects for what they are, a few of each kind every day."""
+    ymd = feed.day.strftime("%Y%m%d")
+    ok_time = clock.text(feed.day.toordinal() * _DAY_MS + 43_200_000, "Z", 0)
+    tomorrow = clock.text((feed.day.toordinal() + 1) * _DAY_MS + 3_600_000, "Z", 0)
+    variants = (
+        ("order_id", ""), ("customer_id", None), ("currency", "usd"), ("currency", "EURO"),
+        ("amount", "@1e3"), ("amount", "@1.234"), ("amount", "1.234"), ("amount", "-5.00"), ("amount", "12,50"),
+        ("status", "shipped"), ("country", "usa"), ("customer_id", 48_213),
+        ("order_id", "X" * 65), ("event_time", ok_time[:-1]), ("updated_at", ok_time[:10]),
+        ("event_time", f"{feed.day.year}-02-30T10:00:00Z"), ("event_time", tomorrow),
+        ("amount", "MISSING"), ("status", "MISSING"),
+    )
+    for k in range(max(1, n // 2_000)):
+        for j, (field, value) in enumerate(variants):
+            rec = {"order_id": f"BAD-{ymd}-{k:03d}{j:02d}", "customer_id": "C00001",
+                   "event_time": ok_time, "updated_at": ok_time, "status": "placed",
+                   "amount": "19.99", "currency": "EUR", "country": "DE"}
+            if value == "MISSING":
+                del rec[field]
+            else:
+                rec[field] = value
+            text = json.dumps(rec, separators=(",", ":"))
+            feed.specials.append(text.replace('"@1e3"', "1e3").replace('"@1.234"', "1.234"))
+        good = _LINE % (f"BAD-{ymd}-{k:03d}99", "C00002", ok_time, ok_time, "paid", '"5.00"',
+                        "USD", "US", "web")
+        feed.specials += [good[: len(good) // 2], f'["{ymd}",12.5]', "null", '"placed"']
+    bucket = feed.buckets[0]
+    for text in feed.specials:
+        bucket.insert(int(rng.random() * (len(bucket) + 1)), text)
+
+
+def _resend(rng: random.Random, feed: _DayFeed, n: int) -> None:
+    """The exact same line again, later in the same arrival or in a later one."""
+    rnd = rng.random
+    for _ in range(max(2, n // 100)):
+        offset = int(rnd() * 3)
+        source = feed.buckets[offset]
+        if source:
+            feed.resends[min(offset + int(rnd() * 3), feed.cap)].append(
+                source[int(rnd() * len(source))])
+
+
+def _write_lines(path: Path, lines: list[str], rng: random.Random) -> None:
+    """One landed file; some are CRLF, some carry blank lines, some lack the final newline."""
+    rnd = rng.random
+    if rnd() < 0.15:
+        lines = list(lines)
+        for blank in ("", "  \t")[: 1 + int(rnd() * 2)]:
+            lines.insert(int(rnd() * (len(lines) + 1)), blank)
+    eol = "\r\n" if rnd() < 0.12 else "\n"
+    text = eol.join(lines) + ("" if rnd() < 0.05 else eol)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+
+
+def _write_day(root: Path, feed: _DayFeed, rng: random.Random) -> tuple[int, int]:
+    """Writes the day's files into their arrival folders; returns (files, records)."""
+    ymd = feed.day.strftime("%Y%m%d")
+    files = records = 0
+    for offset, bucket in enumerate(feed.buckets):
+        lines = bucket + feed.resends[offset]
+        if not lines:
+            continue
+        folder = root / "orders" / f"arrival_date={feed.day + timedelta(days=offset)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        parts = 1 if offset else (1, 1, 1, 2, 2, 3)[int(rng.random() * 6)]
+        size = -(-len(bucket) // parts)
+        chunks = [bucket[k * size:(k + 1) * size] for k in range(parts)]
+        chunks[-1] = chunks[-1] + feed.resends[offset]
+        for chunk in chunks:
+            files += 1
+            records += len(chunk)
+            _write_lines(folder / f"orders-{ymd}-{files:02d}.jsonl", chunk, rng)
+        if offset == 0 and rng.random() < 0.15:  # a file still being written: to be ignored
+            name = f"_orders-{ymd}-99.jsonl" if rng.random() < 0.5 else f".orders-{ymd}-99.jsonl"
+            _write_lines(folder / name, [*lines[:3], lines[-1][:20]], rng)
+    return files, records
+
+
+def _write_rates(root: Path, day: date, seed: int) -> int:
+    """Weekday rate files; Wednesdays omit one currency, Tuesdays add a correcting second file."""
+    if day.weekday() >= 5:
+        return 0
+    rng = random.Random(f"{seed}/fx_rates/{day.isoformat()}")
+    rates = {cur: usd * (1 + 0.02 * (rng.random() - 0.5)) for cur, usd in _USD_PER_UNIT.items()}
+    omitted = rng.choice(sorted(rates)) if day.weekday() == 2 else None
+    corrected = rng.choice(sorted(rates))
+    folder = root / "fx_rates" / f"rate_date={day}"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [_HEADER] + [f"{c},{_rate_text(r)}" for c, r in rates.items() if c != omitted]
+    (folder / "fx-rates-1.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if day.weekday() != 1:
+        return 1
+    fixed = f"{corrected},{_rate_text(rates[corrected] * 1.004)}"
+    (folder / "fx-rates-2.csv").write_text(f"{_HEADER}\n{fixed}\n", encoding="utf-8")
+    return 2
+
+
+def _rate_text(usd_per_unit: float) -> str:
+    return f"{usd_per_unit:.8f}" if usd_per_unit < 0.1 else f"{usd_per_unit:.6f}"
+
+
+def generate_feed(
+    landing_root: str | os.PathLike[str],
+    start: date,
+    end: date,
+    orders_per_day: int = 200,
+    seed: int = 7,
+    max_lateness_days: int = 7,
+) -> FeedSummary:
+    """Writes the orders of event days [start, end] and the rates of [start - 3, end].
+
+    Arrival folders reach up to ``end + max_lateness_days + 3`` (records that come too
+    late). Existing files of the same names are overwritten; nothing else is touched.
+    """
+    if end < start or orders_per_day < 1 or max_lateness_days < 0:
+        raise ValueError("need start <= end, orders_per_day >= 1, max_lateness_days >= 0")
+    root = Path(landing_root)
+    clock = _Clock()
+    order_files = records = malformed = rate_files = 0
+    for k in range((end - start).days + 1):
+        day = start + timedelta(days=k)
+        rng = random.Random(f"{seed}/orders/{day.isoformat()}")
+        feed = _DayFeed(day, max_lateness_days)
+        _orders(rng, feed, orders_per_day, clock)
+        _resend(rng, feed, orders_per_day)
+        _specials(rng, feed, orders_per_day, clock)
+        files, lines = _write_day(root, feed, rng)
+        order_files, records, malformed = (
+            order_files + files, records + lines, malformed + feed.rejected())
+    for k in range(-3, (end - start).days + 1):
+        rate_files += _write_rates(root, start + timedelta(days=k), seed)
+    return FeedSummary(start, end, order_files, rate_files, records, malformed)
+
+
+def remove_rates(landing_root: str | os.PathLike[str], currency: str, start: date, end: date) -> int:
+    """Deletes ``currency``'s lines from the rate files of [start, end]; returns how many.
+
+    A test and demo tool for "a day lacking an FX rate": it rewrites landed files,
+    which the landing contract itself never does.
+    """
+    removed = 0
+    for folder in sorted((Path(landing_root) / "fx_rates").glob("rate_date=*")):
+        if not start.isoformat() <= folder.name.split("=", 1)[1] <= end.isoformat():
+            continue
+        for path in sorted(folder.glob("*.csv")):
+            lines = path.read_text(encoding="utf-8").split("\n")
+            kept = [line for line in lines if line.split(",", 1)[0] != currency]
+            if len(kept) != len(lines):
+                removed += len(lines) - len(kept)
+                path.write_text("\n".join(kept), encoding="utf-8")
+    return removed
