@@ -1,0 +1,193 @@
+"""Order records: validation with the contract's rejection reasons, quarantine, dedupe.
+
+A record is parsed once into a variant; every rule reads that variant, so the
+JSON type of each field (string, number, null, ...) is known exactly.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from backfill_assets.transforms.schemas import MONEY, QUARANTINE_ORDERS, RAW_ORDERS, STATUSES
+
+REJECT_REASONS = ("malformed_json", "missing_field", "invalid_value", "future_event", "too_late")
+
+FIELDS = (
+    "order_id",
+    "customer_id",
+    "event_time",
+    "updated_at",
+    "status",
+    "amount",
+    "currency",
+    "country",
+)
+
+# `\z`, not `$`: Java's `$` also matches before a final line terminator ("USD\n").
+AMOUNT_TEXT = r"^\d{1,12}(\.\d{1,2})?\z"
+CURRENCY = r"^[A-Z]{3}\z"
+COUNTRY = r"^[A-Z]{2}\z"
+TIMESTAMP_TEXT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})\z"
+MAX_ORDER_ID_LENGTH = 64
+
+# parse_json accepts trailing text after the first value ('{"a":1}x'). Parsing the
+# line as the first element of an array that ends with a sentinel string makes any
+# trailing text either a syntax error or a visible extra/missing element.
+_SENTINEL = "\u0000end-of-record"
+_SENTINEL_JSON = '"\\u0000end-of-record"'
+# The literal of a JSON number under a key, to read its text as written (variant
+# normalises 12.500 to 12.5, and JSON's -0 to 0).
+_NUMBER_UNDER_KEY = r'[{,]\s*"{key}"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
+
+VALIDATED_TYPED_COLUMNS = (
+    "order_id",
+    "customer_id",
+    "event_time",
+    "event_date",
+    "updated_at",
+    "status",
+    "amount",
+    "currency",
+    "country",
+)
+
+
+def _record(payload: Column) -> Column:
+    """The record as a variant object, or SQL NULL when the line is not one JSON object."""
+    wrapped = F.try_parse_json(F.concat(F.lit("["), payload, F.lit("," + _SENTINEL_JSON + "]")))
+    first = F.try_variant_get(wrapped, "$[0]", "variant")
+    is_object = (
+        F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
+        & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
+        & F.coalesce(F.schema_of_variant(first).startswith("OBJECT<"), F.lit(False))
+    )
+    return F.when(is_object, first)
+
+
+def _json_type(name: str) -> Column:
+    """schema_of_variant of a field: STRING, BIGINT, DECIMAL(p,s), DOUBLE, VOID (null), ...; NULL if absent."""
+    return F.schema_of_variant(F.try_variant_get(F.col("_record"), f"$.{name}", "variant"))
+
+
+def _string(name: str) -> Column:
+    return F.try_variant_get(F.col("_record"), f"$.{name}", "string")
+
+
+def _number_text(name: str) -> Column:
+    """The text of a JSON number field as written in the line (value-matched to the variant)."""
+    value = F.try_variant_get(F.col("_record"), f"$.{name}", "decimal(38,10)")
+    literals = F.regexp_extract_all(
+        F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", name)), F.lit(1)
+    )
+    same_value = F.filter(literals, lambda text: text.try_cast("decimal(38,10)") == value)
+    return F.coalesce(F.try_element_at(same_value, F.lit(1)), _string(name))
+
+
+def _is_missing(name: str) -> Column:
+    json_type = _json_type(name)
+    return (
+        json_type.isNull()
+        | (json_type == F.lit("VOID"))
+        | ((json_type == F.lit("STRING")) & (_string(name) == F.lit("")))
+    )
+
+
+def _timestamp(name: str) -> Column:
+    """A zoned ISO 8601 date-time string as a TIMESTAMP; NULL when the text breaks the rule."""
+    text = _string(name)
+    well_formed = (_json_type(name) == F.lit("STRING")) & text.rlike(TIMESTAMP_TEXT)
+    return F.when(well_formed, F.try_to_timestamp(text))
+
+
+def _amount_text() -> Column:
+    json_type = _json_type("amount")
+    is_exact_number = (json_type == F.lit("BIGINT")) | json_type.startswith("DECIMAL")
+    return F.when(json_type == F.lit("STRING"), _string("amount")).when(
+        is_exact_number, _number_text("amount")
+    )
+
+
+def _string_field(name: str, rule: Column | None = None) -> Column:
+    """The field's string value when it is a JSON string obeying ``rule``; else NULL."""
+    text = _string(name)
+    valid = _json_type(name) == F.lit("STRING")
+    if rule is not None:
+        valid = valid & rule
+    return F.when(valid, text)
+
+
+def _typed_fields() -> list[Column]:
+    """Each contract field parsed to its type; NULL where the field is absent or breaks its rule."""
+    order_id = _string("order_id")
+    amount_text = _amount_text()
+    return [
+        _string_field("order_id", F.length(order_id) <= MAX_ORDER_ID_LENGTH).alias("order_id"),
+        _string_field("customer_id").alias("customer_id"),
+        _timestamp("event_time").alias("event_time"),
+        _timestamp("updated_at").alias("updated_at"),
+        _string_field("status", _string("status").isin(*STATUSES)).alias("status"),
+        F.when(amount_text.rlike(AMOUNT_TEXT), amount_text.try_cast(MONEY)).alias("amount"),
+        _string_field("currency", _string("currency").rlike(CURRENCY)).alias("currency"),
+        _string_field("country", _string("country").rlike(COUNTRY)).alias("country"),
+    ]
+
+
+def _utc_date(ts: Column) -> Column:
+    """The UTC calendar date of an instant, whatever the session time zone."""
+    micros = F.unix_micros(ts).cast("decimal(20,0)")
+    return F.date_from_unix_date(F.floor(micros / F.lit(86_400_000_000)).cast("int"))
+
+
+def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
+    """raw/orders rows + ``reason`` (NULL when valid) + the typed fields of each record."""
+    raw_columns = [F.col(name) for name in RAW_ORDERS.fieldNames()]
+    parsed = raw.select(*raw_columns, _record(F.col("payload")).alias("_record"))
+    missing = F.lit(False)
+    for name in FIELDS:
+        missing = missing | _is_missing(name)
+    typed = parsed.select(
+        *raw_columns,
+        F.col("_record").isNotNull().alias("_is_object"),
+        missing.alias("_missing"),
+        *_typed_fields(),
+    ).withColumn("event_date", _utc_date(F.col("event_time")))
+    invalid = F.lit(False)
+    for name in FIELDS:
+        invalid = invalid | F.col(name).isNull()
+    lateness = F.datediff(F.col("arrival_date"), F.col("event_date"))
+    reason = (
+        F.when(~F.col("_is_object"), F.lit("malformed_json"))
+        .when(F.col("_missing"), F.lit("missing_field"))
+        .when(invalid, F.lit("invalid_value"))
+        .when(lateness < 0, F.lit("future_event"))
+        .when(lateness > F.lit(max_lateness_days), F.lit("too_late"))
+    )
+    return typed.select(*raw_columns, reason.alias("reason"), *VALIDATED_TYPED_COLUMNS)
+
+
+def quarantine_rows(validated: DataFrame) -> DataFrame:
+    """quarantine/orders rows (QUARANTINE_ORDERS schema): the rejected records and why."""
+    return validated.filter(F.col("reason").isNotNull()).select(*QUARANTINE_ORDERS.fieldNames())
+
+
+def valid_orders(validated: DataFrame) -> DataFrame:
+    """Valid records with their lineage (arrival_date, source_file, line_number) and typed fields."""
+    return validated.filter(F.col("reason").isNull()).select(
+        "arrival_date", "source_file", "line_number", *VALIDATED_TYPED_COLUMNS
+    )
+
+
+def latest_wins(valid: DataFrame) -> DataFrame:
+    """One row per (event_date, order_id): the greatest by (updated_at, arrival_date, source_file, line_number)."""
+    newest_first = Window.partitionBy("event_date", "order_id").orderBy(
+        F.col("updated_at").desc(),
+        F.col("arrival_date").desc(),
+        F.col("source_file").desc(),
+        F.col("line_number").desc(),
+    )
+    return (
+        valid.withColumn("_rank", F.row_number().over(newest_first))
+        .filter(F.col("_rank") == F.lit(1))
+        .select("arrival_date", "source_file", "line_number", *VALIDATED_TYPED_COLUMNS)
+    )
