@@ -1,0 +1,97 @@
+"""Who wrote a commit and from what: ``CommitInfo`` and its encoding in a Delta commit.
+
+Both engines store the same JSON document in the commit's ``userMetadata``
+field (the one field Delta readers everywhere show), so the history of a table
+answers "which run wrote this partition, from which input versions" whichever
+engine wrote it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from backfill_assets.lake.keys import LakeError, date_text
+
+METADATA_FORMAT = "backfill_assets.lake/1"
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """The identity of a write: run id, code version, input versions read, free-form extras."""
+
+    run_id: str
+    code_version: str
+    input_versions: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run_id, str) or not self.run_id:
+            raise LakeError(f"CommitInfo.run_id must be a non-empty string, got {self.run_id!r}")
+        if not isinstance(self.code_version, str) or not self.code_version:
+            raise LakeError(f"CommitInfo.code_version must be a non-empty string, got {self.code_version!r}")
+        for name, version in self.input_versions.items():
+            if not isinstance(name, str) or isinstance(version, bool) or not isinstance(version, int):
+                raise LakeError(f"input_versions must map table names to ints, got {name!r}: {version!r}")
+        for key, value in self.extra.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise LakeError(f"extra must map strings to strings, got {key!r}: {value!r}")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one commit did: the version it created and the rows it left in each partition."""
+
+    table: str
+    version: int
+    rows_by_partition: dict[dt.date, int]
+    files_added: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One non-empty partition: its rows and the version of the commit that last changed it."""
+
+    partition: dt.date
+    rows: int
+    last_written_version: int
+
+
+def encode_metadata(
+    commit: CommitInfo,
+    engine: str,
+    operation: str,
+    rows_by_partition: dict[dt.date, int],
+    restored_from_version: int | None = None,
+) -> str:
+    """The JSON document stored as the commit's userMetadata."""
+    document: dict[str, Any] = {
+        "format": METADATA_FORMAT,
+        "operation": operation,
+        "run_id": commit.run_id,
+        "code_version": commit.code_version,
+        "partitions": [date_text(day) for day in sorted(rows_by_partition)],
+        "rows_by_partition": {date_text(day): rows for day, rows in sorted(rows_by_partition.items())},
+        "input_versions": dict(sorted(commit.input_versions.items())),
+        "extra": dict(sorted(commit.extra.items())),
+        "engine": engine,
+    }
+    if restored_from_version is not None:
+        document["restored_from_version"] = restored_from_version
+    return json.dumps(document, sort_keys=True)
+
+
+def decode_metadata(user_metadata: object) -> dict[str, Any]:
+    """The CommitInfo document of a commit, or {} for commits this layer did not write."""
+    if not isinstance(user_metadata, str):
+        return {}
+    try:
+        document = json.loads(user_metadata)
+    except ValueError:
+        return {}
+    if not isinstance(document, dict) or document.get("format") != METADATA_FORMAT:
+        return {}
+    return document

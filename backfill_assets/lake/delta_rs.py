@@ -1,0 +1,255 @@
+"""The embedded engine: Spark computes and reads files, delta-rs owns the transaction log.
+
+Commits go through ``_commit``, which calls delta-rs with ``max_commit_retries=0``
+and retries itself from a fresh snapshot. Why not delta-rs's own retry: two
+processes overwriting the same partition with ``partition_filters`` both commit
+when that partition had no files at their read version (checked with two real
+processes on deltalake 1.6.6: the rebased commit finds no file it removes was
+removed concurrently, so it lands and the partition holds both writers' rows).
+With no rebasing, a commit lands only at ``read_version + 1``; a loser reloads
+the snapshot, so the overwrite's remove actions cover what the winner added,
+and the table ends as one clean write. Local commits are put-if-absent, so a
+SIGKILL leaves either the old or the new version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import time
+
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    create_table_with_add_actions,
+)
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructField, StructType
+
+from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
+from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.parquet_writer import write_files
+from backfill_assets.lake.pause import pause_point
+from backfill_assets.lake.spark_files import check_readable, read_files, spark_schema
+
+MAX_ATTEMPTS = 12
+
+
+class DeltaRsEngine:
+    """Delta tables on a local filesystem through delta-rs; see the module docstring."""
+
+    name = "delta-rs"
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
+        if not os.path.isdir(os.path.join(table_dir, "_delta_log")):
+            return None
+        try:
+            return DeltaTable(table_dir, version=version)
+        except TableNotFoundError:
+            return None
+        except DeltaError as exc:
+            if version is not None:
+                raise LakeError(f"cannot load version {version} of {table_dir}: {exc}") from exc
+            raise
+
+    def version(self, table_dir: str) -> int | None:
+        table = self.load(table_dir)
+        return None if table is None else table.version()
+
+    def replace(self, name, table_dir, df: DataFrame, column, dates, commit: CommitInfo):
+        pause_point("before_files")
+        new_schema = _nullable(df.schema)
+        existing = self.load(table_dir)
+        if existing is not None:
+            _check_target(existing, name, new_schema, column)
+        os.makedirs(table_dir, exist_ok=True)
+        files = write_files(df, table_dir, column, dates)
+        pause_point("after_files")
+        rows = {day: 0 for day in dates}
+        for f in files:
+            rows[f.partition] += f.rows
+        adds = [
+            AddAction(f.path, f.size, {column: date_text(f.partition)}, f.modification_time,
+                      True, json.dumps({"numRecords": f.rows}))
+            for f in files
+        ]
+        texts = [date_text(day) for day in dates]
+
+        def actions(table: DeltaTable):
+            _check_target(table, name, new_schema, column)
+            return adds, "overwrite", [(column, "in", texts)]
+
+        metadata = encode_metadata(commit, self.name, "replace_partitions", rows)
+        delta_schema = DeltaSchema.from_json(new_schema.json())
+        version, attempts = self._commit(table_dir, column, delta_schema, adds, actions, metadata)
+        pause_point("after_commit")
+        return WriteResult(name, version, rows, len(adds), attempts)
+
+    def read(self, name, table_dir, column, dates, version):
+        """(DataFrame, version) of the files of ``dates`` (all files when None) at ``version``."""
+        table = self.load(table_dir, version)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        check_readable(table, name)
+        partition_columns = table.metadata().partition_columns
+        if column is None:
+            if len(partition_columns) > 1:
+                raise LakeError(f"table {name} has several partition columns: {partition_columns}")
+            column = partition_columns[0] if partition_columns else None
+        elif partition_columns != [column]:
+            raise LakeError(f"table {name} is partitioned by {partition_columns}, not [{column!r}]")
+        files = _active_files(table, column)
+        if dates is not None:
+            wanted = set(dates)
+            files = [(path, day) for path, day, _, _ in files if day in wanted]
+        else:
+            files = [(path, day) for path, day, _, _ in files]
+        return read_files(self.spark, table_dir, spark_schema(table), column, files), table.version()
+
+    def row_counts(self, name, table_dir, column) -> dict[dt.date, int]:
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        counts: dict[dt.date, int] = {}
+        for path, day, _, records in _active_files(table, column):
+            if records is None:
+                import pyarrow.parquet as pq
+
+                records = pq.read_metadata(os.path.join(table_dir, path)).num_rows
+            counts[day] = counts.get(day, 0) + records
+        return counts
+
+    def history(self, name, table_dir) -> list[dict]:
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        return [
+            {"version": entry["version"], "timestamp": entry.get("timestamp"),
+             "operation": entry.get("operation"), "user_metadata": entry.get("userMetadata")}
+            for entry in table.history()
+        ]
+
+    def restore(self, name, table_dir, column, dates, version, commit: CommitInfo):
+        """Point the partitions back at the files they had at ``version``: no data is rewritten."""
+        old = self.load(table_dir, version)
+        if old is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        wanted = set(dates)
+        old_files = {p: (day, size, mtime, rec) for p, day, (size, mtime), rec
+                     in _active_files(old, column, detail=True) if day in wanted}
+        missing = [p for p in old_files if not os.path.exists(os.path.join(table_dir, p))]
+        if missing:
+            raise LakeError(f"cannot restore {name} to version {version}: files were vacuumed, "
+                            f"e.g. {missing[0]}")
+        rows = {day: 0 for day in dates}
+        for day, _, _, records in old_files.values():
+            rows[day] += records or 0
+
+        def actions(table: DeltaTable):
+            check_readable(table, name)
+            now = int(time.time() * 1000)
+            current = {p: (day, size) for p, day, (size, _), _
+                       in _active_files(table, column, detail=True) if day in wanted}
+            removes = [RemoveAction(p, True, now, size, {column: date_text(day)})
+                       for p, (day, size) in current.items() if p not in old_files]
+            adds = [AddAction(p, size, {column: date_text(day)}, mtime, True,
+                              json.dumps({"numRecords": rec}) if rec is not None else "")
+                    for p, (day, size, mtime, rec) in old_files.items() if p not in current]
+            return removes + adds, "append", None
+
+        metadata = encode_metadata(commit, self.name, "restore_partitions", rows, version)
+        new_version, attempts = self._commit(table_dir, column, None, [], actions, metadata)
+        return WriteResult(name, new_version, rows, len(old_files), attempts)
+
+    def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        # Whole hours only in delta-rs; round up so nothing younger than asked is removed.
+        hours = max(0, int(-(-retention_hours // 1)))
+        return sorted(table.vacuum(retention_hours=hours, dry_run=False,
+                                   enforce_retention_duration=False, full=True))
+
+    def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata):
+        """Commit once at read_version + 1, retrying from a fresh snapshot on a lost race."""
+        last_error: Exception | None = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            props = CommitProperties(custom_metadata={"userMetadata": metadata},
+                                     max_commit_retries=0)
+            table = self.load(table_dir)
+            try:
+                if table is None:
+                    if create_schema is None:
+                        raise LakeTableMissing(f"table at {table_dir} disappeared")
+                    pause_point("before_commit")
+                    create_table_with_add_actions(
+                        table_dir, create_schema, create_adds, mode="error",
+                        partition_by=[column], commit_properties=props)
+                    return 0, attempt
+                read_version = table.version()
+                file_actions, mode, filters = actions(table)
+                pause_point("before_commit")
+                table.create_write_transaction(
+                    file_actions, mode=mode, schema=table.schema(), partition_by=[column],
+                    partition_filters=filters, commit_properties=props)
+                return read_version + 1, attempt
+            except CommitFailedError as exc:
+                last_error = exc
+            except DeltaError as exc:
+                # Another process created the table first: retry as a replace.
+                if table is not None or self.load(table_dir) is None:
+                    raise
+                last_error = exc
+            time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+        raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+
+def _nullable(schema: StructType) -> StructType:
+    # Like Spark's own file writers: every column nullable, so later writes whose
+    # nullability differs (an outer join, a literal) still fit the table.
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:
+    check_readable(table, name)
+    if table.metadata().partition_columns != [column]:
+        raise LakeError(f"table {name} is partitioned by {table.metadata().partition_columns}, "
+                        f"not [{column!r}]")
+    have = {f.name: f.dataType for f in spark_schema(table).fields}
+    new = {f.name: f.dataType for f in new_schema.fields}
+    if have != new:
+        raise LakeError(f"schema of the new data for {name} differs from the table: "
+                        f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
+                        f"new {sorted((k, v.simpleString()) for k, v in new.items())}")
+
+
+def _active_files(table: DeltaTable, column: str | None, detail: bool = False):
+    """(path, partition date, size/mtime or None, numRecords or None) of the snapshot's files."""
+    import pyarrow as pa
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    key = f"partition.{column}"
+    records = actions.column("num_records").to_pylist() if "num_records" in actions.column_names \
+        else [None] * actions.num_rows
+    days = actions.column(key).to_pylist() if column else [None] * actions.num_rows
+    extra = zip(actions.column("size_bytes").to_pylist(),
+                actions.column("modification_time").to_pylist()) if detail else [None] * actions.num_rows
+    return [
+        (path, _as_date(day), more, rec)
+        for path, day, more, rec in zip(actions.column("path").to_pylist(), days, extra, records)
+    ]
+
+
+def _as_date(value) -> dt.date | None:
+    if value is None or isinstance(value, dt.date):
+        return value
+    return dt.date.fromisoformat(str(value))

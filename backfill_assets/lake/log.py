@@ -1,0 +1,54 @@
+"""Which commit last changed each partition, read from the Delta log's commit files.
+
+Commit files (``_delta_log/<version>.json``) are the protocol's stable, engine
+neutral record of every add and remove with its partition values, so this
+works for commits made by any writer, not only by this layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
+
+
+def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> dict[str, int]:
+    """Partition text -> newest version whose commit added or removed a file in it.
+
+    Scans commit files newest first and stops once every partition is found. A
+    partition last written in a commit whose file was already cleaned up (log
+    retention) gets the oldest version still in the log: "at or before".
+    """
+    log_dir = os.path.join(table_dir, "_delta_log")
+    versions = sorted(
+        (int(m.group(1)) for name in os.listdir(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
+        reverse=True,
+    )
+    found: dict[str, int] = {}
+    for version in versions:
+        missing = partitions - found.keys()
+        if not missing:
+            break
+        for value in _touched(os.path.join(log_dir, f"{version:020d}.json"), column) & missing:
+            found[value] = version
+    oldest = versions[-1] if versions else 0
+    return {value: found.get(value, oldest) for value in partitions}
+
+
+def _touched(commit_file: str, column: str) -> set[str]:
+    touched: set[str] = set()
+    try:
+        with open(commit_file, encoding="utf-8") as lines:
+            for line in lines:
+                action = json.loads(line)
+                for kind in ("add", "remove"):
+                    if kind in action and action[kind].get("dataChange", True):
+                        value = (action[kind].get("partitionValues") or {}).get(column)
+                        if value is not None:
+                            touched.add(value)
+    except FileNotFoundError:
+        # Cleaned up between listing and reading: treated like an expired commit.
+        pass
+    return touched

@@ -1,0 +1,169 @@
+"""Executor-side writer: Parquet files straight into the table directory, metadata back to the driver.
+
+``write_files`` runs one Spark job. Each task receives Arrow batches sorted by
+the partition column, streams them into one Parquet file per partition value
+(rolled at ``MAX_ROWS_PER_FILE``) under ``<table>/<column>=<YYYY-MM-DD>/`` and
+returns one small row per file. The driver never holds the data itself, only
+this list, so its memory does not grow with the size of a write.
+
+Files are named ``part-<uuid>.snappy.parquet`` and become visible only when a
+Delta commit adds them; a writer killed before its commit leaves orphans that
+reads never list and vacuum removes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType
+
+from backfill_assets.lake.keys import LakeError, date_text
+
+MAX_ROWS_PER_FILE = 2_000_000
+ROW_GROUP_ROWS = 131_072
+FILE_SCHEMA = (
+    "path string, size long, partition string, rows long, modification_time long, outside long"
+)
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file an executor wrote: path relative to the table directory."""
+
+    path: str
+    size: int
+    partition: dt.date
+    rows: int
+    modification_time: int
+
+
+def write_files(
+    df: DataFrame, table_dir: str, column: str, dates: list[dt.date]
+) -> list[WrittenFile]:
+    """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them."""
+    field = next((f for f in df.schema.fields if f.name == column), None)
+    if field is None or not isinstance(field.dataType, DateType):
+        raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
+    allowed = frozenset(date_text(day) for day in dates)
+    task = _FileTask(table_dir, column, allowed)
+    ordered = df.repartition(F.col(column)).sortWithinPartitions(F.col(column))
+    rows = ordered.mapInArrow(task, FILE_SCHEMA).collect()
+    written = [
+        WrittenFile(r["path"], r["size"], dt.date.fromisoformat(r["partition"]), r["rows"],
+                    r["modification_time"])
+        for r in rows if r["path"] is not None
+    ]
+    outside = sorted({r["partition"] or "NULL" for r in rows if r["path"] is None})
+    if outside:
+        remove_files(table_dir, [f.path for f in written])
+        raise LakeError(
+            f"rows with {column} outside the partitions being written: {', '.join(outside[:10])}"
+        )
+    return written
+
+
+def remove_files(table_dir: str, paths: list[str]) -> None:
+    """Best-effort removal of files that will never be committed; vacuum catches any left."""
+    for path in paths:
+        try:
+            os.remove(os.path.join(table_dir, path))
+        except OSError:
+            pass
+
+
+class _FileTask:
+    """The mapInArrow function; a class so Spark pickles only these three fields."""
+
+    def __init__(self, table_dir: str, column: str, allowed: frozenset[str]) -> None:
+        self.table_dir, self.column, self.allowed = table_dir, column, allowed
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        sink = _PartitionSink(self.table_dir, self.column)
+        outside: dict[str | None, int] = {}
+        for batch in batches:
+            keys = batch.column(self.column)
+            for value in pc.unique(keys).to_pylist():
+                text = None if value is None else value.isoformat()
+                mask = pc.is_null(keys) if value is None else pc.equal(keys, pa.scalar(value, keys.type))
+                part = batch.filter(mask)
+                if text not in self.allowed:
+                    outside[text] = outside.get(text, 0) + part.num_rows
+                    continue
+                sink.write(text, part.drop_columns([self.column]))
+        rows = sink.close() + [(None, 0, key, count, 0, count) for key, count in outside.items()]
+        if rows:
+            yield pa.RecordBatch.from_pylist(
+                [dict(zip(("path", "size", "partition", "rows", "modification_time", "outside"), r))
+                 for r in rows],
+                schema=_result_schema(),
+            )
+
+
+def _result_schema():
+    import pyarrow as pa
+
+    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("partition", pa.string()),
+                      ("rows", pa.int64()), ("modification_time", pa.int64()),
+                      ("outside", pa.int64())])
+
+
+class _PartitionSink:
+    """One open Parquet file at a time; input arrives sorted by partition, so this suffices."""
+
+    def __init__(self, table_dir: str, column: str) -> None:
+        self.table_dir, self.column = table_dir, column
+        self.partition: str | None = None
+        self.writer = None
+        self.pending: list = []
+        self.pending_rows = self.file_rows = 0
+        self.done: list[tuple] = []
+
+    def write(self, partition: str, batch) -> None:
+        if partition != self.partition or self.file_rows + self.pending_rows >= MAX_ROWS_PER_FILE:
+            self._close_file()
+            self.partition = partition
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def close(self) -> list[tuple]:
+        self._close_file()
+        return self.done
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self.pending:
+            return
+        table = pa.Table.from_batches(self.pending)
+        if self.writer is None:
+            self.relative = f"{self.column}={self.partition}/part-{uuid.uuid4().hex}.snappy.parquet"
+            target = os.path.join(self.table_dir, self.relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            self.writer = pq.ParquetWriter(target, table.schema, compression="snappy")
+        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.file_rows += table.num_rows
+        self.pending, self.pending_rows = [], 0
+
+    def _close_file(self) -> None:
+        from backfill_assets.lake.pause import pause_point
+
+        self._flush()
+        if self.writer is None:
+            return
+        self.writer.close()
+        stat = os.stat(os.path.join(self.table_dir, self.relative))
+        self.done.append((self.relative, stat.st_size, self.partition, self.file_rows,
+                          int(stat.st_mtime * 1000), 0))
+        self.writer, self.file_rows = None, 0
+        pause_point("mid_files")

@@ -1,0 +1,35 @@
+"""Test-only pause points, so crash and concurrency tests can stop a writer at a known moment.
+
+Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set. At a point named in
+``BACKFILL_LAKE_PAUSE_AT`` (comma-separated: ``before_files``, ``mid_files``,
+``after_files``, ``before_commit``, ``after_commit``) the process creates
+``<dir>/<point>.<n>.reached`` (n counts visits of that point) and waits until
+``<dir>/<point>.<n>.resume`` exists, or forever if never resumed: the test then
+SIGKILLs it. Works in executors too, since Python workers inherit the driver's
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+POINTS = ("before_files", "mid_files", "after_files", "before_commit", "after_commit")
+_visits: dict[str, int] = {}
+
+
+def pause_point(name: str) -> None:
+    """Block at ``name`` if a test asked for it; otherwise return at once."""
+    folder = os.environ.get("BACKFILL_LAKE_PAUSE_DIR")
+    if not folder or name not in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(","):
+        return
+    visit = _visits.get(name, 0) + 1
+    _visits[name] = visit
+    stem = os.path.join(folder, f"{name}.{visit}")
+    with open(f"{stem}.reached", "w") as marker:
+        marker.write(str(os.getpid()))
+    deadline = time.monotonic() + 600
+    while not os.path.exists(f"{stem}.resume"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pause point {name} was never resumed")
+        time.sleep(0.02)

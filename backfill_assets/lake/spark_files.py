@@ -1,0 +1,89 @@
+"""Reading a Delta snapshot's data files with Spark, and the checks that make that read honest.
+
+The driver lists the snapshot's files (delta-rs reads the log); Spark's
+executors read the Parquet files themselves, with the partition value taken
+from the Delta log, not guessed from the file contents.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from backfill_assets.lake.keys import LakeError, date_text
+
+# Reader features whose files mean something other than "every row of every
+# listed Parquet file": honouring them needs a Delta reader, which this engine
+# is not. Anything not listed as harmless is refused.
+HARMLESS_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+
+
+def check_readable(table, table_name: str) -> None:
+    """Refuse tables whose data a plain Parquet scan would read wrongly."""
+    protocol = table.protocol()
+    features = set(protocol.reader_features or [])
+    mapping = (table.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
+    if mapping not in (None, "none"):
+        features.add("columnMapping")
+    unknown = sorted(features - HARMLESS_READER_FEATURES)
+    if unknown or protocol.min_reader_version > 3:
+        raise LakeError(
+            f"table {table_name} needs reader features {unknown or protocol.min_reader_version} "
+            "that the delta-rs engine cannot honour when Spark reads its files; "
+            "read it with the native delta-spark engine"
+        )
+
+
+def spark_schema(table) -> StructType:
+    """Delta's schemaString is Spark's StructType JSON, so the types come back exactly."""
+    return StructType.fromJson(json.loads(table.schema().to_json()))
+
+
+def read_files(
+    spark: SparkSession,
+    table_dir: str,
+    schema: StructType,
+    column: str | None,
+    files: Iterable[tuple[str, dt.date | None]],
+) -> DataFrame:
+    """A DataFrame over the given files (relative path, partition value) with ``schema``."""
+    files = list(files)
+    names = [F.col(field.name) for field in schema.fields]
+    if not files:
+        return spark.createDataFrame([], schema)
+    if column is None:
+        return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
+    if all(os.path.dirname(path) == f"{column}={date_text(day)}" for path, day in files):
+        # Hive-style layout agrees with the log: Spark fills the partition column from
+        # the path, typed by the schema we pass, in one scan.
+        frame = spark.read.schema(schema).option("basePath", table_dir).parquet(
+            *[_abs(table_dir, p) for p, _ in files]
+        )
+        return frame.select(*names)
+    return _read_by_partition(spark, table_dir, schema, column, files).select(*names)
+
+
+def _read_by_partition(spark, table_dir, schema, column, files) -> DataFrame:
+    """Foreign layouts: one scan per partition value, the value taken from the log."""
+    data_schema = StructType([f for f in schema.fields if f.name != column])
+    by_day: dict[dt.date, list[str]] = {}
+    for path, day in files:
+        by_day.setdefault(day, []).append(_abs(table_dir, path))
+    frames = [
+        spark.read.schema(data_schema).parquet(*paths).withColumn(column, F.lit(day))
+        for day, paths in sorted(by_day.items())
+    ]
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def _abs(table_dir: str, path: str) -> str:
+    return path if "://" in path or os.path.isabs(path) else os.path.join(table_dir, path)
