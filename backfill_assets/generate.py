@@ -218,9 +218,9 @@ def _write_day(root: Path, feed: _DayFeed, rng: random.Random) -> tuple[int, int
             files += 1
             records += len(chunk)
             _write_lines(folder / f"orders-{ymd}-{files:02d}.jsonl", chunk, rng)
-        if offset == 0 and rng.random() < 0.15:  # a file still being written: to be ignored
-            name = f"_orders-{ymd}-99.jsonl" if rng.random() < 0.5 else f".orders-{ymd}-99.jsonl"
-            _write_lines(folder / name, [*lines[:3], lines[-1][:20]], rng)
+        prefix = {3: ".", 6: "_"}.get(feed.day.weekday()) if offset == 0 else None
+        if prefix:  # Thursdays and Sundays a file is caught still being written: to be ignored
+            _write_lines(folder / f"{prefix}orders-{ymd}-99.jsonl", [*lines[:3], lines[-1][:20]], rng)
     return files, records
 
 

@@ -35,8 +35,6 @@ _TIMESTAMP = re.compile(
     r"(?:Z|([+-])(\d{2}):(\d{2}))",
     re.ASCII,
 )
-# "Only whitespace" is read as ASCII whitespace, the set of Java's and JSON's `\s`.
-_BLANK = re.compile(r"[ \t\n\r\f\v]*", re.ASCII)
 
 
 @dataclass(frozen=True, order=True)
@@ -209,7 +207,8 @@ def records_of(text: str) -> list[tuple[int, str]]:
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
-        if _BLANK.fullmatch(line) is None:
+        # "Only whitespace" as Python's str.isspace() knows it (NBSP, U+2028, ... included)
+        if line and not line.isspace():
             out.append((number, line))
     return out
 
@@ -273,7 +272,9 @@ class Reference:
                 listed.update(_rate_lines(path))  # later file, later line: wins
             self._rates[rate_date] = listed
 
+    @property
     def arrival_dates(self) -> list[date]:
+        """The arrival dates whose folder has landed, empty or not."""
         return sorted(self._arrivals)
 
     def records(self, arrival: date) -> list[Record]:

@@ -109,7 +109,9 @@ def test_field_rules(tmp_path):
 
 
 def test_timestamp_forms():
-    utc = lambda *a: datetime(*a, tzinfo=UTC)  # noqa: E731
+    def utc(*a):
+        return datetime(*a, tzinfo=UTC)
+
     assert parse_timestamp("2024-01-01T10:05Z") == utc(2024, 1, 1, 10, 5)
     assert parse_timestamp("2024-01-01T10:05:07.5+05:30") == utc(2024, 1, 1, 4, 35, 7, 500000)
     assert parse_timestamp("2024-01-01T23:30:00-08:00") == utc(2024, 1, 2, 7, 30)
@@ -190,7 +192,7 @@ def test_rounding_fact_and_held_dates(tmp_path):
     assert [(r.order_id, r.amount, r.usd_per_unit, r.amount_usd) for r in rows] == [
         ("P1", Decimal("0.05"), Decimal("0.5"), Decimal("0.03")),
         ("P2", Decimal("10.01"), Decimal("0.5"), Decimal("5.01")),
-        ("P3", Decimal("3.00"), Decimal("1"), Decimal("3.00")),
+        ("P3", Decimal("3.00"), Decimal(1), Decimal("3.00")),
         ("P4", Decimal("4.00"), Decimal("0.5"), Decimal("2.00")),
         ("P5", Decimal("5.00"), Decimal("0.5"), Decimal("2.50")),
         ("P6", Decimal("1500.00"), Decimal("0.00671234"), Decimal("10.07")),
