@@ -110,7 +110,8 @@ def _relative_path_of_input() -> Column:
 def _read_lines(
     spark: SparkSession, landing_root: str | Path, files: list[LandingFile]
 ) -> DataFrame:
-    """(partition, source_file, line_number, line) for every non-blank line of ``files``."""
+    """Every non-blank line of ``files``: (partition, source_file, line_number, line,
+    is_first, first_line), the last two about the file's first non-blank line."""
     root = Path(landing_root).absolute()
     paths = [_GLOB_CHARS.sub(r"\\\1", str(root / f.relative_path)) for f in files]
     catalog = spark.createDataFrame(
@@ -118,19 +119,31 @@ def _read_lines(
         "source_file string, partition date",
     )
     texts = spark.read.text(paths, wholetext=True).select(
-        _relative_path_of_input().alias("source_file"), F.col("value").alias("text")
+        _relative_path_of_input().alias("source_file"),
+        F.transform(
+            F.split(F.col("value"), "\n", -1), lambda line: F.regexp_replace(line, r"\r\z", "")
+        ).alias("lines"),
     )
+    blank_flags = F.transform(F.col("lines"), lambda line: line.rlike(_BLANK_LINE))
+    first_record = F.array_position(blank_flags, F.lit(False))
     lines = texts.select(
-        "source_file", F.posexplode(F.split(F.col("text"), "\n", -1)).alias("pos", "raw_line")
+        "source_file",
+        first_record.alias("first_record"),
+        F.when(first_record > 0, F.get(F.col("lines"), first_record.cast("int") - 1)).alias(
+            "first_line"
+        ),
+        F.posexplode(F.col("lines")).alias("pos", "line"),
     ).select(
         "source_file",
         (F.col("pos") + F.lit(1)).cast("bigint").alias("line_number"),
-        F.regexp_replace(F.col("raw_line"), r"\r\z", "").alias("line"),
+        "line",
+        ((F.col("pos") + F.lit(1)) == F.col("first_record")).alias("is_first"),
+        "first_line",
     )
     return (
         lines.filter(~F.col("line").rlike(_BLANK_LINE))
         .join(F.broadcast(catalog), on="source_file", how="inner")
-        .select("partition", "source_file", "line_number", "line")
+        .select("partition", "source_file", "line_number", "line", "is_first", "first_line")
     )
 
 
@@ -154,21 +167,22 @@ def read_rate_lines(
 ) -> DataFrame:
     """raw/fx_rates rows (RAW_FX_RATES schema): one row per non-blank, non-header .csv line.
 
-    ``currency`` is the text before the first comma, ``usd_per_unit`` the text
-    after it (null without a comma), both as landed: validation happens later.
+    ``currency`` is the text before the first comma and ``usd_per_unit`` the text
+    after it (NULL without one), as landed: validation happens later. A file whose first line is
+    not exactly the header lists no rates: its lines are kept, with both NULL.
     """
     if not files:
         return spark.createDataFrame([], RAW_FX_RATES)
-    lines = _read_lines(spark, landing_root, files).filter(
-        F.trim(F.col("line")) != F.lit(FX_HEADER)
-    )
-    has_comma = F.instr(F.col("line"), ",") > 0
-    return lines.select(
+    lines = _read_lines(spark, landing_root, files)
+    has_header = F.col("first_line") == F.lit(FX_HEADER)
+    comma = F.instr(F.col("line"), ",")
+
+    return lines.filter(~(F.col("is_first") & has_header)).select(
         F.col("partition").alias("rate_date"),
         F.col("source_file"),
         F.col("line_number"),
-        F.substring_index(F.col("line"), ",", 1).alias("currency"),
-        F.when(has_comma, F.substr(F.col("line"), F.instr(F.col("line"), ",") + F.lit(1))).alias(
+        F.when(has_header, F.substring_index(F.col("line"), ",", 1)).alias("currency"),
+        F.when(has_header & (comma > 0), F.substr(F.col("line"), comma + F.lit(1))).alias(
             "usd_per_unit"
         ),
         F.col("line").alias("payload"),

@@ -28,7 +28,10 @@ FIELDS = (
 AMOUNT_TEXT = r"^\d{1,12}(\.\d{1,2})?\z"
 CURRENCY = r"^[A-Z]{3}\z"
 COUNTRY = r"^[A-Z]{2}\z"
-TIMESTAMP_TEXT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})\z"
+# Seconds (and a 1-9 digit fraction) are optional; the zone is required.
+TIMESTAMP_TEXT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})\z"
+# Spark's parser needs the seconds: 2024-01-01T10:00Z -> 2024-01-01T10:00:00Z.
+_MINUTE_PRECISION = r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2})(Z|[+-])"
 MAX_ORDER_ID_LENGTH = 64
 
 # parse_json accepts trailing text after the first value ('{"a":1}x'). Parsing the
@@ -97,7 +100,8 @@ def _timestamp(name: str) -> Column:
     """A zoned ISO 8601 date-time string as a TIMESTAMP; NULL when the text breaks the rule."""
     text = _string(name)
     well_formed = (_json_type(name) == F.lit("STRING")) & text.rlike(TIMESTAMP_TEXT)
-    return F.when(well_formed, F.try_to_timestamp(text))
+    with_seconds = F.regexp_replace(text, _MINUTE_PRECISION, "$1:00$2")
+    return F.when(well_formed, F.try_to_timestamp(with_seconds))
 
 
 def _amount_text() -> Column:

@@ -1,0 +1,112 @@
+"""Landing zone: file listing on real folders and line splitting/numbering of the Spark readers."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from backfill_assets.landing import (
+    LandingFile,
+    landed_partitions,
+    list_landing_files,
+    read_order_lines,
+    read_rate_lines,
+)
+from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
+
+JAN2, JAN3, JAN4, JAN5 = date(2024, 1, 2), date(2024, 1, 3), date(2024, 1, 4), date(2024, 1, 5)
+
+
+def _write(root: Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+
+
+def _names(schema) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def test_listing_skips_unfinished_and_foreign_files(tmp_path):
+    _write(tmp_path, "orders/arrival_date=2024-01-03/b.jsonl", "12345")
+    _write(tmp_path, "orders/arrival_date=2024-01-03/a.jsonl", "1")
+    _write(tmp_path, "orders/arrival_date=2024-01-03/_a.jsonl", "in flight")
+    _write(tmp_path, "orders/arrival_date=2024-01-03/.b.jsonl", "in flight")
+    _write(tmp_path, "orders/arrival_date=2024-01-03/notes.txt", "not a feed file")
+    _write(tmp_path, "orders/arrival_date=2024-01-03/deeper/c.jsonl", "not in the folder")
+    _write(tmp_path, "orders/arrival_date=2024-01-02/z.jsonl", "")
+    _write(tmp_path, "orders/arrival_date=2024-02-30/x.jsonl", "impossible date")
+    _write(tmp_path, "orders/arrival_date=20240104/x.jsonl", "malformed name")
+    _write(tmp_path, "fx_rates/rate_date=2024-01-03/r.csv", "currency,usd_per_unit\n")
+    (tmp_path / "orders/arrival_date=2024-01-05").mkdir()
+
+    files = list_landing_files(tmp_path, "orders", [JAN5, JAN3, JAN4, JAN2])
+
+    assert files == [
+        LandingFile(JAN2, "orders/arrival_date=2024-01-02/z.jsonl", 0),
+        LandingFile(JAN3, "orders/arrival_date=2024-01-03/a.jsonl", 1),
+        LandingFile(JAN3, "orders/arrival_date=2024-01-03/b.jsonl", 5),
+    ]
+    assert list_landing_files(tmp_path, "fx_rates", [JAN3]) == [
+        LandingFile(JAN3, "fx_rates/rate_date=2024-01-03/r.csv", 22)
+    ]
+    assert landed_partitions(tmp_path, "orders") == [JAN2, JAN3, JAN5]
+    assert landed_partitions(tmp_path / "nowhere", "fx_rates") == []
+
+
+def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
+    crlf = "orders/arrival_date=2024-01-03/crlf.jsonl"
+    odd = "orders/arrival_date=2024-01-03/a b+c%20#é[1]{x,y}*?.jsonl"
+    later = "orders/arrival_date=2024-01-04/last.jsonl"
+    _write(tmp_path, crlf, '{"a":1}\r\n\r\n  \t\r\n {"b":2} \r\nx\r\r\n\u00a0\n')
+    _write(tmp_path, odd, "first\n\nthird")  # no final newline
+    _write(tmp_path, later, "only\n")
+    _write(tmp_path, "orders/arrival_date=2024-01-04/empty.jsonl", "")
+    _write(tmp_path, "orders/arrival_date=2024-01-04/blank.jsonl", "\n \n\r\n")
+    files = list_landing_files(tmp_path, "orders", [JAN3, JAN4])
+    assert len(files) == 5
+
+    raw = read_order_lines(spark, str(tmp_path), files)
+
+    assert _names(raw.schema) == _names(RAW_ORDERS)
+    assert sorted(tuple(r) for r in raw.collect()) == sorted(
+        [
+            (JAN3, crlf, 1, '{"a":1}'),
+            (JAN3, crlf, 4, ' {"b":2} '),
+            (JAN3, crlf, 5, "x\r"),  # only one trailing CR is dropped
+            (JAN3, odd, 1, "first"),
+            (JAN3, odd, 3, "third"),
+            (JAN4, later, 1, "only"),
+        ]
+    )
+
+
+def test_readers_return_empty_tables_for_no_files(spark, tmp_path):
+    orders = read_order_lines(spark, tmp_path, [])
+    rates = read_rate_lines(spark, tmp_path, [])
+    assert _names(orders.schema) == _names(RAW_ORDERS)
+    assert _names(rates.schema) == _names(RAW_FX_RATES)
+    assert orders.count() == 0 and rates.count() == 0
+
+
+def test_rate_lines_drop_the_header_and_keep_headerless_files_unparsed(spark, tmp_path):
+    good = "fx_rates/rate_date=2024-01-03/fx-1.csv"
+    late_header = "fx_rates/rate_date=2024-01-03/fx-2.csv"
+    headerless = "fx_rates/rate_date=2024-01-04/fx-1.csv"
+    _write(tmp_path, good, "currency,usd_per_unit\r\nEUR,1.08\r\n\r\nJPY,0.0067,x\r\nGBP\r\n")
+    _write(tmp_path, late_header, "\n  \ncurrency,usd_per_unit\nBRL,0.2")
+    _write(tmp_path, headerless, "EUR,1.09\n")
+    files = list_landing_files(tmp_path, "fx_rates", [JAN3, JAN4])
+
+    rates = read_rate_lines(spark, tmp_path, files)
+
+    assert _names(rates.schema) == _names(RAW_FX_RATES)
+    assert sorted(tuple(r) for r in rates.collect()) == sorted(
+        [
+            (JAN3, good, 2, "EUR", "1.08", "EUR,1.08"),
+            (JAN3, good, 4, "JPY", "0.0067,x", "JPY,0.0067,x"),
+            (JAN3, good, 5, "GBP", None, "GBP"),
+            (JAN3, late_header, 4, "BRL", "0.2", "BRL,0.2"),
+            (JAN4, headerless, 1, None, None, "EUR,1.09"),
+        ]
+    )
