@@ -31,6 +31,8 @@ _USD_PER_UNIT = {"EUR": 1.08, "GBP": 1.27, "JPY": 0.0067, "BRL": 0.20, "INR": 0.
 _LINE = ('{"order_id":"%s","customer_id":"%s","event_time":"%s","updated_at":"%s",'
          '"status":"%s","amount":%s,"currency":"%s","country":"%s","channel":"%s"}')
 _CHANNELS = ("web", "app", "store")
+_TAILS = {country: tuple(f',"currency":"{cur}","country":"{country}","channel":"{ch}"}}'
+                         for ch in _CHANNELS) for country, cur, _, _ in _COUNTRIES}
 
 
 @dataclass(frozen=True)
@@ -49,24 +51,21 @@ class FeedSummary:
 class _Clock:
     """Renders instants (ms since day 1 of the proleptic calendar) as ISO 8601 text with a zone."""
 
-    _HM = tuple(f"{h:02d}:{m:02d}" for h in range(24) for m in range(60))
-    _SS = tuple(f"{s:02d}" for s in range(60))
-
     def __init__(self) -> None:
         self._dates: dict[int, str] = {}
+        # the contract makes seconds optional: on even minutes, :00 seconds are left out
+        self._hms = [f"{h:02d}:{m:02d}" + ("" if s == 0 and m % 2 == 0 else f":{s:02d}")
+                     for h in range(24) for m in range(60) for s in range(60)]
 
     def text(self, instant_ms: int, zone: str, offset_min: int) -> str:
         day, ms = divmod(instant_ms + offset_min * 60_000, _DAY_MS)
         ds = self._dates.get(day)
         if ds is None:
-            ds = self._dates[day] = date.fromordinal(day).isoformat()
-        minute, ms = divmod(ms, 60_000)
-        s, ms = divmod(ms, 1000)
+            ds = self._dates[day] = date.fromordinal(day).isoformat() + "T"
+        sec, ms = divmod(ms, 1000)
         if ms:
-            return f"{ds}T{self._HM[minute]}:{self._SS[s]}.{ms:03d}{zone}"
-        if s == 0 and minute % 2 == 0:  # the contract makes seconds optional: exercise it
-            return f"{ds}T{self._HM[minute]}{zone}"
-        return f"{ds}T{self._HM[minute]}:{self._SS[s]}{zone}"
+            return f"{ds}{self._hms[sec][:5]}:{sec % 60:02d}.{ms:03d}{zone}"
+        return ds + self._hms[sec] + zone
 
 
 class _DayFeed:
@@ -94,22 +93,17 @@ def _lateness(u: float, ml: int) -> int:
     return ml + 1 + int((u - 0.99) / 0.01 * 3)
 
 
-def _amount_text(rnd, currency: str, as_number: bool) -> str:
-    low, high, unit = _AMOUNTS[currency]
-    minor = low + int(rnd() * (high - low))
+def _amount_text(minor: int, unit: int, as_number: bool) -> str:
     if unit == 1:
-        text = str(minor)
-    else:
-        text = f"{minor // 100}.{minor % 100:02d}"
-        if as_number:  # a JSON serializer writing a float drops trailing zeros
-            text = text.rstrip("0").rstrip(".")
-    return text if as_number else f'"{text}"'
+        return str(minor) if as_number else f'"{minor}"'
+    if as_number:  # a JSON serializer writing a float drops trailing zeros
+        return f"{minor // 100}.{minor % 100:02d}".rstrip("0").rstrip(".")
+    return f'"{minor // 100}.{minor % 100:02d}"'
 
 
 def _orders(rng: random.Random, feed: _DayFeed, n: int, clock: _Clock) -> None:
     """Each order is placed, then maybe paid and maybe cancelled; each version is one line."""
-    rnd = rng.random
-    ml = feed.max_lateness
+    rnd, fmt, ml = rng.random, clock.text, feed.max_lateness
     ymd = feed.day.strftime("%Y%m%d")
     base = feed.day.toordinal() * _DAY_MS
     countries = rng.choices(_COUNTRIES, cum_weights=_CUM_WEIGHTS, k=n)
@@ -120,28 +114,31 @@ def _orders(rng: random.Random, feed: _DayFeed, n: int, clock: _Clock) -> None:
         if t % 1000 < 970:  # most producers write whole seconds
             t -= t % 1000
         event_ms = base + t
-        event = clock.text(event_ms, zone, off)
-        head = (f"TWS-{ymd}-{i:06d}", f"C{int(rnd() * 60_000):05d}", event)
-        tail = (_amount_text(rnd, cur, rnd() < 0.05), cur, country, _CHANNELS[i % 3])
+        event = fmt(event_ms, zone, off)
+        head = (f'{{"order_id":"TWS-{ymd}-{i:06d}","customer_id":"C{int(rnd() * 60_000):05d}",'
+                f'"event_time":"{event}","updated_at":"')
+        low, high, unit = _AMOUNTS[cur]
+        amount = _amount_text(low + int(rnd() * (high - low)), unit, rnd() < 0.05)
+        tail = '","amount":' + amount + _TAILS[country][i % 3]
         path, late = rnd(), rnd()
         late = 0 if late < 0.86 else _lateness(late, ml)
         placed_at = late + 1 if rnd() < 0.02 else late  # now and then "paid" lands first
-        add[placed_at](_LINE % (*head, event, "placed", *tail))
+        add[placed_at](head + event + '","status":"placed' + tail)
         if path < 0.20:
             continue
         upd = event_ms
         if path >= 0.25:
             upd = event_ms + 30_000 + int(rnd() * 1_800) * 1000
             paid_at = late + 1 if rnd() < 0.05 else late
-            add[paid_at](_LINE % (*head, clock.text(upd, zone, off), "paid", *tail))
+            add[paid_at](head + fmt(upd, zone, off) + '","status":"paid' + tail)
             if path < 0.88:
                 continue
         lag = int(rnd() * 4)
         if rnd() < 0.08:  # cancelled in the same millisecond it was paid: a tie on updated_at
-            text = clock.text(upd, "Z", 0) if zone != "Z" else clock.text(upd, "+00:00", 0)
+            text = fmt(upd, "Z", 0) if zone != "Z" else fmt(upd, "+00:00", 0)
         else:
-            text = clock.text(upd + lag * _DAY_MS + int(rnd() * 7_200) * 1000, zone, off)
-        add[late + lag](_LINE % (*head, text, "cancelled", *tail))
+            text = fmt(upd + lag * _DAY_MS + int(rnd() * 7_200) * 1000, zone, off)
+        add[late + lag](head + text + '","status":"cancelled' + tail)
 
 
 def _specials(rng: random.Random, feed: _DayFeed, n: int, clock: _Clock) -> None:
