@@ -143,7 +143,8 @@ def test_malformed_lines_of_every_kind(feed):
         kinds["empty string"] += any(obj.get(f) == "" for f in fields)
         kinds["bad currency"] += obj.get("currency") in ("usd", "EURO")
         kinds["number customer_id"] += isinstance(obj.get("customer_id"), int)
-        kinds["no zone"] += utc(obj.get("event_time")) is None and obj.get("event_time", "")[:1] == "2"
+        event = obj.get("event_time")
+        kinds["no zone"] += isinstance(event, str) and utc(event) is None and bool(utc(event + "Z"))
         amount = obj.get("amount")
         kinds["amount number"] += isinstance(amount, tuple) and amount[1].count(".") == 1
         kinds["amount 1e3"] += amount == ("number", "1e3")
