@@ -1,0 +1,262 @@
+"""Order validation (rejection reasons and their precedence), quarantine split and latest-wins dedupe."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import functions as F
+
+from backfill_assets.transforms.orders import (
+    latest_wins,
+    quarantine_rows,
+    valid_orders,
+    validate_orders,
+)
+from backfill_assets.transforms.schemas import QUARANTINE_ORDERS, RAW_ORDERS
+
+ARRIVAL = date(2024, 1, 10)
+BASE = {
+    "order_id": "o-1",
+    "customer_id": "c-1",
+    "event_time": "2024-01-09T10:00:00Z",
+    "updated_at": "2024-01-09T10:05:00Z",
+    "status": "paid",
+    "amount": "12.50",
+    "currency": "EUR",
+    "country": "DE",
+}
+DROP = object()
+
+
+def record(**changes) -> str:
+    fields = {**BASE, **changes}
+    return json.dumps({k: v for k, v in fields.items() if v is not DROP}, separators=(",", ":"))
+
+
+def with_amount_literal(literal: str) -> str:
+    """A record whose amount is the raw JSON literal given (json.dumps cannot write 1e3 as is)."""
+    return record(amount="@@").replace('"@@"', literal)
+
+
+# case -> (payload, expected reason); all land on ARRIVAL
+CASES = {
+    "valid": (record(), None),
+    "valid_number_amount": (with_amount_literal("12.5"), None),
+    "valid_integer_amount": (with_amount_literal("12"), None),
+    "valid_two_decimals_number": (with_amount_literal("0.10"), None),
+    "valid_minute_precision": (record(event_time="2024-01-09T10:00Z"), None),
+    "valid_fraction_and_offset": (record(event_time="2024-01-09T10:00:00.123+05:30"), None),
+    "valid_extra_fields": (record(channel="web", meta={"amount": 1.234}), None),
+    "valid_number_beside_nested_amount": (
+        '{"meta":{"amount":1.234},' + with_amount_literal("12.5")[1:],
+        None,
+    ),
+    "valid_surrounding_spaces": ("  " + record() + "\t", None),
+    "valid_order_id_64": (record(order_id="x" * 64), None),
+    "valid_max_lateness": (record(event_time="2024-01-03T00:00:00Z"), None),
+    "malformed_text": ("not json", "malformed_json"),
+    "malformed_array": ('["20240109",12.5]', "malformed_json"),
+    "malformed_number": ("12.5", "malformed_json"),
+    "malformed_string": ('"placed"', "malformed_json"),
+    "malformed_null": ("null", "malformed_json"),
+    "malformed_truncated": (record()[:40], "malformed_json"),
+    "malformed_trailing_text": (record() + "x", "malformed_json"),
+    "malformed_trailing_brace": (record() + "}", "malformed_json"),
+    "malformed_second_value": (record() + ' {"a":1}', "malformed_json"),
+    "malformed_single_quotes": ("{'order_id': 'o-1'}", "malformed_json"),
+    "malformed_nan": (with_amount_literal("NaN"), "malformed_json"),
+    "malformed_duplicate_key": (record()[:-1] + ',"status":"placed"}', "malformed_json"),
+    "missing_absent": (record(order_id=DROP), "missing_field"),
+    "missing_null": (record(customer_id=None), "missing_field"),
+    "missing_empty": (record(status=""), "missing_field"),
+    "missing_empty_amount": (record(amount=""), "missing_field"),
+    "missing_beats_invalid": (record(currency=None, amount="1e3"), "missing_field"),
+    "invalid_exponent_number": (with_amount_literal("1e3"), "invalid_value"),
+    "invalid_exponent_string": (record(amount="1e3"), "invalid_value"),
+    "invalid_three_decimals": (with_amount_literal("1.234"), "invalid_value"),
+    "invalid_three_decimals_string": (record(amount="1.234"), "invalid_value"),
+    "invalid_trailing_zero_number": (with_amount_literal("12.500"), "invalid_value"),
+    "invalid_negative": (with_amount_literal("-1"), "invalid_value"),
+    "invalid_negative_zero": (with_amount_literal("-0"), "invalid_value"),
+    "invalid_negative_string": (record(amount="-5.00"), "invalid_value"),
+    "invalid_comma_decimal": (record(amount="12,50"), "invalid_value"),
+    "invalid_13_digits": (record(amount="1234567890123"), "invalid_value"),
+    "invalid_amount_bool": (record(amount=True), "invalid_value"),
+    "invalid_amount_space": (record(amount=" "), "invalid_value"),
+    "invalid_currency_lower": (record(currency="usd"), "invalid_value"),
+    "invalid_currency_long": (record(currency="EURO"), "invalid_value"),
+    "invalid_currency_newline": (record(currency="USD\n"), "invalid_value"),
+    "invalid_currency_number": (record(currency=978), "invalid_value"),
+    "invalid_country": (record(country="usa"), "invalid_value"),
+    "invalid_country_newline": (record(country="DE\n"), "invalid_value"),
+    "invalid_status": (record(status="shipped"), "invalid_value"),
+    "invalid_status_case": (record(status="PAID"), "invalid_value"),
+    "invalid_order_id_65": (record(order_id="x" * 65), "invalid_value"),
+    "invalid_order_id_number": (record(order_id=123), "invalid_value"),
+    "invalid_customer_number": (record(customer_id=48213), "invalid_value"),
+    "invalid_customer_object": (record(customer_id={"id": "c"}), "invalid_value"),
+    "invalid_no_zone": (record(event_time="2024-01-09T10:00:00"), "invalid_value"),
+    "invalid_date_only": (record(updated_at="2024-01-09"), "invalid_value"),
+    "invalid_feb_30": (record(event_time="2024-02-30T10:00:00Z"), "invalid_value"),
+    "invalid_hour_24": (record(event_time="2024-01-09T24:00:00Z"), "invalid_value"),
+    "invalid_space_separator": (record(event_time="2024-01-09 10:00:00Z"), "invalid_value"),
+    "invalid_lower_z": (record(event_time="2024-01-09T10:00:00z"), "invalid_value"),
+    "invalid_compact_offset": (record(event_time="2024-01-09T10:00:00+0530"), "invalid_value"),
+    "invalid_offset_beyond_18h": (record(updated_at="2024-01-09T10:00:00+18:01"), "invalid_value"),
+    "invalid_ten_fraction_digits": (
+        record(event_time="2024-01-09T10:00:00.1234567890Z"),
+        "invalid_value",
+    ),
+    "invalid_timestamp_number": (record(updated_at=1704794400), "invalid_value"),
+    "invalid_beats_future": (
+        record(event_time="2024-01-11T10:00:00Z", status="x"),
+        "invalid_value",
+    ),
+    "future_event": (record(event_time="2024-01-11T00:00:00Z"), "future_event"),
+    "future_by_utc_date": (record(event_time="2024-01-10T23:30:00-02:00"), "future_event"),
+    "too_late": (record(event_time="2024-01-02T23:59:59Z"), "too_late"),
+    "too_late_by_utc_date": (record(event_time="2024-01-03T01:00:00+02:00"), "too_late"),
+}
+
+
+@pytest.fixture(scope="module")
+def validated(spark):
+    rows = [(ARRIVAL, case, 1, payload) for case, (payload, _) in CASES.items()]
+    return validate_orders(spark.createDataFrame(rows, RAW_ORDERS), max_lateness_days=7)
+
+
+@pytest.fixture(scope="module")
+def validated_rows(validated):
+    return {
+        row["source_file"]: row
+        for row in validated.withColumn(
+            "event_time_text", F.date_format("event_time", "yyyy-MM-dd HH:mm:ss.SSS")
+        ).collect()
+    }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reason(validated_rows, case):
+    assert validated_rows[case]["reason"] == CASES[case][1]
+
+
+def test_reasons_are_the_contract_set(validated_rows):
+    reasons = {row["reason"] for row in validated_rows.values()} - {None}
+    assert reasons == {
+        "malformed_json",
+        "missing_field",
+        "invalid_value",
+        "future_event",
+        "too_late",
+    }
+
+
+def test_typed_columns_of_valid_records(validated_rows):
+    number = validated_rows["valid_number_amount"]
+    assert number["amount"] == Decimal("12.50")
+    assert validated_rows["valid_integer_amount"]["amount"] == Decimal("12.00")
+    assert validated_rows["valid_two_decimals_number"]["amount"] == Decimal("0.10")
+    offset = validated_rows["valid_fraction_and_offset"]
+    assert offset["event_time_text"] == "2024-01-09 04:30:00.123"
+    assert offset["event_date"] == date(2024, 1, 9)
+    minute = validated_rows["valid_minute_precision"]
+    assert minute["event_time_text"] == "2024-01-09 10:00:00.000"
+    assert (minute["order_id"], minute["customer_id"], minute["status"]) == ("o-1", "c-1", "paid")
+    assert (minute["currency"], minute["country"]) == ("EUR", "DE")
+
+
+def test_typed_columns_are_null_where_unparseable(validated_rows):
+    assert validated_rows["invalid_currency_lower"]["currency"] is None
+    assert validated_rows["invalid_currency_lower"]["amount"] == Decimal("12.50")
+    assert validated_rows["invalid_feb_30"]["event_time"] is None
+    assert validated_rows["malformed_text"]["order_id"] is None
+
+
+def test_event_date_is_the_utc_date_of_event_time(spark):
+    late_evening = record(event_time="2024-01-01T23:30:00-02:00")
+    raw = spark.createDataFrame(
+        [
+            (date(2024, 1, 2), "a.jsonl", 1, late_evening),
+            (date(2024, 1, 1), "a.jsonl", 1, late_evening),
+        ],
+        RAW_ORDERS,
+    )
+    rows = validate_orders(raw, max_lateness_days=7).collect()
+    by_arrival = {row["arrival_date"]: row for row in rows}
+    assert by_arrival[date(2024, 1, 2)]["event_date"] == date(2024, 1, 2)
+    assert by_arrival[date(2024, 1, 2)]["reason"] is None
+    assert by_arrival[date(2024, 1, 1)]["reason"] == "future_event"
+
+
+def test_quarantine_and_valid_split_the_raw_rows(validated):
+    quarantine = quarantine_rows(validated)
+    valid = valid_orders(validated)
+    assert quarantine.schema.fieldNames() == QUARANTINE_ORDERS.fieldNames()
+    assert [f.dataType for f in quarantine.schema] == [f.dataType for f in QUARANTINE_ORDERS]
+    expected_rejected = {case for case, (_, reason) in CASES.items() if reason}
+    assert {row["source_file"] for row in quarantine.collect()} == expected_rejected
+    assert {row["source_file"] for row in valid.select("source_file").collect()} == (
+        set(CASES) - expected_rejected
+    )
+    assert valid.columns == [
+        "arrival_date", "source_file", "line_number", "order_id", "customer_id", "event_time",
+        "event_date", "updated_at", "status", "amount", "currency", "country",
+    ]  # fmt: skip
+
+
+def _version(order_id: str, updated_at: str, status: str, event_time: str = "2024-01-01T08:00:00Z"):
+    return record(order_id=order_id, updated_at=updated_at, status=status, event_time=event_time)
+
+
+def test_latest_wins_by_instant_then_arrival_file_line(spark):
+    jan1, jan2, jan3 = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)
+    noon_paris = "2024-01-01T12:00:00+02:00"  # the same instant as 10:00Z
+    rows = [
+        # equal instants in different offsets: the later arrival wins
+        (jan1, "a.jsonl", 9, _version("tie-arrival", noon_paris, "placed")),
+        (jan2, "a.jsonl", 1, _version("tie-arrival", "2024-01-01T10:00:00Z", "paid")),
+        # equal instant and arrival: the later source_file wins
+        (
+            jan2,
+            "orders/arrival_date=2024-01-02/b.jsonl",
+            1,
+            _version("tie-file", noon_paris, "paid"),
+        ),
+        (
+            jan2,
+            "orders/arrival_date=2024-01-02/a.jsonl",
+            5,
+            _version("tie-file", noon_paris, "placed"),
+        ),
+        # equal instant, arrival and file: the later line wins
+        (jan2, "a.jsonl", 7, _version("tie-line", noon_paris, "cancelled")),
+        (jan2, "a.jsonl", 3, _version("tie-line", noon_paris, "paid")),
+        # a later instant wins even from an earlier arrival, whatever the offsets spell
+        (jan1, "a.jsonl", 1, _version("instant", "2024-01-01T09:00:00-05:00", "cancelled")),
+        (jan3, "z.jsonl", 1, _version("instant", "2024-01-01T13:00:00Z", "paid")),
+        # the same order_id on two event dates is two orders
+        (jan1, "a.jsonl", 2, _version("two-days", noon_paris, "paid")),
+        (jan2, "a.jsonl", 2, _version("two-days", noon_paris, "placed", "2024-01-02T08:00:00Z")),
+    ]
+    validated = validate_orders(spark.createDataFrame(rows, RAW_ORDERS), max_lateness_days=7)
+    latest = latest_wins(valid_orders(validated))
+
+    got = {
+        (row["order_id"], row["event_date"]): (
+            row["status"],
+            row["arrival_date"],
+            row["line_number"],
+        )
+        for row in latest.collect()
+    }
+    assert got == {
+        ("tie-arrival", jan1): ("paid", jan2, 1),
+        ("tie-file", jan1): ("paid", jan2, 1),
+        ("tie-line", jan1): ("cancelled", jan2, 7),
+        ("instant", jan1): ("cancelled", jan1, 1),
+        ("two-days", jan1): ("paid", jan1, 2),
+        ("two-days", jan2): ("placed", jan2, 2),
+    }
