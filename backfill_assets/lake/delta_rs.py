@@ -57,9 +57,8 @@ class DeltaRsEngine:
         except TableNotFoundError:
             return None
         except DeltaError as exc:
-            if version is not None:
-                raise LakeError(f"cannot load version {version} of {table_dir}: {exc}") from exc
-            raise
+            at = "latest version" if version is None else f"version {version}"
+            raise LakeError(f"cannot load {at} of {table_dir}: {exc}") from exc
 
     def version(self, table_dir: str) -> int | None:
         table = self.load(table_dir)

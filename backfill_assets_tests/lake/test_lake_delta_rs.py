@@ -1,0 +1,72 @@
+"""delta-rs engine specifics: stray files stay invisible, unsupported reader features are refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+
+import pytest
+
+from backfill_assets.lake import CommitInfo, Lake, LakeError
+
+D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+
+
+@pytest.fixture
+def lake(spark, tmp_path):
+    return Lake(tmp_path / "lake", spark, engine="delta-rs")
+
+
+def write(lake, rows, partitions):
+    df = lake.spark.createDataFrame(rows, "d date, id bigint")
+    return lake.replace_partitions("raw/t", df, "d", partitions, CommitInfo("r", "c"))
+
+
+def test_lake_uncommitted_files_never_read_and_vacuumed_after_retention(lake):
+    write(lake, [(D1, 1)], [D1])
+    part_dir = lake.path("raw/t") / "d=2024-01-01"
+    committed = next(part_dir.glob("*.parquet"))
+    stray = part_dir / "part-stray.snappy.parquet"
+    shutil.copy(committed, stray)
+    df, _ = lake.read_partitions("raw/t", "d", [D1])
+    assert [tuple(r) for r in df.collect()] == [(D1, 1)]
+    assert lake.partitions("raw/t", "d")[0].rows == 1
+    assert lake.vacuum("raw/t", retention_hours=1) == []
+    two_hours_ago = stray.stat().st_mtime - 7200
+    os.utime(stray, (two_hours_ago, two_hours_ago))
+    assert lake.vacuum("raw/t", retention_hours=1) == ["d=2024-01-01/part-stray.snappy.parquet"]
+    assert not stray.exists() and committed.exists()
+
+
+def test_lake_auto_engine_is_delta_rs_without_delta_extension(spark, tmp_path):
+    assert Lake(tmp_path, spark).engine_name == "delta-rs"
+
+
+@pytest.mark.parametrize("feature", ["deletionVectors", "columnMapping"])
+def test_lake_refuses_reader_features_it_cannot_honour(lake, feature):
+    write(lake, [(D1, 1)], [D1])
+    log = lake.path("raw/t") / "_delta_log"
+    metadata = next(json.loads(line)["metaData"] for line in
+                    (log / f"{0:020d}.json").read_text().splitlines() if "metaData" in line)
+    if feature == "columnMapping":
+        schema = json.loads(metadata["schemaString"])
+        for number, field in enumerate(schema["fields"], start=1):
+            # Physical names equal to logical ones, as in a table upgraded to column mapping.
+            field["metadata"] = {"delta.columnMapping.id": number,
+                                 "delta.columnMapping.physicalName": field["name"]}
+        metadata["schemaString"] = json.dumps(schema)
+        metadata["configuration"] = {"delta.columnMapping.mode": "name",
+                                     "delta.columnMapping.maxColumnId": "2"}
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [feature],
+                "writerFeatures": [feature]}
+    commit = [{"commitInfo": {"operation": "SET TBLPROPERTIES", "timestamp": 1}},
+              {"protocol": protocol}, {"metaData": metadata}]
+    (log / f"{1:020d}.json").write_text("\n".join(json.dumps(a) for a in commit) + "\n")
+    with pytest.raises(LakeError, match=feature):
+        lake.read_partitions("raw/t", "d", [D1])
+    with pytest.raises(LakeError, match=feature):
+        write(lake, [(D1, 2)], [D1])
+    df, version = lake.read_partitions("raw/t", "d", [D1], version=0)
+    assert version == 0 and [tuple(r) for r in df.collect()] == [(D1, 1)]
