@@ -1,0 +1,27 @@
+# The two commands a new machine needs: `make demo` and `make test`.
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export BACKFILL_LANDING_DIR ?= $(CURDIR)/data/landing
+export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
+
+.PHONY: setup demo test ui status clean
+setup:
+	@./scripts/bootstrap.sh
+	@mkdir -p "$(DAGSTER_HOME)" && cp dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
+
+demo: setup  ## generate 60 days of orders and backfill them through Dagster
+	$(PY) -m backfill_assets.cli demo
+
+test: setup  ## the whole suite: transforms, lake, Dagster, end to end
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:3000
+	.venv/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+
+status: setup
+	$(PY) -m backfill_assets.cli status
+
+clean:
+	rm -rf data .dagster_home

@@ -1,0 +1,39 @@
+"""The one Definitions object: layers, checks, jobs, resources, schedules and sensors."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from backfill_assets.defs.event_days import build_event_day_assets
+from backfill_assets.defs.raw.assets import build_raw_assets
+from backfill_assets.resources import build_resources
+from backfill_assets.settings import Settings
+
+BACKFILL_JOB = "backfill_job"
+
+
+def build_definitions(settings: Settings) -> dg.Definitions:
+    assets = build_raw_assets(settings) + build_event_day_assets(settings)
+    return dg.Definitions(
+        assets=assets,
+        jobs=[
+            dg.define_asset_job(
+                BACKFILL_JOB,
+                selection=dg.AssetSelection.all(),
+                description="Any layer over any partition range, as one run per range.",
+            )
+        ],
+        resources=build_resources(settings),
+        # One process per run: a ranged run shares one Spark session across its steps.
+        executor=dg.in_process_executor,
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions(Settings.from_env())
+
+
+def backfill_job() -> dg.JobDefinition:
+    """The job the CLI executes; a module-level function so Dagster can reconstruct it."""
+    return defs().resolve_job_def(BACKFILL_JOB)

@@ -1,0 +1,117 @@
+"""Per-partition publication inside a ranged run.
+
+Dagster, left alone, attributes a ranged run's check results to no partition and
+fails every downstream partition when one day fails a blocking check. Here each
+asset step computes its whole range in one Spark job, audits every day, writes
+only the days that pass, and reports exactly those days to Dagster:
+
+- one ``AssetCheckEvaluation`` per (check, partition), blocking;
+- one ``AssetMaterialization`` per published partition (specs are ``skippable``);
+- the step then fails naming the held days, without retries, so the run ends
+  failed and "re-execute from failure" redoes only what was held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+
+import dagster as dg
+from dagster._core.events import DagsterEventType
+
+RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """The result of one check on one partition, with expected and actual values."""
+
+    asset_key: dg.AssetKey
+    check_name: str
+    partition: date
+    passed: bool
+    metadata: Mapping[str, object] = field(default_factory=dict)
+
+    def evaluation(self) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(
+            asset_key=self.asset_key,
+            check_name=self.check_name,
+            passed=self.passed,
+            partition=self.partition.isoformat(),
+            blocking=True,
+            metadata=dict(self.metadata),
+        )
+
+
+def partition_dates(context: dg.AssetExecutionContext) -> list[date]:
+    return sorted(date.fromisoformat(key) for key in context.partition_keys)
+
+
+def published_by_earlier_attempts(
+    context: dg.AssetExecutionContext, asset_key: dg.AssetKey
+) -> set[date]:
+    """Partitions of ``asset_key`` already published by the runs this one re-executes.
+
+    A re-execution from failure of a ranged run gets the whole range again; the
+    days its ancestors published stay as they are and only the held days are redone.
+    """
+    published: set[date] = set()
+    run = context.run
+    instance = context.instance
+    while run is not None and run.parent_run_id:
+        for record in instance.all_logs(
+            run.parent_run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+        ):
+            mat = record.asset_materialization
+            if mat is not None and mat.asset_key == asset_key and mat.partition:
+                published.add(date.fromisoformat(mat.partition))
+        run = instance.get_run_by_id(run.parent_run_id)
+    return published
+
+
+def held_days(outcomes: Iterable[CheckOutcome]) -> dict[date, list[str]]:
+    """Days that failed at least one check, with the failed checks as ``asset.check``."""
+    held: dict[date, list[str]] = {}
+    for outcome in outcomes:
+        if not outcome.passed:
+            name = f"{outcome.asset_key.to_user_string()}.{outcome.check_name}"
+            held.setdefault(outcome.partition, []).append(name)
+    return held
+
+
+def report(context: dg.AssetExecutionContext, outcomes: Iterable[CheckOutcome]) -> Iterator[dg.AssetCheckEvaluation]:
+    """One evaluation per selected check and partition (unselected checks still gate)."""
+    selected = context.selected_asset_check_keys
+    for outcome in outcomes:
+        if dg.AssetCheckKey(outcome.asset_key, outcome.check_name) in selected:
+            yield outcome.evaluation()
+
+
+def close_check_outputs(context: dg.AssetExecutionContext) -> Iterator[dg.Output]:
+    """Satisfy the step's check outputs; the evaluations themselves were yielded per partition."""
+    selected = context.selected_asset_check_keys
+    for output_name, spec in context.assets_def.check_specs_by_output_name.items():
+        if spec.key in selected:
+            yield dg.Output(None, output_name=output_name)
+
+
+def fail_if_held(held: Mapping[date, list[str]]) -> None:
+    """End the step failed, naming each held day and the checks it failed; never retried."""
+    if not held:
+        return
+    lines = [f"{day.isoformat()}: {', '.join(sorted(set(checks)))}" for day, checks in sorted(held.items())]
+    raise dg.Failure(
+        description=(
+            f"{len(held)} partition(s) held back, the rest of the range was published. "
+            "Failed checks:\n" + "\n".join(lines)
+        ),
+        metadata={"held_partitions": dg.MetadataValue.json({d.isoformat(): c for d, c in held.items()})},
+        allow_retries=False,
+    )
+
+
+def materialization(
+    asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]
+) -> dg.AssetMaterialization:
+    return dg.AssetMaterialization(asset_key=asset_key, partition=day.isoformat(), metadata=dict(metadata))

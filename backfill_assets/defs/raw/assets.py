@@ -1,0 +1,176 @@
+"""Raw layer: what landed, verbatim, one Delta partition per arrival (or rate) date."""
+
+
+from collections import defaultdict
+from datetime import date
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pyspark import StorageLevel
+
+from backfill_assets.defs.lineage import commit_info, write_metadata
+from backfill_assets.defs.partitions import daily_partitions
+from backfill_assets.defs.publishing import (
+    RETRY_TRANSIENT,
+    close_check_outputs,
+    fail_if_held,
+    held_days,
+    materialization,
+    partition_dates,
+    published_by_earlier_attempts,
+    report,
+)
+from backfill_assets.defs.raw.checks import (
+    RATES_MATCH_LANDING,
+    RAW_FX_RATES,
+    RAW_FX_RATES_CHECKS,
+    RAW_MATCHES_LANDING,
+    RAW_ORDERS,
+    RAW_ORDERS_CHECKS,
+    landing_outcomes,
+    quarantine_outcomes,
+)
+from backfill_assets.defs.reconcile import counts_by, line_fingerprints, rows_per_partition
+from backfill_assets.landing import list_landing_files, read_order_lines, read_rate_lines
+from backfill_assets.resources import PipelineResource
+from backfill_assets.settings import Settings
+from backfill_assets.transforms.orders import quarantine_rows, validate_orders
+
+KINDS = {"spark", "delta"}
+
+
+def _days_to_build(context: dg.AssetExecutionContext, key: dg.AssetKey) -> list[date]:
+    done = published_by_earlier_attempts(context, key)
+    return [d for d in partition_dates(context) if d not in done]
+
+
+def _listed(files) -> dict[date, set[str]]:
+    listed: dict[date, set[str]] = defaultdict(set)
+    for f in files:
+        listed[f.partition].add(f.relative_path)
+    return listed
+
+
+def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
+    days = _days_to_build(context, RAW_ORDERS)
+    if days:
+        lake = pipeline.lake(spark)
+        files = list_landing_files(pipeline.landing, "orders", days)
+        lines = read_order_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
+        validated = validate_orders(lines, pipeline.max_lateness_days).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        commit = commit_info(context, "raw_orders", days, {})
+        raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
+        q_write = lake.replace_partitions(
+            "quarantine/orders", quarantine_rows(validated), "arrival_date", days, commit
+        )
+        raw_back, _ = lake.read_partitions("raw/orders", "arrival_date", days, raw_write.version)
+        q_back, _ = lake.read_partitions("quarantine/orders", "arrival_date", days, q_write.version)
+
+        actual = line_fingerprints(raw_back, "arrival_date")
+        expected_reasons = counts_by(validated, "arrival_date", "reason")
+        actual_reasons = counts_by(q_back, "arrival_date", "reason")
+        outcomes = landing_outcomes(
+            RAW_ORDERS, RAW_MATCHES_LANDING, days, _listed(files),
+            line_fingerprints(lines, "arrival_date"), actual,
+        ) + quarantine_outcomes(days, rows_per_partition(actual), expected_reasons, actual_reasons)
+        held = held_days(outcomes)
+        yield from report(context, outcomes)
+        for day in days:
+            if day in held:
+                continue
+            reasons = actual_reasons.get(day, {})
+            yield materialization(
+                RAW_ORDERS,
+                day,
+                {
+                    **write_metadata(raw_write, day, {}),
+                    "landing_files": dg.MetadataValue.int(len(_listed(files).get(day, ()))),
+                    "quarantined": dg.MetadataValue.int(sum(reasons.values())),
+                    "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
+                    "quarantine_delta_version": dg.MetadataValue.int(q_write.version),
+                },
+            )
+        lines.unpersist()
+        validated.unpersist()
+        yield from close_check_outputs(context)
+        fail_if_held(held)
+    else:
+        yield from close_check_outputs(context)
+
+
+def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
+    days = _days_to_build(context, RAW_FX_RATES)
+    held = {}
+    if days:
+        lake = pipeline.lake(spark)
+        files = list_landing_files(pipeline.landing, "fx_rates", days)
+        lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
+        write = lake.replace_partitions(
+            "raw/fx_rates", lines, "rate_date", days, commit_info(context, "raw_fx_rates", days, {})
+        )
+        back, _ = lake.read_partitions("raw/fx_rates", "rate_date", days, write.version)
+        outcomes = landing_outcomes(
+            RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
+            line_fingerprints(lines, "rate_date"), line_fingerprints(back, "rate_date"),
+        )
+        held = held_days(outcomes)
+        yield from report(context, outcomes)
+        for day in days:
+            if day not in held:
+                yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}))
+        lines.unpersist()
+    yield from close_check_outputs(context)
+    fail_if_held(held)
+
+
+def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
+    partitions = daily_partitions(settings)
+    common = dict(
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        retry_policy=RETRY_TRANSIENT,
+        pool="spark",
+    )
+
+    @dg.multi_asset(
+        name="raw_orders",
+        specs=[
+            dg.AssetSpec(
+                RAW_ORDERS,
+                skippable=True,
+                group_name="raw",
+                kinds=KINDS,
+                description="Every order record that landed on arrival date A, verbatim "
+                "(Delta table raw/orders), and the rejected ones with their reason "
+                "(quarantine/orders). Partitioned by arrival date.",
+                metadata={"tables": "raw/orders, quarantine/orders"},
+            )
+        ],
+        check_specs=RAW_ORDERS_CHECKS,
+        **common,
+    )
+    def raw_orders(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
+        yield from load_raw_orders(context, spark.spark_session, pipeline)
+
+    @dg.multi_asset(
+        name="raw_fx_rates",
+        specs=[
+            dg.AssetSpec(
+                RAW_FX_RATES,
+                skippable=True,
+                group_name="raw",
+                kinds=KINDS,
+                description="Every exchange-rate line published for rate date R, as landed "
+                "(Delta table raw/fx_rates). Partitioned by rate date.",
+                metadata={"tables": "raw/fx_rates"},
+            )
+        ],
+        check_specs=RAW_FX_RATES_CHECKS,
+        **common,
+    )
+    def raw_fx_rates(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
+        yield from load_raw_fx_rates(context, spark.spark_session, pipeline)
+
+    return [raw_orders, raw_fx_rates]

@@ -1,0 +1,57 @@
+"""Dagster resources: Spark (lazy, no JVM at load time) and the pipeline's lake and landing zone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from backfill_assets.lake import Lake
+from backfill_assets.settings import Settings
+from backfill_assets.spark_session import spark_config
+
+
+class PipelineResource(dg.ConfigurableResource):
+    """Where the landing zone and the Delta lake are, and the contract's lateness window."""
+
+    landing_dir: str
+    lake_dir: str
+    max_lateness_days: int = 7
+    lake_engine: str = "auto"
+
+    @property
+    def landing(self) -> Path:
+        return Path(self.landing_dir)
+
+    def lake(self, spark) -> Lake:
+        return Lake(self.lake_dir, spark, engine=self.lake_engine)
+
+
+def code_version() -> str:
+    """The code version recorded in every commit: the git sha when deployed from a checkout."""
+    return os.environ.get("BACKFILL_CODE_VERSION") or _git_sha() or "unversioned"
+
+
+def _git_sha() -> str | None:
+    head = Path(__file__).resolve().parent.parent / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            return (head.parent / ref[5:]).read_text().strip()[:12]
+        return ref[:12]
+    except OSError:
+        return None
+
+
+def build_resources(settings: Settings) -> dict:
+    return {
+        "spark": LazyPySparkResource(spark_config=spark_config()),
+        "pipeline": PipelineResource(
+            landing_dir=str(settings.landing_dir),
+            lake_dir=str(settings.lake_dir),
+            max_lateness_days=settings.max_lateness_days,
+            lake_engine=os.environ.get("BACKFILL_LAKE_ENGINE", "auto"),
+        ),
+    }

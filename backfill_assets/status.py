@@ -1,0 +1,79 @@
+"""`backfill-assets status`: per partition and layer, what Dagster and the lake say."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import dagster as dg
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+from backfill_assets.defs.fact.checks import FACT_CHECKS
+from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
+from backfill_assets.defs.staging.checks import STAGING_CHECKS
+from backfill_assets.runner import LAYERS, last_partition
+from backfill_assets.settings import Settings
+
+CHECK_SPECS = RAW_ORDERS_CHECKS + RAW_FX_RATES_CHECKS + STAGING_CHECKS + FACT_CHECKS
+TABLES = {
+    "raw_orders": ("raw/orders", "arrival_date"),
+    "raw_fx_rates": ("raw/fx_rates", "rate_date"),
+    "stg_orders": ("staging/orders", "event_date"),
+    "fct_daily_revenue": ("fact/daily_revenue", "event_date"),
+}
+
+
+def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str]]:
+    """(asset, partition) -> names of checks whose latest evaluation failed ('' list = all passed)."""
+    keys = [spec.key for spec in CHECK_SPECS]
+    status: dict[tuple[str, str], list[str]] = {}
+    for info in instance.event_log_storage.get_asset_check_partition_info(keys):
+        if info.partition_key is None:
+            continue
+        slot = status.setdefault((info.check_key.asset_key.to_user_string(), info.partition_key), [])
+        if info.latest_execution_status == AssetCheckExecutionRecordStatus.FAILED:
+            slot.append(info.check_key.name)
+    return status
+
+
+def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
+    from deltalake import DeltaTable
+
+    rows: dict[str, dict[date, int]] = {}
+    for asset, (table, column) in TABLES.items():
+        path = settings.lake_dir / table
+        counts: dict[date, int] = {}
+        if (path / "_delta_log").exists():
+            actions = DeltaTable(str(path)).get_add_actions(flatten=True).to_pylist()
+            for a in actions:
+                day = a[f"partition.{column}"]
+                day = day if isinstance(day, date) else date.fromisoformat(str(day))
+                counts[day] = counts.get(day, 0) + int(a["num_records"] or 0)
+        rows[asset] = counts
+    return rows
+
+
+def print_status(settings: Settings, start: date | None, end: date | None) -> int:
+    end = end or last_partition()
+    start = start or max(settings.start_date, end - timedelta(days=59))
+    with dg.DagsterInstance.get() as instance:
+        published = {k.to_user_string(): set(instance.get_materialized_partitions(k)) for k in LAYERS}
+        checks = check_status(instance)
+    rows = lake_rows(settings)
+    names = [k.to_user_string() for k in LAYERS]
+    print(f"{'partition':<12}" + "".join(f"{n:<26}" for n in names))
+    incomplete = 0
+    day = start
+    while day <= end:
+        cells = []
+        for name in names:
+            key = day.isoformat()
+            failed = checks.get((name, key))
+            if key in published[name]:
+                verdict = "published" if not failed else "published,FAILED " + ",".join(failed)
+            else:
+                verdict = "HELD " + ",".join(failed) if failed else "-"
+                incomplete += 1
+            cells.append(f"{verdict} {rows[name].get(day, 0) if key in published[name] else ''}".strip())
+        print(f"{day.isoformat():<12}" + "".join(f"{c:<26}" for c in cells))
+        day += timedelta(days=1)
+    return 0

@@ -1,0 +1,161 @@
+"""Dagster end to end on real Spark and Delta: a ranged backfill, a held day, idempotency, re-execution."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date, timedelta
+from decimal import Decimal
+
+import dagster as dg
+import pytest
+
+from backfill_assets.cli import run_backfill
+from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.runner import RunPlan, execute, reexecute_from_failure
+from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
+from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.reference import Reference
+
+FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 12)
+START, END = date(2024, 1, 2), date(2024, 1, 11)
+HELD = date(2024, 1, 10)  # its EUR rates of Jan 3..10 are removed; Jan 2 is 8 days back
+GOOD = [START + timedelta(days=i) for i in range((END - START).days + 1) if START + timedelta(days=i) != HELD]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, spark):
+    root = tmp_path_factory.mktemp("pipeline")
+    with pipeline_env(root) as penv:
+        generate_feed(penv.settings.landing_dir, FEED_START, FEED_END, orders_per_day=40, seed=11)
+        remove_rates(penv.settings.landing_dir, "EUR", HELD - timedelta(days=7), HELD)
+        yield penv
+
+
+@pytest.fixture(scope="module")
+def reference(env):
+    return Reference(env.settings.landing_dir, env.settings.max_lateness_days)
+
+
+@pytest.fixture(scope="module")
+def first_backfill(env):
+    import io
+    import contextlib
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_backfill(env.settings, START, END)
+    return code, out.getvalue()
+
+
+def test_reference_agrees_the_day_lacks_a_rate(reference):
+    _, held = reference.staging([HELD - timedelta(days=1), HELD, HELD + timedelta(days=1)])
+    assert held == {HELD}
+
+
+def test_backfill_exits_1_naming_the_held_day(first_backfill):
+    code, output = first_backfill
+    assert code == 1
+    assert f"stg_orders {HELD}: fx_rate_present" in output
+    assert f"fct_daily_revenue {HELD}" in output
+    for day in GOOD:
+        assert f"stg_orders {day}" not in output.split("held or not published")[-1]
+
+
+def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
+    arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
+    expected = reference.expected(arrivals)
+    raw = [r for r in env.rows("raw/orders") if r["arrival_date"] in arrivals]
+    assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["payload"]) for r in raw) == Counter(
+        (r.arrival_date, r.source_file, r.line_number, r.payload) for r in expected.raw_orders
+    )
+    quarantine = env.rows("quarantine/orders")
+    assert Counter((r["arrival_date"], r["line_number"], r["source_file"], r["reason"]) for r in quarantine) == Counter(
+        (q.arrival_date, q.line_number, q.source_file, q.reason) for q in expected.quarantine
+    )
+    assert {q.reason for q in expected.quarantine} >= {"malformed_json", "invalid_value", "too_late"}
+
+
+def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, first_backfill):
+    expected, held = reference.staging(GOOD)
+    assert held == set()
+    actual = [r for r in env.rows("staging/orders")]
+    assert HELD not in {r["event_date"] for r in actual}
+    key = lambda r: (r["event_date"], r["order_id"])  # noqa: E731
+    by_key = {key(r): r for r in actual}
+    assert len(by_key) == len(actual) == len(expected)
+    for row in expected:
+        got = by_key[(row.event_date, row.order_id)]
+        assert (got["status"], got["amount"], got["currency"], got["country"]) == (
+            row.status, row.amount, row.currency, row.country)
+        assert got["usd_per_unit"] == row.usd_per_unit and got["amount_usd"] == row.amount_usd
+        assert got["updated_at"].replace(tzinfo=None) == row.updated_at.replace(tzinfo=None)
+
+
+def test_fact_equals_totals_computed_from_the_landed_records(env, reference, first_backfill):
+    expected = {(f.event_date, f.country): f for f in reference.fact(GOOD)}
+    actual = {(r["event_date"], r["country"]): r for r in env.rows("fact/daily_revenue")}
+    assert set(actual) == set(expected)
+    for k, f in expected.items():
+        got = actual[k]
+        assert (got["orders"], got["placed_orders"], got["paid_orders"], got["cancelled_orders"]) == (
+            f.orders, f.placed_orders, f.paid_orders, f.cancelled_orders)
+        assert got["revenue_usd"] == f.revenue_usd
+    assert sum(f.revenue_usd for f in expected.values()) > Decimal("0")
+
+
+def test_dagster_materializations_agree_with_the_lake(env, first_backfill):
+    def published(key):
+        return {date.fromisoformat(p) for p in env.instance.get_materialized_partitions(key)}
+
+    assert published(STG_ORDERS) == set(GOOD) == {r["event_date"] for r in env.rows("staging/orders")}
+    assert published(FCT_DAILY_REVENUE) == set(GOOD) == {r["event_date"] for r in env.rows("fact/daily_revenue")}
+    assert {START - timedelta(days=7), END} <= published(RAW_FX_RATES)
+
+
+def test_checks_recorded_per_partition(env, first_backfill):
+    storage = env.instance.event_log_storage
+    keys = [dg.AssetCheckKey(STG_ORDERS, "fx_rate_present"), dg.AssetCheckKey(FCT_DAILY_REVENUE, "totals_match_staging")]
+    status = {(i.check_key.name, i.partition_key): i.latest_execution_status.value
+              for i in storage.get_asset_check_partition_info(keys)}
+    assert status[("fx_rate_present", HELD.isoformat())] == "FAILED"
+    for day in GOOD:
+        assert status[("fx_rate_present", day.isoformat())] == "SUCCEEDED"
+        assert status[("totals_match_staging", day.isoformat())] == "SUCCEEDED"
+    assert status.get(("totals_match_staging", HELD.isoformat())) in (None, "PLANNED", "SKIPPED"), status.get(("totals_match_staging", HELD.isoformat()))
+
+
+def test_one_partition_rebuilt_twice_leaves_the_same_rows(env, first_backfill):
+    before = env.multiset("raw/orders")
+    day = START + timedelta(days=1)
+    for _ in range(2):
+        outcome = execute(RunPlan((RAW_ORDERS,), day, day), env.instance)
+        assert outcome.success and set(outcome.published[RAW_ORDERS]) == {day}
+    assert env.multiset("raw/orders") == before
+
+
+def test_backfilling_the_range_again_leaves_identical_tables(env, first_backfill):
+    tables = ["raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "fact/daily_revenue"]
+    before = {t: env.multiset(t) for t in tables}
+    assert run_backfill(env.settings, START, END) == 1
+    assert {t: env.multiset(t) for t in tables} == before
+
+
+def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first_backfill):
+    folder = env.settings.landing_dir / "fx_rates" / f"rate_date={HELD.isoformat()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
+    assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), env.instance).success
+
+    failed = [r for r in env.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+              if "stg_orders" in str(r.asset_selection)][0]
+    outcome = reexecute_from_failure(env.instance, failed.run_id)
+    assert outcome.success, outcome.error
+    assert outcome.published == {STG_ORDERS: {HELD: outcome.published[STG_ORDERS][HELD]},
+                                 FCT_DAILY_REVENUE: {HELD: outcome.published[FCT_DAILY_REVENUE][HELD]}}
+    fresh = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
+    expected = {(f.event_date, f.country): f.revenue_usd for f in fresh.fact([HELD])}
+    actual = {(r["event_date"], r["country"]): r["revenue_usd"] for r in env.rows("fact/daily_revenue")
+              if r["event_date"] == HELD}
+    assert actual == expected and expected

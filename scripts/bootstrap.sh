@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepare a machine for `make demo` / `make test`: uv, the locked .venv, Java 17+.
+# Installs what it can (uv from PyPI; Java with apt-get when root on Debian),
+# otherwise says exactly what is missing and exits non-zero.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "bootstrap: $*" >&2; }
+
+find_uv() {
+  command -v uv 2>/dev/null && return 0
+  for c in "$HOME/.local/bin/uv" "$(python3 -m site --user-base 2>/dev/null)/bin/uv"; do
+    [ -x "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+UV=$(find_uv || true)
+if [ -z "$UV" ]; then
+  if ! command -v python3 >/dev/null; then
+    say "missing: python3 (3.11). Install it, then re-run."; exit 1
+  fi
+  say "installing uv from PyPI"
+  python3 -m pip install --quiet uv 2>/dev/null || python3 -m pip install --quiet --user uv \
+    || { say "missing: uv (pip install uv failed; see https://docs.astral.sh/uv/)"; exit 1; }
+  UV=$(find_uv) || { say "uv installed but not on PATH"; exit 1; }
+fi
+
+java_major() {
+  java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
+}
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing Java 17 (openjdk-17-jre-headless) with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    say "missing: Java 17 or newer for Spark (found: $(java -version 2>&1 | head -1 || echo none))."
+    say "install it, e.g. 'sudo apt-get install openjdk-17-jre-headless', and re-run."
+    exit 1
+  fi
+fi
+
+"$UV" sync --frozen --quiet
