@@ -93,10 +93,11 @@ class _DayFeed:
 
 
 def _lateness(u: float, ml: int) -> int:
-    if u < 0.86 or ml == 0:
+    """Days late: 86% on time, 13% within max lateness, 1% one to three days beyond it."""
+    if u < 0.86:
         return 0
     if u < 0.99:
-        return 1 + int((u - 0.86) / 0.13 * ml)
+        return 1 + int((u - 0.86) / 0.13 * ml) if ml else 0
     return ml + 1 + int((u - 0.99) / 0.01 * 3)
 
 
@@ -108,13 +109,13 @@ def _amount_text(minor: int, unit: int, as_number: bool) -> str:
     return f'"{minor // 100}.{minor % 100:02d}"'
 
 
-def _orders(rng: random.Random, feed: _DayFeed, n: int, clock: _Tables) -> None:
+def _orders(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables) -> None:
     """Each order is placed, then maybe paid and maybe cancelled; each version is one line."""
-    rnd, fmt, ml = rng.random, clock.text, feed.max_lateness
-    hms, customers, base = clock.hms, clock.customers, feed.day.toordinal() * _DAY_MS
-    days = [clock.day(feed.day.toordinal() + k) for k in (-1, 0, 1)]  # local dates
-    clock.serials += [f"{k:06d}" for k in range(len(clock.serials), n)]
-    serials, id_prefix = clock.serials, f'{{"order_id":"TWS-{feed.day.strftime("%Y%m%d")}-'
+    rnd, fmt, ml = rng.random, tables.text, feed.max_lateness
+    hms, customers, base = tables.hms, tables.customers, feed.day.toordinal() * _DAY_MS
+    days = [tables.day(feed.day.toordinal() + k) for k in (-1, 0, 1)]  # local dates
+    tables.serials += [f"{k:06d}" for k in range(len(tables.serials), n)]
+    serials, id_prefix = tables.serials, f'{{"order_id":"TWS-{feed.day.strftime("%Y%m%d")}-'
     countries = rng.choices(_COUNTRIES, cum_weights=_CUM_WEIGHTS, k=n)
     # offsets past the last folder land in it: a late update never outruns the feed's end
     add = [b.append for b in feed.buckets] + [feed.buckets[-1].append] * 8
@@ -154,11 +155,11 @@ def _orders(rng: random.Random, feed: _DayFeed, n: int, clock: _Tables) -> None:
         add[late + lag](head + text + '","status":"cancelled' + tail)
 
 
-def _specials(rng: random.Random, feed: _DayFeed, n: int, clock: _Tables) -> None:
+def _specials(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables) -> None:
     """Records the contract rejects for what they are, a few of each kind every day."""
     ymd = feed.day.strftime("%Y%m%d")
-    ok_time = clock.text(feed.day.toordinal() * _DAY_MS + 43_200_000, "Z", 0)
-    tomorrow = clock.text((feed.day.toordinal() + 1) * _DAY_MS + 3_600_000, "Z", 0)
+    ok_time = tables.text(feed.day.toordinal() * _DAY_MS + 43_200_000, "Z", 0)
+    tomorrow = tables.text((feed.day.toordinal() + 1) * _DAY_MS + 3_600_000, "Z", 0)
     variants = (
         ("order_id", ""), ("customer_id", None), ("currency", "usd"), ("currency", "EURO"),
         ("amount", "@1e3"), ("amount", "@1.234"), ("amount", "1.234"), ("amount", "-5.00"),
@@ -260,14 +261,14 @@ def _rate_text(usd_per_unit: float) -> str:
 
 def _order_days(root: Path, days: list[date], n: int, seed: int, ml: int) -> tuple[int, int, int]:
     """Generates and writes the orders of some event days; returns (files, records, rejected)."""
-    clock = _Tables()
+    tables = _Tables()
     files = records = rejected = 0
     for day in days:
         rng = random.Random(f"{seed}/orders/{day.isoformat()}")
         feed = _DayFeed(day, ml)
-        _orders(rng, feed, n, clock)
+        _orders(rng, feed, n, tables)
         _resend(rng, feed, n)
-        _specials(rng, feed, n, clock)
+        _specials(rng, feed, n, tables)
         day_files, day_records = _write_day(root, feed, rng)
         files, records = files + day_files, records + day_records
         rejected += feed.rejected()
