@@ -60,18 +60,31 @@ def render(outcomes: list[RunOutcome]) -> tuple[str, list[str]]:
     return "\n".join(lines), problems
 
 
-def run_backfill(settings: Settings, start: date, end: date, quiet: bool = False) -> int:
+def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False) -> int:
     import dagster as dg
+
+    from backfill_assets.planning import gone_raw_partitions, input_files, record_throughput, would_wipe
 
     ensure_dagster_home()
     plans = plan_backfill(settings, start, end)
+    wiped = would_wipe(plans, gone_raw_partitions(settings, start, end))
+    if wiped and not allow_empty_overwrite:
+        print("refusing: these raw_orders partitions hold rows but their landing files are gone, and "
+              "rebuilding them would publish emptiness: " + ", ".join(d.isoformat() for d in wiped)
+              + "\n(restore the files, or pass --allow-empty-overwrite if the deletion is intended)",
+              file=sys.stderr)
+        return 1
     total = sum(len(p.days) * len(p.assets) for p in plans)
     done, began, outcomes = 0, time.monotonic(), []
     with dg.DagsterInstance.get() as instance:
         for plan in plans:
             names = "+".join(k.to_user_string() for k in plan.assets)
             print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
+            run_began = time.monotonic()
             outcome = execute(plan, instance, tags={"backfill_assets/cli": "backfill"})
+            if outcome.success:
+                record_throughput(sum(f.size_bytes for f in input_files(settings, plan)),
+                                  time.monotonic() - run_began)
             outcomes.append(outcome)
             done += len(plan.days) * len(plan.assets)
             elapsed = time.monotonic() - began
@@ -90,7 +103,31 @@ def run_backfill(settings: Settings, start: date, end: date, quiet: bool = False
 
 
 def cmd_backfill(args, settings: Settings) -> int:
-    return run_backfill(settings, args.start, args.end)
+    return run_backfill(settings, args.start, args.end, args.allow_empty_overwrite)
+
+
+def cmd_plan(args, settings: Settings) -> int:
+    from backfill_assets.planning import make_plan, render_plan
+
+    ensure_dagster_home()
+    print(render_plan(make_plan(settings, args.start, args.end)))
+    return 0
+
+
+def cmd_reexecute(args, settings: Settings) -> int:
+    """Re-execute a failed ranged run from failure: only its held days are rebuilt."""
+    import dagster as dg
+
+    from backfill_assets.runner import reexecute_from_failure
+
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        outcome = reexecute_from_failure(instance, args.run_id)
+    table, problems = render([outcome])
+    print(table)
+    if problems:
+        print("\n".join(f"  {p}" for p in problems))
+    return 0 if outcome.success else 1
 
 
 def cmd_demo(args, settings: Settings) -> int:
@@ -124,7 +161,16 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("backfill", help="rebuild raw, staging and fact for an event-date range")
     b.add_argument("--start", type=_date, required=True)
     b.add_argument("--end", type=_date, required=True)
+    b.add_argument("--allow-empty-overwrite", action="store_true",
+                   help="rebuild raw partitions whose landing files are gone (publishing them empty)")
     b.set_defaults(func=cmd_backfill)
+    pl = sub.add_parser("plan", help="dry run: partitions, inputs, missing inputs, bytes, time estimate")
+    pl.add_argument("--start", type=_date, required=True)
+    pl.add_argument("--end", type=_date, required=True)
+    pl.set_defaults(func=cmd_plan)
+    r = sub.add_parser("reexecute", help="re-execute a failed backfill run from failure (held days only)")
+    r.add_argument("run_id")
+    r.set_defaults(func=cmd_reexecute)
     d = sub.add_parser("demo", help="generate 60 days and backfill them")
     d.add_argument("--days", type=int, default=60)
     d.add_argument("--orders-per-day", type=int, default=200)

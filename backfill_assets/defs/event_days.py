@@ -14,7 +14,7 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import functions as F
 
 from backfill_assets.defs.fact.assets import build_fact, fact_spec
-from backfill_assets.defs.fact.checks import FACT_CHECKS, FCT_DAILY_REVENUE
+from backfill_assets.defs.fact.checks import FACT_CHECKS, FCT_DAILY_REVENUE, ZERO, fact_totals
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
 from backfill_assets.defs.publishing import (
@@ -87,6 +87,7 @@ def publish_fact(context, lake: Lake, candidates: list[date], staging_version: i
     events = list(report(context, build.outcomes))
     if good:
         inputs = {"staging/orders": version}
+        before, replaced_version = previous_fact_totals(lake, good)
         write = lake.replace_partitions(
             "fact/daily_revenue",
             build.fact.filter(F.col("event_date").isin(good)),
@@ -102,8 +103,30 @@ def publish_fact(context, lake: Lake, candidates: list[date], staging_version: i
                 "paid_orders": dg.MetadataValue.int(totals.get("paid_orders", 0)),
                 "revenue_usd": dg.MetadataValue.float(float(totals.get("revenue_usd", 0))),
                 "revenue_usd_exact": dg.MetadataValue.text(str(totals.get("revenue_usd", "0.00"))),
+                **change_metadata(totals, before.get(d), replaced_version),
             }))
     return events
+
+
+def previous_fact_totals(lake: Lake, days: list[date]) -> tuple[dict[date, dict], int | None]:
+    """The per-day totals of the fact version about to be replaced (empty on first build)."""
+    if not lake.exists("fact/daily_revenue"):
+        return {}, None
+    previous, version = lake.read_partitions("fact/daily_revenue", "event_date", days)
+    return fact_totals(previous), version
+
+
+def change_metadata(new: dict, old: dict | None, replaced_version: int | None) -> dict:
+    """What a rebuild changed against the version it replaced: orders and revenue deltas."""
+    old = old or ZERO
+    return {
+        "replaced_delta_version": dg.MetadataValue.int(-1 if replaced_version is None else replaced_version),
+        "orders_delta": dg.MetadataValue.int(new.get("orders", 0) - old["orders"]),
+        "paid_orders_delta": dg.MetadataValue.int(new.get("paid_orders", 0) - old["paid_orders"]),
+        "revenue_usd_delta": dg.MetadataValue.text(
+            str(new.get("revenue_usd", ZERO["revenue_usd"]) - old["revenue_usd"])
+        ),
+    }
 
 
 def publish_event_days(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):

@@ -1,0 +1,128 @@
+"""`backfill-assets plan`: what a backfill would build, from what, and how long it should take.
+
+A dry run: it lists files and reads Delta logs, and changes nothing. Time is
+estimated from the throughput of real runs on this machine, recorded under
+``DAGSTER_HOME`` by every run the CLI executes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+
+from backfill_assets.landing import list_landing_files
+from backfill_assets.lake import Lake
+from backfill_assets.runner import RunPlan, plan_backfill
+from backfill_assets.settings import Settings
+
+# Until a run has been measured here: ~10 s to start a run and its Spark session,
+# then ~2 MB/s of landed JSON through all checks (measured on the 2-core CI machine).
+DEFAULT_RUN_OVERHEAD_S = 10.0
+DEFAULT_BYTES_PER_S = 2_000_000.0
+
+
+@dataclass
+class LayerPlan:
+    run: RunPlan
+    input_files: int = 0
+    input_bytes: int = 0
+    missing_inputs: list[date] = field(default_factory=list)
+    estimate_s: float = 0.0
+
+
+@dataclass
+class BackfillPlan:
+    layers: list[LayerPlan]
+    gone: dict[date, int]  # raw partitions with rows whose landing folder is now empty
+    measured: bool
+
+    @property
+    def estimate_s(self) -> float:
+        return sum(layer.estimate_s for layer in self.layers)
+
+
+def throughput_file() -> Path:
+    return Path(os.environ.get("DAGSTER_HOME", ".dagster_home")) / "backfill_assets_throughput.json"
+
+
+def record_throughput(input_bytes: int, seconds: float) -> None:
+    path = throughput_file()
+    data = json.loads(path.read_text()) if path.exists() else {"bytes": 0, "seconds": 0.0, "runs": 0}
+    data = {"bytes": data["bytes"] + input_bytes, "seconds": data["seconds"] + seconds, "runs": data["runs"] + 1}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def _rate() -> tuple[float, float, bool]:
+    path = throughput_file()
+    if path.exists():
+        data = json.loads(path.read_text())
+        work = data["seconds"] - DEFAULT_RUN_OVERHEAD_S * data["runs"]
+        if data["bytes"] > 0 and work > 0:
+            return DEFAULT_RUN_OVERHEAD_S, data["bytes"] / work, True
+    return DEFAULT_RUN_OVERHEAD_S, DEFAULT_BYTES_PER_S, False
+
+
+def input_files(settings: Settings, run: RunPlan):
+    """The landing files a run reads: its own dates for raw, the arrival window for staging."""
+    name = run.assets[0].to_user_string()
+    if name == "raw_fx_rates":
+        return list_landing_files(settings.landing_dir, "fx_rates", run.days)
+    if name == "raw_orders":
+        return list_landing_files(settings.landing_dir, "orders", run.days)
+    window = run.days + [run.end + timedelta(days=i + 1) for i in range(settings.max_lateness_days)]
+    return list_landing_files(settings.landing_dir, "orders", window)
+
+
+def gone_raw_partitions(settings: Settings, start: date, end: date) -> dict[date, int]:
+    """Raw partitions of arrivals [start, end + lateness] that hold rows but whose landing
+    files are gone: rebuilding one would replace real rows with emptiness."""
+    lake = Lake(settings.lake_dir, None, engine="delta-rs")
+    if not lake.exists("raw/orders"):
+        return {}
+    last = end + timedelta(days=settings.max_lateness_days)
+    rows = {p.partition: p.rows for p in lake.partitions("raw/orders", "arrival_date")
+            if start <= p.partition <= last and p.rows > 0}
+    files = {f.partition for f in list_landing_files(settings.landing_dir, "orders", sorted(rows))}
+    return {d: n for d, n in rows.items() if d not in files}
+
+
+def would_wipe(runs: list[RunPlan], gone: dict[date, int]) -> list[date]:
+    """Gone partitions that a raw run of the plan would rebuild (their folder exists, empty)."""
+    raw_days = {d for r in runs if r.assets[0].to_user_string() == "raw_orders" for d in r.days}
+    return sorted(d for d in gone if d in raw_days)
+
+
+def make_plan(settings: Settings, start: date, end: date) -> BackfillPlan:
+    runs = plan_backfill(settings, start, end)
+    overhead, rate, measured = _rate()
+    layers = []
+    for run in runs:
+        files = input_files(settings, run)
+        present = {f.partition for f in files}
+        size = sum(f.size_bytes for f in files)
+        layers.append(LayerPlan(run, len(files), size, [d for d in run.days if d not in present],
+                                overhead + size / rate))
+    return BackfillPlan(layers, gone_raw_partitions(settings, start, end), measured)
+
+
+def render_plan(plan: BackfillPlan) -> str:
+    lines = [f"{'layer':<34}{'partitions':<26}{'files':>7}{'MB':>9}{'no input':>10}{'est. s':>8}"]
+    for layer in plan.layers:
+        run = layer.run
+        names = "+".join(k.to_user_string() for k in run.assets)
+        lines.append(f"{names:<34}{f'{run.start}..{run.end} ({len(run.days)})':<26}{layer.input_files:>7}"
+                     f"{layer.input_bytes / 1e6:>9.2f}{len(layer.missing_inputs):>10}{layer.estimate_s:>8.0f}")
+        if layer.missing_inputs:
+            shown = ", ".join(d.isoformat() for d in layer.missing_inputs[:8])
+            more = f" (+{len(layer.missing_inputs) - 8} more)" if len(layer.missing_inputs) > 8 else ""
+            lines.append(f"{'':<34}without landing files: {shown}{more}")
+    basis = "measured on this machine" if plan.measured else "default rate, no run measured yet"
+    lines.append(f"estimated total: {plan.estimate_s:.0f} s ({basis})")
+    for day, rows in sorted(plan.gone.items()):
+        lines.append(f"WARNING raw_orders {day}: {rows} rows in the lake but its landing files are gone "
+                     "(backfill will not overwrite them with emptiness unless --allow-empty-overwrite)")
+    return "\n".join(lines)
