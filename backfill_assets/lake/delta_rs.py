@@ -189,14 +189,16 @@ class DeltaRsEngine:
                 if table is None:
                     if create_schema is None:
                         raise LakeTableMissing(f"table at {table_dir} disappeared")
-                    pause_point("before_commit")
+                    if attempt == 1:
+                        pause_point("before_commit")
                     create_table_with_add_actions(
                         table_dir, create_schema, create_adds, mode="error",
                         partition_by=[column], commit_properties=props)
                     return 0, attempt
                 read_version = table.version()
                 file_actions, mode, filters = actions(table)
-                pause_point("before_commit")
+                if attempt == 1:
+                    pause_point("before_commit")
                 table.create_write_transaction(
                     file_actions, mode=mode, schema=table.schema(), partition_by=[column],
                     partition_filters=filters, commit_properties=props)

@@ -5,7 +5,8 @@ Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set. At a point named in
 ``after_files``, ``before_commit``, ``after_commit``) the process creates
 ``<dir>/<point>.<n>.reached`` (n counts visits of that point) and waits until
 ``<dir>/<point>.<n>.resume`` exists, or forever if never resumed: the test then
-SIGKILLs it. Works in executors too, since Python workers inherit the driver's
+SIGKILLs it. ``before_commit`` pauses only a write's first commit attempt, so
+a writer that lost a race retries without waiting again. Works in executors too, since Python workers inherit the driver's
 environment.
 """
 

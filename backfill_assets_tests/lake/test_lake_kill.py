@@ -1,0 +1,114 @@
+"""SIGKILL of a writing process at each pause point: the table stays at the old or the new version, never between."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets_tests.lake.lake_support import (
+    kill_group,
+    log_tail,
+    start,
+    subprocess_env,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+POINTS = ["before_files", "mid_files", "after_files", "before_commit", "after_commit"]
+OLD = [("2024-01-01", 1, "old"), ("2024-01-02", 2, "old")]
+NEW = [["2024-01-01", 10, "new"], ["2024-01-01", 11, "new"], ["2024-01-02", 20, "new"]]
+
+
+@pytest.fixture(scope="module")
+def killed(spark, tmp_path_factory):
+    """One table per pause point, each at version 0; one writer per table, killed when paused."""
+    base = tmp_path_factory.mktemp("kill")
+    lake = Lake(base / "lake", spark, engine="delta-rs")
+    old = spark.createDataFrame([(D1, 1, "old"), (D2, 2, "old")], "d date, id bigint, tag string")
+    procs = {}
+    try:
+        for point in POINTS:
+            lake.replace_partitions(f"kill/{point}", old, "d", [D1, D2], CommitInfo("setup", "t"))
+            pause = base / f"pause-{point}"
+            pause.mkdir()
+            spec = base / f"{point}.json"
+            spec.write_text(json.dumps({
+                "root": str(base / "lake"), "results": str(base / f"{point}.out"),
+                "jobs": [{"table": f"kill/{point}", "partitions": ["2024-01-01", "2024-01-02"],
+                          "rows": NEW, "run_id": f"killed-{point}"}]}))
+            env = subprocess_env(BACKFILL_LAKE_PAUSE_DIR=str(pause), BACKFILL_LAKE_PAUSE_AT=point)
+            procs[point] = start([sys.executable, "-m", "backfill_assets_tests.lake.lake_worker",
+                                  str(spec)], env, base / f"{point}.log")
+        for point, proc in procs.items():
+            try:
+                wait_for(base / f"pause-{point}" / f"{point}.1.reached", [proc], 240)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{log_tail(base / f'{point}.log')}") from None
+            kill_group(proc)
+            assert proc.returncode == -9
+    finally:
+        for proc in procs.values():
+            kill_group(proc)
+    return lake
+
+
+def table_state(lake, point):
+    df, version = lake.read_table(f"kill/{point}")
+    return version, sorted((str(r["d"]), r["id"], r["tag"]) for r in df.collect())
+
+
+def orphans(lake, point) -> set[str]:
+    """Parquet files on disk that the Delta snapshot (read by delta-rs directly) does not list."""
+    table_dir = Path(lake.path(f"kill/{point}"))
+    listed = {Path(uri.removeprefix("file://")).resolve()
+              for uri in DeltaTable(str(table_dir)).file_uris()}
+    on_disk = {p.resolve() for p in table_dir.glob("d=*/*.parquet")}
+    return {str(p.relative_to(table_dir.resolve())) for p in on_disk - listed}
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_leaves_old_or_new_version(killed, point):
+    lake = killed
+    version, rows = table_state(lake, point)
+    if point == "after_commit":
+        assert (version, rows) == (1, sorted(tuple(r) for r in NEW))
+        assert lake.history(f"kill/{point}")[0]["metadata"]["run_id"] == "killed-after_commit"
+    else:
+        assert (version, rows) == (0, OLD)
+        assert [h["version"] for h in lake.history(f"kill/{point}")] == [0]
+
+
+@pytest.mark.parametrize("point", ["mid_files", "after_files", "before_commit"])
+def test_kill_leftover_files_hidden_then_vacuumed_after_retention(killed, point):
+    lake = killed
+    table = f"kill/{point}"
+    left = orphans(lake, point)
+    assert left, "a writer killed after writing files should leave some behind"
+    assert lake.partitions(table, "d")[0].rows == 1
+    assert lake.vacuum(table, retention_hours=1) == []
+    for name in left:
+        path = lake.path(table) / name
+        stamp = path.stat().st_mtime - 3 * 3600
+        os.utime(path, (stamp, stamp))
+    assert sorted(lake.vacuum(table, retention_hours=1)) == sorted(left)
+    assert orphans(lake, point) == set()
+    assert table_state(lake, point)[1] == OLD
+
+
+def test_kill_then_next_writer_succeeds(killed):
+    lake = killed
+    df = lake.spark.createDataFrame([(D2, 99, "after")], "d date, id bigint, tag string")
+    table = "kill/before_commit"
+    before = lake.version(table)
+    result = lake.replace_partitions(table, df, "d", [D2], CommitInfo("next", "t"))
+    assert result.version == before + 1 and result.attempts == 1
+    assert table_state(lake, "before_commit")[1] == [("2024-01-01", 1, "old"),
+                                                    ("2024-01-02", 99, "after")]
