@@ -1,0 +1,23 @@
+"""Late-data automation: the sensor, the daily schedule and ``catch-up``, over ``late_data``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from backfill_assets.defs.automation.schedules import build_daily_schedule
+from backfill_assets.defs.automation.sensors import build_late_data_sensor
+from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.settings import Settings
+
+
+@dataclass(frozen=True)
+class Automation:
+    sensors: list[dg.SensorDefinition]
+    schedules: list[dg.ScheduleDefinition]
+
+
+def build_automation(settings: Settings, auto: AutomationSettings | None = None) -> Automation:
+    auto = auto or AutomationSettings.from_env()
+    return Automation([build_late_data_sensor(settings, auto)], [build_daily_schedule(settings, auto)])

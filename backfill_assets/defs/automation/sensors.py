@@ -1,0 +1,64 @@
+"""The late-data sensor: fold late arrivals into exactly the days they change."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import dagster as dg
+
+from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.state import (
+    LATE_DATA_SENSOR,
+    detect_now,
+    group_ready,
+    run_request,
+)
+from backfill_assets.late_data import Detection, LandingCursor, Request, release
+from backfill_assets.settings import Settings
+
+BACKFILL_JOB = "backfill_job"  # definitions.BACKFILL_JOB; not imported, definitions imports us
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One evaluation: what was found, what to request (raw first), the cursor to store."""
+
+    detection: Detection
+    requests: list[Request]
+    cursor: LandingCursor
+
+
+def evaluate(settings: Settings, auto: AutomationSettings, instance: dg.DagsterInstance,
+             cursor_text: str | None) -> Tick:
+    """Detect new files (phase 1) and release the pending groups whose raw runs ended (phase 2)."""
+    detection = detect_now(settings, instance, cursor_text, auto.settle_ns)
+    now = time.time()
+    released, cursor = release(detection.cursor, lambda group: group_ready(instance, group, now))
+    return Tick(detection, detection.raw + released, cursor)
+
+
+def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=LATE_DATA_SENSOR,
+        job_name=BACKFILL_JOB,
+        minimum_interval_seconds=auto.sensor_interval_seconds,
+        default_status=auto.default_status,
+    )
+    def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        """Watches the landing zone for new files, late folders included, and rebuilds what
+        they change: raw of their arrival (or rate) date at once, then staging and fact of
+        exactly the event days inside the lateness window that their records carry (for rate
+        files: the days whose rate they set), once those raw runs have ended. Contiguous days
+        run as one ranged run; run keys make a re-evaluated tick request nothing twice."""
+        tick = evaluate(settings, auto, context.instance, context.cursor)
+        for finding in tick.detection.findings:
+            context.log.info(finding.line())
+        cursor = tick.cursor.dumps()
+        if not tick.requests:
+            waiting = sum(len(g.days) for g in tick.cursor.pending)
+            return dg.SensorResult(skip_reason=f"no new landed files; {waiting} event day(s) "
+                                   "waiting for their raw runs", cursor=cursor)
+        return dg.SensorResult(run_requests=[run_request(r) for r in tick.requests], cursor=cursor)
+
+    return late_data_sensor

@@ -1,0 +1,52 @@
+"""How the late-data automation runs, from the environment when the definitions load."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import dagster as dg
+
+
+@dataclass(frozen=True)
+class AutomationSettings:
+    """``BACKFILL_AUTOMATION=on`` starts the sensor and the schedule as RUNNING.
+
+    Off by default: switching on a sensor that rebuilds history is an operator's decision (in
+    the UI, or with this variable in a deployment), not a side effect of loading the code in a
+    laptop's ``dagster dev`` or a test.
+    """
+
+    running: bool = False
+    sensor_interval_seconds: int = 60
+    settle_seconds: float = 2.0
+    rerun_days: int = 3
+
+    @classmethod
+    def from_env(cls, env: os._Environ | dict | None = None) -> "AutomationSettings":
+        env = os.environ if env is None else env
+        try:
+            settings = cls(
+                running=env.get("BACKFILL_AUTOMATION", "off").strip().lower() in ("on", "1", "true"),
+                sensor_interval_seconds=int(env.get("BACKFILL_SENSOR_INTERVAL_SECONDS", "60")),
+                settle_seconds=float(env.get("BACKFILL_LANDING_SETTLE_SECONDS", "2")),
+                rerun_days=int(env.get("BACKFILL_RERUN_DAYS", "3")),
+            )
+        except ValueError as exc:
+            raise ValueError(f"bad late-data automation setting: {exc}") from exc
+        if settings.sensor_interval_seconds < 1 or settings.settle_seconds < 0 or settings.rerun_days < 1:
+            raise ValueError("need BACKFILL_SENSOR_INTERVAL_SECONDS >= 1, "
+                             "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1")
+        return settings
+
+    @property
+    def default_status(self) -> dg.DefaultSensorStatus:
+        return dg.DefaultSensorStatus.RUNNING if self.running else dg.DefaultSensorStatus.STOPPED
+
+    @property
+    def default_schedule_status(self) -> dg.DefaultScheduleStatus:
+        return dg.DefaultScheduleStatus.RUNNING if self.running else dg.DefaultScheduleStatus.STOPPED
+
+    @property
+    def settle_ns(self) -> int:
+        return int(self.settle_seconds * 1e9)

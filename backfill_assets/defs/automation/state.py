@@ -1,0 +1,109 @@
+"""Where late-data detection meets the Dagster instance: the cursor, what raw is built, which
+pending groups may run, and the run requests.
+
+The cursor is the sensor's own (its instigator state), so Dagster stores it atomically with
+the runs a tick requests. ``catch-up`` reads and advances that same cursor. When the sensor
+has no state yet (never switched on in this instance), ``catch-up`` keeps the cursor in the
+instance's key-value store instead, and the sensor's first tick starts from it: whichever
+runs first, the other continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import date
+
+import dagster as dg
+from dagster._core.definitions.run_request import InstigatorType
+from dagster._core.scheduler.instigation import SensorInstigatorData
+
+from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
+from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets.late_data import Detection, LandingCursor, PendingGroup, Request, detect
+from backfill_assets.runner import RANGE_END, RANGE_START, last_partition
+from backfill_assets.settings import Settings
+
+LATE_DATA_SENSOR = "late_data_sensor"
+CURSOR_KEY = "backfill_assets/late_data_cursor"
+REQUEST_TAG = "backfill_assets/request"
+WHY_TAG = "backfill_assets/why"
+LAYER_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
+    "raw_orders": (RAW_ORDERS,),
+    "raw_fx_rates": (RAW_FX_RATES,),
+    "event_days": (STG_ORDERS, FCT_DAILY_REVENUE),
+}
+RAW_ASSET = {"orders": RAW_ORDERS, "fx_rates": RAW_FX_RATES}
+# A raw run that never appeared this long after its request (the daemon dropped it, the
+# sensor was stopped mid-way) no longer holds its event days back: they are requested, and
+# staging's window check holds any day whose raw partitions did not land.
+ORPHAN_SECONDS = 3600.0
+
+
+def _sensor_states(instance: dg.DagsterInstance) -> list:
+    states = instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+    return [s for s in states if s.name == LATE_DATA_SENSOR]
+
+
+def fallback_cursor(instance: dg.DagsterInstance) -> str | None:
+    return instance.run_storage.get_cursor_values({CURSOR_KEY}).get(CURSOR_KEY)
+
+
+def load_cursor(instance: dg.DagsterInstance) -> str | None:
+    """The sensor's cursor, or the one ``catch-up`` kept while the sensor had none."""
+    def last_tick(state) -> float:
+        return (state.instigator_data.last_tick_timestamp or 0.0) if state.instigator_data else 0.0
+
+    for state in sorted(_sensor_states(instance), key=last_tick, reverse=True):
+        if state.instigator_data is not None and state.instigator_data.cursor:
+            return state.instigator_data.cursor
+    return fallback_cursor(instance)
+
+
+def save_cursor(instance: dg.DagsterInstance, text: str) -> None:
+    for state in _sensor_states(instance):
+        data = state.instigator_data or SensorInstigatorData()
+        instance.update_instigator_state(state.with_data(data._replace(cursor=text)))
+    instance.run_storage.set_cursor_values({CURSOR_KEY: text})
+
+
+def sensor_is_running(instance: dg.DagsterInstance) -> bool:
+    return any(s.is_running for s in _sensor_states(instance))
+
+
+def built_partitions(instance: dg.DagsterInstance):
+    """``built(dataset)``: the dates whose raw partition has been materialized."""
+    def built(dataset: str) -> set[date]:
+        return {date.fromisoformat(k) for k in instance.get_materialized_partitions(RAW_ASSET[dataset])}
+    return built
+
+
+def detect_now(settings: Settings, instance: dg.DagsterInstance, cursor_text: str | None,
+               settle_ns: int) -> Detection:
+    """One detection against the landing zone now, from ``cursor_text`` (or the fallback)."""
+    cursor = LandingCursor.loads(cursor_text) or LandingCursor.loads(fallback_cursor(instance))
+    return detect(settings.landing_dir, settings.start_date, last_partition(), settings.max_lateness_days,
+                  cursor, built_partitions(instance), time.time_ns(), settle_ns)
+
+
+def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -> bool:
+    """True once every raw run the group awaits has ended (succeeded or not)."""
+    for key in group.awaits:
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=5)
+        if not runs:
+            if now - group.since < ORPHAN_SECONDS:
+                return False
+        elif not any(run.is_finished for run in runs):
+            return False
+    return True
+
+
+def tags_for(request: Request) -> dict[str, str]:
+    return {RANGE_START: request.start.isoformat(), RANGE_END: request.end.isoformat(),
+            REQUEST_TAG: request.key, WHY_TAG: request.why}
+
+
+def run_request(request: Request) -> dg.RunRequest:
+    """A ranged run of ``backfill_job`` over the request's days (one run, not one per day)."""
+    return dg.RunRequest(run_key=request.key, asset_selection=list(LAYER_ASSETS[request.layer]),
+                         tags=tags_for(request))

@@ -1,0 +1,170 @@
+"""Late-data detection: from the cursor and the landing zone to the runs to request.
+
+A tick cannot order the runs it requests, yet staging and fact of a day must read the raw
+partitions rebuilt from the files that changed it. So there are two phases:
+
+1. ``detect``: new files -> raw runs of their arrival (or rate) dates, contiguous dates as one
+   ranged run, and a *pending group* in the cursor: the event days those files change,
+   awaiting the raw runs (by request key);
+2. ``release``: groups whose raw runs have ended -> staging + fact runs of their days,
+   contiguous days of every group released together merged into one ranged run.
+
+The sensor runs phase 2 on a later tick; ``catch-up`` right after phase 1, in one process.
+Request keys depend only on what was found (paths and change times), so evaluating the same
+cursor twice yields the same keys, and Dagster launches nothing twice for a run key.
+
+A cold start (no cursor) takes every folder whose raw partition was already materialized as
+processed, and every other one as never built: its raw partition and every event day of its
+window are requested, without reading its files (that is a backfill, and can be years).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+
+from backfill_assets.late_data.cursor import DATASETS, LandingCursor, PendingGroup, day_ranges
+from backfill_assets.late_data.effects import RATE_MAX_AGE_DAYS, RateFolders, order_file_effect, rate_effects
+from backfill_assets.late_data.scan import LAYOUT, FolderScan, scan_dataset
+
+RAW_LAYER = {"orders": "raw_orders", "fx_rates": "raw_fx_rates"}
+EVENT_DAYS = "event_days"
+WHY_LENGTH = 240
+
+
+@dataclass(frozen=True)
+class Request:
+    """One ranged run to request: a layer (raw_orders, raw_fx_rates, event_days) over days."""
+
+    layer: str
+    start: date
+    end: date
+    key: str
+    why: str
+
+    @property
+    def days(self) -> list[date]:
+        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days + 1)]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A new file (or a never-built folder, ``path`` ending in ``/``) and the event days it changes."""
+
+    path: str
+    days: tuple[date, ...]
+    detail: str
+
+    def line(self) -> str:
+        spans = ", ".join(a.isoformat() if a == b else f"{a}..{b}" for a, b in day_ranges(self.days))
+        return f"{self.path}: {self.detail}; event days {spans or 'none'}"
+
+
+@dataclass
+class Detection:
+    cursor: LandingCursor
+    raw: list[Request]
+    group: PendingGroup | None
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _digest(parts: Iterable[str]) -> str:
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _shorten(parts: list[str]) -> str:
+    text = "; ".join(parts)
+    return text if len(text) <= WHY_LENGTH else text[: WHY_LENGTH - 12].rstrip() + f" … ({len(parts)})"
+
+
+def _folder_findings(root: Path, folder: FolderScan, cold: bool, first: date, last: date,
+                     lateness: int, rates: RateFolders) -> list[Finding]:
+    relative = f"{folder.dataset}/{LAYOUT[folder.dataset][0]}={folder.day.isoformat()}/"
+    if cold:
+        low, high = (folder.day - timedelta(days=lateness), folder.day) if folder.dataset == "orders" \
+            else (folder.day, min(folder.day + timedelta(days=RATE_MAX_AGE_DAYS), last))
+        days = tuple(low + timedelta(days=i) for i in range((high - low).days + 1) if low + timedelta(days=i) >= first)
+        return [Finding(relative, days, f"never built, {len(folder.files)} file(s): its whole window")]
+    if folder.dataset == "orders":
+        found = []
+        for file in folder.new:
+            effect = order_file_effect(root / file.path, folder.day, first, lateness)
+            late = f", {effect.too_late} record(s) beyond the lateness window" if effect.too_late else ""
+            found.append(Finding(file.path, tuple(sorted(effect.days)), f"{folder.how}{late}"))
+        return found or [Finding(relative, (), f"{folder.how}, empty")]
+    effects = rate_effects(rates, folder.day, {f.path for f in folder.new}, first, last)
+    found = []
+    for file in folder.new:
+        mine = {c: days for c, (path, days) in effects.items() if path == file.path}
+        days = tuple(sorted({d for ds in mine.values() for d in ds}))
+        found.append(Finding(file.path, days, f"{folder.how}, sets {', '.join(sorted(mine)) or 'no rate in use'}"))
+    return found or [Finding(relative, (), f"{folder.how}, empty")]
+
+
+def detect(
+    root: str | Path,
+    first: date,
+    last: date,
+    lateness: int,
+    cursor: LandingCursor | None,
+    built: Callable[[str], set[date]],
+    now_ns: int,
+    settle_ns: int,
+) -> Detection:
+    """New files since ``cursor`` among partitions ``first .. last``: raw requests, pending group.
+
+    ``built(dataset)`` names the dates whose raw partition was materialized; it is asked only
+    on a cold start.
+    """
+    root = Path(root)
+    cold = cursor is None
+    hw_old = 0 if cold else cursor.high_water_ns
+    hw_new = max(now_ns - settle_ns, hw_old)
+    rates = RateFolders(root)
+    counts, raw_days, findings, keyed = {}, {d: [] for d in DATASETS}, [], []
+    for dataset in DATASETS:
+        previous = None if cold else cursor.counts.get(dataset, {})
+        scan = scan_dataset(root, dataset, first, last, previous, hw_old, hw_new)
+        counts[dataset] = scan.counts
+        done = built(dataset) if cold else set()
+        for folder in scan.changed:
+            if folder.day in done:
+                continue
+            raw_days[dataset].append(folder.day)
+            findings += _folder_findings(root, folder, cold, first, last, lateness, rates)
+            keyed += [f"{f.path}@{f.stamp_ns}" for f in folder.new] or [f"{dataset}/{folder.day}@empty"]
+    gid = _digest(keyed)
+    raw = [Request(RAW_LAYER[ds], a, b, f"{RAW_LAYER[ds]}:{a}..{b}:{gid}",
+                   _shorten([f.path + " " + f.detail for f in findings if f.path.startswith(ds + "/")]))
+           for ds in DATASETS for a, b in day_ranges(raw_days[ds])]
+    days = sorted({d for f in findings for d in f.days})
+    pending = list(() if cold else cursor.pending)
+    group = None
+    if days:
+        group = PendingGroup(gid, tuple(days), tuple(r.key for r in raw), now_ns / 1e9,
+                             _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]))
+        pending.append(group)
+    return Detection(LandingCursor(hw_new, counts, tuple(pending)), raw, group, findings)
+
+
+def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:
+    """Staging + fact for the days of ``groups``: one ranged run per run of contiguous days."""
+    groups = list(groups)
+    if not groups:
+        return []
+    gid = _digest(sorted(g.id for g in groups))
+    why = _shorten([g.why for g in groups])
+    days = {d for g in groups for d in g.days}
+    return [Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:{gid}", why) for a, b in day_ranges(days)]
+
+
+def release(
+    cursor: LandingCursor, ready: Callable[[PendingGroup], bool]
+) -> tuple[list[Request], LandingCursor]:
+    """Requests for the pending groups ``ready`` says may run now, and the cursor without them."""
+    verdicts = [(group, ready(group)) for group in cursor.pending]
+    released = [g for g, ok in verdicts if ok]
+    return event_day_requests(released), cursor.with_pending(g for g, ok in verdicts if not ok)

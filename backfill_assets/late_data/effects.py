@@ -1,0 +1,145 @@
+"""Which event days new landed files change: read only the new files, in plain Python.
+
+Order files: the UTC event date of every record that is a JSON object with an ISO 8601
+``event_time`` carrying a zone, when that date lies in the arrival's lateness window
+(arrival - lateness .. arrival). Records from further back are counted (the raw layer puts
+them in quarantine as ``too_late``) and change no day. The other validation rules are not
+repeated here: a record rejected for another reason can at worst make its day rebuild for
+nothing, which is safe, whereas a second copy of every rule could drift from the pipeline's.
+
+Rate files: a rate listed at R for currency C is the rate of C on the days R .. R + 7, up to
+the next rate date that lists C, and only if the new file is the one that wins at R (within a
+rate date, the file whose name sorts last).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+from backfill_assets.late_data.scan import LandedFile, complete_files
+
+RATE_MAX_AGE_DAYS = 7
+RATE_HEADER = "currency,usd_per_unit"
+_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::\d{2}(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))")
+_CURRENCY = re.compile(r"[A-Z]{3}")
+_RATE = re.compile(r"\d{1,6}(\.\d{1,8})?")
+
+
+@dataclass(frozen=True)
+class OrderEffect:
+    """The event days one order file changes, and how many of its records came too late."""
+
+    days: frozenset[date]
+    too_late: int
+
+
+def event_date(text: object) -> date | None:
+    """The UTC date of an ISO 8601 date-time with a zone (``Z`` or ``±HH:MM``), else None."""
+    if not isinstance(text, str):
+        return None
+    m = _TIMESTAMP.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, sign, off_h, off_m = m.groups()
+    try:
+        local = datetime(int(year), int(month), int(day), int(hour), int(minute), tzinfo=timezone.utc)
+        offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
+        return (local + offset if sign == "-" else local - offset).date()
+    except (ValueError, OverflowError):
+        return None
+
+
+def _lines(path: Path) -> Iterable[str]:
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    for line in text.split("\n"):
+        if line.strip():
+            yield line.removesuffix("\r")
+
+
+def order_file_effect(path: Path, arrival: date, first: date, lateness: int) -> OrderEffect:
+    """Event days in ``first .. arrival`` within ``lateness`` of ``arrival`` that the file's records carry."""
+    days: set[date] = set()
+    too_late = 0
+    for line in _lines(path):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        day = event_date(record.get("event_time")) if isinstance(record, dict) else None
+        if day is None or day > arrival:
+            continue
+        if (arrival - day).days > lateness:
+            too_late += 1
+        elif day >= first:
+            days.add(day)
+    return OrderEffect(frozenset(days), too_late)
+
+
+def rate_file_currencies(path: Path) -> set[str]:
+    """The currencies a rate file lists validly (USD, always 1, excepted)."""
+    lines = list(_lines(path))
+    if not lines or lines[0] != RATE_HEADER:
+        return set()
+    listed = set()
+    for line in lines[1:]:
+        parts = line.split(",")
+        if (len(parts) == 2 and _CURRENCY.fullmatch(parts[0]) and _RATE.fullmatch(parts[1])
+                and float(parts[1]) > 0 and parts[0] != "USD"):
+            listed.add(parts[0])
+    return listed
+
+
+class RateFolders:
+    """The currencies each rate file lists, read once per detection."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._files: dict[date, list[LandedFile]] = {}
+        self._listed: dict[str, set[str]] = {}
+
+    def files(self, day: date) -> list[LandedFile]:
+        if day not in self._files:
+            name = f"rate_date={day.isoformat()}"
+            folder = self.root / "fx_rates" / name
+            self._files[day] = (complete_files(str(folder), f"fx_rates/{name}", ".csv")
+                                if folder.is_dir() else [])
+        return self._files[day]
+
+    def listed(self, file: LandedFile) -> set[str]:
+        if file.path not in self._listed:
+            self._listed[file.path] = rate_file_currencies(self.root / file.path)
+        return self._listed[file.path]
+
+    def lists(self, day: date, currency: str) -> bool:
+        return any(currency in self.listed(f) for f in self.files(day))
+
+
+def rate_effects(
+    folders: RateFolders, rate_date: date, new_paths: set[str], first: date, last: date
+) -> dict[str, tuple[str, tuple[date, ...]]]:
+    """Per currency whose rate at ``rate_date`` a new file sets: (that file, the event days
+    whose rate it now is)."""
+    winners: dict[str, str] = {}
+    for file in folders.files(rate_date):  # sorted by name: the last listing a currency wins
+        for currency in folders.listed(file):
+            winners[currency] = file.path
+    effects = {}
+    for currency, path in sorted(winners.items()):
+        if path not in new_paths:
+            continue
+        end = min(rate_date + timedelta(days=RATE_MAX_AGE_DAYS), last)
+        for later in range(1, (end - rate_date).days + 1):
+            if folders.lists(rate_date + timedelta(days=later), currency):
+                end = rate_date + timedelta(days=later - 1)
+                break
+        span = (end - rate_date).days + 1
+        days = tuple(d for d in (rate_date + timedelta(days=i) for i in range(span)) if d >= first)
+        if days:
+            effects[currency] = (path, days)
+    return effects

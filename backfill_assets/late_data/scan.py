@@ -1,0 +1,140 @@
+"""What is new in the landing zone since the cursor: ``os.scandir`` and ``stat``, no Spark.
+
+The clock used is each entry's change time (``st_ctime_ns``), not its modification time:
+the kernel sets it when a file is created or renamed into place, and no copy tool can
+preserve or back-date it (``cp -p`` and ``rsync -t`` do that to ``st_mtime``). So:
+
+- a complete file (no ``_``/``.`` prefix) is new when its change time is above the cursor's
+  high-water mark; renaming an in-flight ``_x.jsonl`` to ``x.jsonl`` makes it new then;
+- a folder whose own change time is not above the mark gained no entries since the last look,
+  and is not listed at all: a warm tick over three years costs one ``stat`` per folder;
+- a folder not in the cursor is new as a whole, whatever its files' times: a delivery that
+  moves a finished folder into place keeps the files' older change times.
+
+The high-water mark is the scan's start time minus a settle margin, and only files at or
+below it are taken; younger ones wait for the next tick. A file can therefore not be
+created during the scan with a time the next tick would consider old. Where the times do
+not explain a folder's new count of files (clock skew on a network share, a folder
+replaced by a move), every file of the folder is taken as new: rebuilding too much is
+safe, missing a file is not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+LAYOUT = {"orders": ("arrival_date", ".jsonl"), "fx_rates": ("rate_date", ".csv")}
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    """A complete landed file: its path relative to the landing root and its change time."""
+
+    path: str
+    stamp_ns: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    """A partition folder with something to take into account.
+
+    ``how`` is ``first look`` (no cursor yet), ``new folder``, ``new files`` or
+    ``unexplained change`` (every file is taken as new, see the module docstring).
+    """
+
+    dataset: str
+    day: date
+    files: tuple[LandedFile, ...]
+    new: tuple[LandedFile, ...]
+    how: str
+
+
+@dataclass(frozen=True)
+class DatasetScan:
+    changed: list[FolderScan]
+    counts: dict[date, int]
+
+
+def folder_day(name: str, prefix: str) -> date | None:
+    """The date of a ``prefix=YYYY-MM-DD`` folder name, None for anything else."""
+    text = name[len(prefix) + 1:] if name.startswith(prefix + "=") else ""
+    if not _DAY.fullmatch(text):
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def complete_files(folder: str, relative: str, suffix: str) -> list[LandedFile]:
+    """The complete files of one folder, by name; in-flight ``_``/``.`` files are not there yet."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(("_", ".")) or not name.endswith(suffix) or not entry.is_file():
+                continue
+            found.append(LandedFile(f"{relative}/{name}", entry.stat().st_ctime_ns))
+    return sorted(found, key=lambda f: f.path)
+
+
+def _changes(known: int | None, files: list[LandedFile], hw_old: int, hw_new: int, cold: bool):
+    """(count to remember, new files, how) for a folder that was listed."""
+    if cold:
+        return len(files), files, "first look"
+    if known is None:
+        return len(files), files, "new folder"
+    settled = [f for f in files if f.stamp_ns <= hw_new]
+    fresh = [f for f in settled if f.stamp_ns > hw_old]
+    if len(settled) - known > len(fresh):
+        return len(settled), settled, "unexplained change"
+    return len(settled), fresh, "new files"
+
+
+def scan_dataset(
+    root: str | Path,
+    dataset: str,
+    first: date,
+    last: date,
+    previous: dict[date, int] | None,
+    hw_old: int,
+    hw_new: int,
+) -> DatasetScan:
+    """Folders of ``dataset`` dated ``first .. last`` with new files, and every folder's count.
+
+    ``previous`` is the cursor's counts (None on a cold start: every folder is a first look).
+    Folders after ``last`` are not partitions yet and stay unknown until they are.
+    """
+    prefix, suffix = LAYOUT[dataset]
+    counts: dict[date, int] = {}
+    changed: list[FolderScan] = []
+    try:
+        listing = os.scandir(Path(root) / dataset)
+    except FileNotFoundError:
+        return DatasetScan([], {})
+    with listing:
+        for entry in listing:
+            day = folder_day(entry.name, prefix)
+            if day is None or not first <= day <= last or not entry.is_dir():
+                continue
+            stamp = entry.stat().st_ctime_ns
+            known = previous.get(day) if previous is not None else None
+            if known is not None and stamp <= hw_old:
+                counts[day] = known
+                continue
+            if known is None and stamp > hw_new:
+                continue  # still settling: taken as a whole by a later tick
+            files = complete_files(entry.path, f"{dataset}/{entry.name}", suffix)
+            counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
+            if new or how in ("first look", "new folder"):  # an empty folder is a landed day too
+                changed.append(FolderScan(dataset, day, tuple(files), tuple(new), how))
+    return DatasetScan(sorted(changed, key=lambda c: c.day), counts)
