@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from backfill_assets.defs.automation import build_automation
 from backfill_assets.defs.event_days import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
 from backfill_assets.resources import build_resources
@@ -14,6 +15,7 @@ BACKFILL_JOB = "backfill_job"
 
 def build_definitions(settings: Settings) -> dg.Definitions:
     assets = build_raw_assets(settings) + build_event_day_assets(settings)
+    automation = build_automation(settings)
     return dg.Definitions(
         assets=assets,
         jobs=[
@@ -24,6 +26,8 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             )
         ],
         resources=build_resources(settings),
+        sensors=automation.sensors,
+        schedules=automation.schedules,
         # One process per run: a ranged run shares one Spark session across its steps.
         executor=dg.in_process_executor,
     )
