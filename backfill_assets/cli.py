@@ -142,6 +142,12 @@ def cmd_demo(args, settings: Settings) -> int:
     return run_backfill(settings, settings.start_date, end)
 
 
+def cmd_catch_up(args, settings: Settings) -> int:
+    from backfill_assets.defs.automation.catch_up import run_catch_up
+
+    return run_catch_up(settings)
+
+
 def cmd_status(args, settings: Settings) -> int:
     from backfill_assets.status import print_status
 
@@ -180,6 +186,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--start", type=_date)
     s.add_argument("--end", type=_date)
     s.set_defaults(func=cmd_status)
+    c = sub.add_parser("catch-up", help="rebuild now the raw partitions and event days that "
+                       "files landed since the late-data sensor's cursor change")
+    c.set_defaults(func=cmd_catch_up)
     return p
 
 
