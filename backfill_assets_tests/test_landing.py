@@ -58,13 +58,17 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
     crlf = "orders/arrival_date=2024-01-03/crlf.jsonl"
     odd = "orders/arrival_date=2024-01-03/a b+c%20#é[1]{x,y}*?.jsonl"
     later = "orders/arrival_date=2024-01-04/last.jsonl"
+    unicode = "orders/arrival_date=2024-01-04/unicode.jsonl"
     _write(tmp_path, crlf, '{"a":1}\r\n\r\n  \t\r\n {"b":2} \r\nx\r\r\n\u00a0\n')
     _write(tmp_path, odd, "first\n\nthird")  # no final newline
     _write(tmp_path, later, "only\n")
     _write(tmp_path, "orders/arrival_date=2024-01-04/empty.jsonl", "")
     _write(tmp_path, "orders/arrival_date=2024-01-04/blank.jsonl", "\n \n\r\n")
+    # one line per character: the whitespace of str.isspace() (blank), then look-alikes that are not
+    spaces = "\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+    _write(tmp_path, unicode, "\n".join([*spaces, "\u200b", "\ufeff", "\x00"]))
     files = list_landing_files(tmp_path, "orders", [JAN3, JAN4])
-    assert len(files) == 5
+    assert len(files) == 6
 
     raw = read_order_lines(spark, str(tmp_path), files)
 
@@ -77,6 +81,9 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
             (JAN3, odd, 1, "first"),
             (JAN3, odd, 3, "third"),
             (JAN4, later, 1, "only"),
+            (JAN4, unicode, 19, "\u200b"),
+            (JAN4, unicode, 20, "\ufeff"),
+            (JAN4, unicode, 21, "\x00"),
         ]
     )
 

@@ -29,10 +29,14 @@ AMOUNT_TEXT = r"^\d{1,12}(\.\d{1,2})?\z"
 CURRENCY = r"^[A-Z]{3}\z"
 COUNTRY = r"^[A-Z]{2}\z"
 # Seconds (and a 1-9 digit fraction) are optional; the zone is required.
-TIMESTAMP_TEXT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})\z"
+TIMESTAMP_TEXT = r"^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})\z"
 # Spark's parser needs the seconds: 2024-01-01T10:00Z -> 2024-01-01T10:00:00Z.
 _MINUTE_PRECISION = r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2})(Z|[+-])"
 MAX_ORDER_ID_LENGTH = 64
+# Instants outside years 1-9999 in UTC are not date-times a calendar can hold
+# (Python's datetime, for one, cannot): 0001-01-01T00:00Z .. 9999-12-31T23:59:59.999999Z.
+_MIN_MICROS = -62_135_596_800_000_000
+_MAX_MICROS = 253_402_300_799_999_999
 
 # parse_json accepts trailing text after the first value ('{"a":1}x'). Parsing the
 # line as the first element of an array that ends with a sentinel string makes any
@@ -101,7 +105,9 @@ def _timestamp(name: str) -> Column:
     text = _string(name)
     well_formed = (_json_type(name) == F.lit("STRING")) & text.rlike(TIMESTAMP_TEXT)
     with_seconds = F.regexp_replace(text, _MINUTE_PRECISION, "$1:00$2")
-    return F.when(well_formed, F.try_to_timestamp(with_seconds))
+    parsed = F.try_to_timestamp(with_seconds)
+    in_range = F.unix_micros(parsed).between(_MIN_MICROS, _MAX_MICROS)
+    return F.when(well_formed & in_range, parsed)
 
 
 def _amount_text() -> Column:

@@ -110,6 +110,10 @@ CASES = {
         record(event_time="2024-01-09T10:00:00.1234567890Z"),
         "invalid_value",
     ),
+    "invalid_year_zero": (record(updated_at="0000-06-01T00:00:00Z"), "invalid_value"),
+    "invalid_utc_year_zero": (record(updated_at="0001-01-01T00:30:00+01:00"), "invalid_value"),
+    "invalid_utc_year_10000": (record(updated_at="9999-12-31T23:30:00-01:00"), "invalid_value"),
+    "valid_first_instant": (record(updated_at="0001-01-01T00:00:00Z"), None),
     "invalid_timestamp_number": (record(updated_at=1704794400), "invalid_value"),
     "invalid_beats_future": (
         record(event_time="2024-01-11T10:00:00Z", status="x"),
@@ -130,12 +134,13 @@ def validated(spark):
 
 @pytest.fixture(scope="module")
 def validated_rows(validated):
-    return {
-        row["source_file"]: row
-        for row in validated.withColumn(
-            "event_time_text", F.date_format("event_time", "yyyy-MM-dd HH:mm:ss.SSS")
-        ).collect()
-    }
+    # Timestamps come back as text: Python's datetime cannot hold every instant Spark can.
+    as_text = validated.select(
+        *[name for name in validated.columns if name not in ("event_time", "updated_at")],
+        F.date_format("event_time", "yyyy-MM-dd HH:mm:ss.SSS").alias("event_time_text"),
+        F.date_format("updated_at", "yyyy-MM-dd HH:mm:ss.SSS").alias("updated_at_text"),
+    )
+    return {row["source_file"]: row for row in as_text.collect()}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -164,6 +169,7 @@ def test_typed_columns_of_valid_records(validated_rows):
     assert offset["event_date"] == date(2024, 1, 9)
     minute = validated_rows["valid_minute_precision"]
     assert minute["event_time_text"] == "2024-01-09 10:00:00.000"
+    assert validated_rows["valid_first_instant"]["updated_at_text"] == "0001-01-01 00:00:00.000"
     assert (minute["order_id"], minute["customer_id"], minute["status"]) == ("o-1", "c-1", "paid")
     assert (minute["currency"], minute["country"]) == ("EUR", "DE")
 
@@ -171,7 +177,8 @@ def test_typed_columns_of_valid_records(validated_rows):
 def test_typed_columns_are_null_where_unparseable(validated_rows):
     assert validated_rows["invalid_currency_lower"]["currency"] is None
     assert validated_rows["invalid_currency_lower"]["amount"] == Decimal("12.50")
-    assert validated_rows["invalid_feb_30"]["event_time"] is None
+    assert validated_rows["invalid_feb_30"]["event_time_text"] is None
+    assert validated_rows["invalid_utc_year_zero"]["updated_at_text"] is None
     assert validated_rows["malformed_text"]["order_id"] is None
 
 
