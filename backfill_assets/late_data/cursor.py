@@ -3,9 +3,9 @@ still waiting for the raw partitions they read.
 
 It is stored by Dagster with every sensor tick, so it is kept small: no file names. Per dataset
 it holds one integer per partition folder (how many complete files it had, -1 for no folder),
-which over three years is some 4 KB, plus a single high-water mark: the newest file time
-(``st_ctime_ns``) already taken into account. A file whose change time is above the mark is
-new; the counts catch what the times cannot explain (see ``scan.py``).
+which over three years is some 4 KB, plus a single high-water mark: files whose change time
+(``st_ctime_ns``) is before it were taken into account, files at or after it are new. The
+counts catch what the times cannot explain (see ``scan.py``).
 """
 
 from __future__ import annotations

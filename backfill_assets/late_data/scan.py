@@ -4,16 +4,18 @@ The clock used is each entry's change time (``st_ctime_ns``), not its modificati
 the kernel sets it when a file is created or renamed into place, and no copy tool can
 preserve or back-date it (``cp -p`` and ``rsync -t`` do that to ``st_mtime``). So:
 
-- a complete file (no ``_``/``.`` prefix) is new when its change time is above the cursor's
-  high-water mark; renaming an in-flight ``_x.jsonl`` to ``x.jsonl`` makes it new then;
-- a folder whose own change time is not above the mark gained no entries since the last look,
+- a complete file (no ``_``/``.`` prefix) is new when its change time is at or after the
+  cursor's high-water mark; renaming an in-flight ``_x.jsonl`` to ``x.jsonl`` makes it new then;
+- a folder whose own change time is before the mark gained no entries since the last look,
   and is not listed at all: a warm tick over three years costs one ``stat`` per folder;
 - a folder not in the cursor is new as a whole, whatever its files' times: a delivery that
   moves a finished folder into place keeps the files' older change times.
 
-The high-water mark is the scan's start time minus a settle margin, and only files at or
-below it are taken; younger ones wait for the next tick. A file can therefore not be
-created during the scan with a time the next tick would consider old. Where the times do
+The high-water mark is the scan's start time, read from the clock the kernel stamps files
+with (``CLOCK_REALTIME_COARSE`` on Linux, which lags the precise clock by a few
+milliseconds), minus a settle margin for clock skew with a file server. Only files stamped
+before it are taken; younger ones wait for the next tick. A file created during the scan is
+therefore stamped at or after the mark, and the next tick takes it. Where the times do
 not explain a folder's new count of files (clock skew on a network share, a folder
 replaced by a move), every file of the folder is taken as new: rebuilding too much is
 safe, missing a file is not.
@@ -23,12 +25,15 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 LAYOUT = {"orders": ("arrival_date", ".jsonl"), "fx_rates": ("rate_date", ".csv")}
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_CLOCK_REALTIME_COARSE = 5  # <linux/time.h>; Python does not name it
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,14 @@ class DatasetScan:
     counts: dict[date, int]
 
 
+def clock_ns() -> int:
+    """Now, on the clock files are stamped with: a file created after this call is stamped at
+    or after it (the precise clock runs ahead of the kernel's coarse file timestamps)."""
+    if sys.platform.startswith("linux"):
+        return time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
+    return time.time_ns()
+
+
 def folder_day(name: str, prefix: str) -> date | None:
     """The date of a ``prefix=YYYY-MM-DD`` folder name, None for anything else."""
     text = name[len(prefix) + 1:] if name.startswith(prefix + "=") else ""
@@ -93,8 +106,8 @@ def _changes(known: int | None, files: list[LandedFile], hw_old: int, hw_new: in
         return len(files), files, "first look"
     if known is None:
         return len(files), files, "new folder"
-    settled = [f for f in files if f.stamp_ns <= hw_new]
-    fresh = [f for f in settled if f.stamp_ns > hw_old]
+    settled = [f for f in files if f.stamp_ns < hw_new]
+    fresh = [f for f in settled if f.stamp_ns >= hw_old]
     if len(settled) - known > len(fresh):
         return len(settled), settled, "unexplained change"
     return len(settled), fresh, "new files"
@@ -128,10 +141,10 @@ def scan_dataset(
                 continue
             stamp = entry.stat().st_ctime_ns
             known = previous.get(day) if previous is not None else None
-            if known is not None and stamp <= hw_old:
+            if known is not None and stamp < hw_old:
                 counts[day] = known
                 continue
-            if known is None and stamp > hw_new:
+            if known is None and stamp >= hw_new:
                 continue  # still settling: taken as a whole by a later tick
             files = complete_files(entry.path, f"{dataset}/{entry.name}", suffix)
             counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)

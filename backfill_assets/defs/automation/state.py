@@ -21,6 +21,7 @@ from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
 from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.defs.staging.checks import STG_ORDERS
 from backfill_assets.late_data import Detection, LandingCursor, PendingGroup, Request, detect
+from backfill_assets.late_data.scan import clock_ns
 from backfill_assets.runner import RANGE_END, RANGE_START, last_partition
 from backfill_assets.settings import Settings
 
@@ -83,7 +84,7 @@ def detect_now(settings: Settings, instance: dg.DagsterInstance, cursor_text: st
     """One detection against the landing zone now, from ``cursor_text`` (or the fallback)."""
     cursor = LandingCursor.loads(cursor_text) or LandingCursor.loads(fallback_cursor(instance))
     return detect(settings.landing_dir, settings.start_date, last_partition(), settings.max_lateness_days,
-                  cursor, built_partitions(instance), time.time_ns(), settle_ns)
+                  cursor, built_partitions(instance), clock_ns(), settle_ns)
 
 
 def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -> bool:

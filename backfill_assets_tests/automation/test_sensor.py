@@ -1,0 +1,162 @@
+"""The late-data sensor evaluated with build_sensor_context on a real landing zone and instance."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.utils import make_new_run_id
+
+from backfill_assets.defs.automation.sensors import build_late_data_sensor
+from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
+from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets.settings import Settings
+from backfill_assets_tests.automation.landing_files import (
+    arrival_folder,
+    deliver_folder,
+    order,
+    write_orders,
+    write_rates,
+)
+
+D = date.fromisoformat
+RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
+
+
+class Harness:
+    def __init__(self, root: Path, instance: dg.DagsterInstance):
+        self.root, self.instance = root, instance
+        settings = Settings(root, root / "lake", D("2024-01-01"), 7)
+        self.sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))
+
+    def tick(self, cursor: str | None) -> tuple[list[dg.RunRequest], str]:
+        time.sleep(0.01)  # past the clock tick that stamped the last file written
+        result = self.sensor(dg.build_sensor_context(instance=self.instance, cursor=cursor))
+        return list(result.run_requests or []), result.cursor
+
+    def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> None:
+        """Records the run the daemon would have launched for ``request``, ended."""
+        self.instance.add_run(dg.DagsterRun(job_name="backfill_job", run_id=make_new_run_id(),
+                                            status=status, tags=dict(request.tags)))
+
+
+def ranged(request: dg.RunRequest) -> tuple[tuple[str, ...], str, str]:
+    names = tuple(sorted(k.to_user_string() for k in request.asset_selection))
+    return names, request.tags[RANGE[0]], request.tags[RANGE[1]]
+
+
+EVENT_DAYS = tuple(sorted(k.to_user_string() for k in (STG_ORDERS, FCT_DAILY_REVENUE)))
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory):
+    """One instance for the module (its setup is the slow part); every test has its own landing."""
+    home = tmp_path_factory.mktemp("home")
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        for day in ("2024-01-10", "2024-01-15"):
+            instance.report_runless_asset_event(dg.AssetMaterialization(RAW_ORDERS, partition=day))
+        for day in ("2024-01-08", "2024-01-12"):
+            instance.report_runless_asset_event(dg.AssetMaterialization(RAW_FX_RATES, partition=day))
+        yield instance
+
+
+@pytest.fixture
+def harness(tmp_path, instance):
+    """A landing zone whose folders were all built already (see the instance)."""
+    write_orders(tmp_path, D("2024-01-10"), "a.jsonl", [order("1", "2024-01-10T09:00:00Z")])
+    write_orders(tmp_path, D("2024-01-15"), "a.jsonl", [order("2", "2024-01-15T09:00:00Z")])
+    write_rates(tmp_path, D("2024-01-08"), "a.csv", {"EUR": "1.08"})
+    write_rates(tmp_path, D("2024-01-12"), "a.csv", {"EUR": "1.09"})
+    return Harness(tmp_path, instance)
+
+
+def test_first_tick_after_a_backfill_requests_nothing(harness):
+    requests, cursor = harness.tick(None)
+    assert requests == [] and cursor
+    assert harness.tick(cursor)[0] == []
+
+
+def test_new_file_requests_raw_then_exactly_its_event_days_once_raw_ended(harness):
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [
+        order("3", "2024-01-11T10:00:00Z"), order("4", "2024-01-12T23:00:00-05:00"),  # Jan 13 UTC
+        order("5", "2024-01-15T12:00:00Z")])
+    requests, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-15", "2024-01-15")]
+    raw = requests[0]
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.finish(raw)
+    released, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-11", "2024-01-11"),
+                                              (EVENT_DAYS, "2024-01-13", "2024-01-13"),
+                                              (EVENT_DAYS, "2024-01-15", "2024-01-15")]
+    assert "orders/arrival_date=2024-01-15/late.jsonl" in released[0].tags["backfill_assets/why"]
+    assert harness.tick(cursor)[0] == []
+
+
+def test_folder_delivered_four_days_late(harness, tmp_path):
+    staged = arrival_folder(tmp_path / "outbox", D("2024-01-11"))
+    (staged / "x.jsonl").write_text(order("6", "2024-01-09T10:00:00Z") + "\n"
+                                    + order("7", "2024-01-10T10:00:00Z") + "\n")
+    _, cursor = harness.tick(None)
+    deliver_folder(staged, harness.root)
+    requests, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-11", "2024-01-11")]
+    harness.finish(requests[0], status=dg.DagsterRunStatus.FAILURE)  # ended is enough
+    released, _ = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-09", "2024-01-10")]
+
+
+def test_in_flight_file_is_requested_only_once_renamed(harness):
+    _, cursor = harness.tick(None)
+    folder = harness.root / "orders" / "arrival_date=2024-01-10"
+    (folder / "_b.jsonl").write_text(order("8", "2024-01-08T10:00:00Z") + "\n")
+    requests, cursor = harness.tick(cursor)
+    assert requests == []
+    os.rename(folder / "_b.jsonl", folder / "b.jsonl")
+    requests, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-10", "2024-01-10")]
+    harness.finish(requests[0])
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-08", "2024-01-08")]
+
+
+def test_re_evaluated_tick_requests_the_same_run_keys(harness):
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [order("9", "2024-01-14T10:00:00Z")])
+    first, after = harness.tick(cursor)
+    again, after_again = harness.tick(cursor)
+    assert [r.run_key for r in first] == [r.run_key for r in again] and len(first) == 1
+    harness.finish(first[0])
+    released, _ = harness.tick(after)
+    released_again, _ = harness.tick(after_again)
+    assert [r.run_key for r in released] == [r.run_key for r in released_again] and len(released) == 1
+    assert len({r.run_key for r in first + released}) == 2
+
+
+def test_too_late_record_rebuilds_its_arrival_but_not_its_event_day(harness):
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [
+        order("10", "2024-01-07T10:00:00Z"),  # 8 days late: quarantined as too_late
+        order("11", "2024-01-08T00:00:00Z")])  # 7 days: still counts
+    requests, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-15", "2024-01-15")]
+    assert "1 record(s) beyond the lateness window" in requests[0].tags["backfill_assets/why"]
+    harness.finish(requests[0])
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-08", "2024-01-08")]
+
+
+def test_new_rate_file_rebuilds_the_days_whose_rate_it_sets(harness):
+    _, cursor = harness.tick(None)
+    write_rates(harness.root, D("2024-01-09"), "a.csv", {"EUR": "1.07", "USD": "1"})
+    requests, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in requests] == [(("raw_fx_rates",), "2024-01-09", "2024-01-09")]
+    harness.finish(requests[0])
+    # EUR of Jan 9 is the rate of Jan 9 .. 11; Jan 12 lists its own EUR
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-09", "2024-01-11")]
