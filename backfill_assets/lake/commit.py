@@ -66,6 +66,7 @@ def encode_metadata(
     operation: str,
     rows_by_partition: dict[dt.date, int],
     restored_from_version: int | None = None,
+    write_id: str | None = None,
 ) -> str:
     """The JSON document stored as the commit's userMetadata."""
     document: dict[str, Any] = {
@@ -81,6 +82,9 @@ def encode_metadata(
     }
     if restored_from_version is not None:
         document["restored_from_version"] = restored_from_version
+    if write_id is not None:
+        # Lets an engine that cannot learn its commit's version directly find it in history.
+        document["write_id"] = write_id
     return json.dumps(document, sort_keys=True)
 
 

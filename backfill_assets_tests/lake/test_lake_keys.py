@@ -58,3 +58,14 @@ def test_lake_keys_commit_info_validated():
         CommitInfo("r", "c", input_versions={"raw/orders": "7"})
     with pytest.raises(LakeError, match="extra"):
         CommitInfo("r", "c", extra={"rows": 3})
+
+
+def test_lake_keys_native_predicate_is_built_from_dates_only(spark):
+    from backfill_assets.lake.delta_spark import _predicate
+
+    predicate = _predicate("d", [dt.date(2024, 1, 1), dt.date(2024, 1, 3)])
+    assert predicate == "`d` IN (DATE'2024-01-01', DATE'2024-01-03')"
+    days = spark.createDataFrame([(dt.date(2024, 1, n),) for n in (1, 2, 3)], "d date")
+    assert [r["d"].day for r in days.where(predicate).orderBy("d").collect()] == [1, 3]
+    with pytest.raises(LakeError):
+        _predicate("d", ["2024-01-01') OR (1=1"])
