@@ -10,7 +10,16 @@ from dagster_pyspark import LazyPySparkResource
 
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
-from backfill_assets.spark_session import spark_config
+from backfill_assets.spark_session import spark_config, use_this_python_for_workers
+
+
+class SparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy session (no JVM until a step asks for it), on this Python."""
+
+    @property
+    def spark_session(self):
+        use_this_python_for_workers()
+        return super().spark_session
 
 
 class PipelineResource(dg.ConfigurableResource):
@@ -47,7 +56,7 @@ def _git_sha() -> str | None:
 
 def build_resources(settings: Settings) -> dict:
     return {
-        "spark": LazyPySparkResource(spark_config=spark_config()),
+        "spark": SparkResource(spark_config=spark_config()),
         "pipeline": PipelineResource(
             landing_dir=str(settings.landing_dir),
             lake_dir=str(settings.lake_dir),

@@ -24,6 +24,8 @@ from backfill_assets.landing import landed_partitions
 from backfill_assets.settings import Settings
 
 LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE)
+# The full event log is in the instance (and the UI); the terminal shows warnings and errors.
+QUIET = {"loggers": {"console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}}}
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
@@ -106,6 +108,7 @@ def execute(plan: RunPlan, instance: dg.DagsterInstance, tags: dict[str, str] | 
         instance=instance,
         asset_selection=list(plan.assets),
         tags=run_tags,
+        run_config=QUIET,
         raise_on_error=False,
     ) as result:
         return outcome_of_run(instance, plan, result.run_id, result.success)
@@ -126,6 +129,7 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
         dg.reconstructable(backfill_job),
         instance=instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
+        run_config=QUIET,
         tags={k: v for k, v in parent.tags.items() if not k.startswith("dagster/") or k in (RANGE_START, RANGE_END)},
         raise_on_error=False,
     ) as result:

@@ -8,6 +8,7 @@ pipeline uses: UTC everywhere, ANSI mode on (untrusted input goes through
 from __future__ import annotations
 
 import os
+import sys
 
 DEFAULT_MASTER = "local[*]"
 
@@ -44,10 +45,17 @@ def spark_config(
     return conf
 
 
+def use_this_python_for_workers() -> None:
+    """Spark's Python workers must run this interpreter (with pyarrow and the project), not the
+    system's ``python3``; PySpark reads only the environment variable for that."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def build_session(conf: dict[str, str]):
     """Get or create the process's SparkSession from a conf dict."""
     from pyspark.sql import SparkSession
 
+    use_this_python_for_workers()
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

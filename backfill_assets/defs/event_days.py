@@ -32,6 +32,7 @@ from backfill_assets.defs.staging.checks import STAGING_CHECKS, STG_ORDERS
 from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
+from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
 
 
 class LakeWriteMismatch(Exception):
@@ -68,7 +69,8 @@ def publish_staging(context, spark, pipeline: PipelineResource, lake: Lake, held
                 if o.check_name == "one_row_per_valid_order" and o.partition in good}
         _verify_rows(write, rows)
         version = write.version
-        events += [materialization(STG_ORDERS, d, write_metadata(write, d, build.input_versions)) for d in good]
+        events += [materialization(STG_ORDERS, d, write_metadata(write, d, build.input_versions, STAGING_ORDERS))
+                   for d in good]
     build.release()
     context.log.info(f"stg_orders: published {len(good)} of {len(days)} day(s)")
     return set(good) | done, version, events
@@ -98,7 +100,7 @@ def publish_fact(context, lake: Lake, candidates: list[date], staging_version: i
         for d in good:
             totals = build.expected.get(d, {})
             events.append(materialization(FCT_DAILY_REVENUE, d, {
-                **write_metadata(write, d, inputs),
+                **write_metadata(write, d, inputs, DAILY_REVENUE),
                 "orders": dg.MetadataValue.int(totals.get("orders", 0)),
                 "paid_orders": dg.MetadataValue.int(totals.get("paid_orders", 0)),
                 "revenue_usd": dg.MetadataValue.float(float(totals.get("revenue_usd", 0))),

@@ -22,8 +22,19 @@ def commit_info(
     )
 
 
-def write_metadata(write: WriteResult, day: date, input_versions: Mapping[str, int | None]) -> dict:
+def column_schema(struct) -> dg.TableSchema:
+    """A Spark StructType as the table schema Dagster shows on the asset."""
+    return dg.TableSchema(
+        columns=[dg.TableColumn(f.name, f.dataType.simpleString().upper()) for f in struct.fields]
+    )
+
+
+def write_metadata(
+    write: WriteResult, day: date, input_versions: Mapping[str, int | None], schema=None
+) -> dict:
+    extra = {"dagster/column_schema": column_schema(schema)} if schema is not None else {}
     return {
+        **extra,
         "dagster/row_count": dg.MetadataValue.int(write.rows_by_partition.get(day, 0)),
         "table": dg.MetadataValue.text(write.table),
         "delta_version": dg.MetadataValue.int(write.version),

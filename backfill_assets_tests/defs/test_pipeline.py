@@ -63,6 +63,17 @@ def test_backfill_exits_1_naming_the_held_day(first_backfill):
         assert f"stg_orders {day}" not in output.split("held or not published")[-1]
 
 
+def test_failed_reconciliation_is_not_retried(env, first_backfill):
+    from dagster._core.events import DagsterEventType
+
+    failed = env.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+    assert failed, "the held day should fail its run"
+    for run in failed:
+        retries = env.instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)
+        assert retries == []
+        assert "dagster/retry_number" not in run.tags
+
+
 def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
     arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
     expected = reference.expected(arrivals)

@@ -35,6 +35,8 @@ from backfill_assets.landing import list_landing_files, read_order_lines, read_r
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.orders import quarantine_rows, validate_orders
+from backfill_assets.transforms.schemas import RAW_FX_RATES as RAW_FX_RATES_SCHEMA
+from backfill_assets.transforms.schemas import RAW_ORDERS as RAW_ORDERS_SCHEMA
 
 KINDS = {"spark", "delta"}
 
@@ -85,7 +87,7 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
                 RAW_ORDERS,
                 day,
                 {
-                    **write_metadata(raw_write, day, {}),
+                    **write_metadata(raw_write, day, {}, RAW_ORDERS_SCHEMA),
                     "landing_files": dg.MetadataValue.int(len(_listed(files).get(day, ()))),
                     "quarantined": dg.MetadataValue.int(sum(reasons.values())),
                     "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
@@ -119,7 +121,7 @@ def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: Pipeli
         yield from report(context, outcomes)
         for day in days:
             if day not in held:
-                yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}))
+                yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}, RAW_FX_RATES_SCHEMA))
         lines.unpersist()
     yield from close_check_outputs(context)
     fail_if_held(held)

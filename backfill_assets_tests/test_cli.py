@@ -1,0 +1,73 @@
+"""The `backfill-assets` command: plan (a dry run), the landing-gone guard, argument errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import date
+
+import pytest
+
+from backfill_assets.cli import main, run_backfill
+from backfill_assets.generate import generate_feed
+from backfill_assets.runner import RunPlan, execute
+from backfill_assets.defs.raw.checks import RAW_ORDERS
+from backfill_assets_tests.pipeline_env import pipeline_env
+
+
+def _sizes(folder) -> int:
+    return sum(e.stat().st_size for e in os.scandir(folder) if not e.name.startswith(("_", ".")))
+
+
+def test_plan_lists_partitions_inputs_and_missing_days_and_changes_nothing(tmp_path, capsys):
+    with pipeline_env(tmp_path) as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 6), orders_per_day=10, seed=2)
+        shutil.rmtree(landing / "orders" / "arrival_date=2024-01-03")
+        before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+        assert main(["plan", "--start", "2024-01-02", "--end", "2024-01-04"]) == 0
+        out = capsys.readouterr().out
+        after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")
+                       if "dagster_home" not in str(p))
+        assert [p for p in before if "dagster_home" not in str(p)] == after
+        assert not (env.settings.lake_dir).exists()
+    raw_bytes_jan_2 = _sizes(landing / "orders" / "arrival_date=2024-01-02")
+    assert raw_bytes_jan_2 > 0
+    lines = out.splitlines()
+    assert any(l.startswith("raw_orders") and "2024-01-02..2024-01-02" in l for l in lines), out
+    assert any(l.startswith("raw_orders") and "2024-01-04.." in l for l in lines), out
+    assert any(l.startswith("stg_orders+fct_daily_revenue") and "2024-01-02..2024-01-04 (3)" in l for l in lines)
+    assert any(l.startswith("raw_fx_rates") and "2023-12-26..2024-01-04 (10)" in l for l in lines)
+    assert "without landing files:" in out and "estimated total" in out
+
+
+def test_backfill_refuses_to_publish_emptiness_over_gone_landing_files(tmp_path, spark, capsys):
+    day = date(2024, 1, 2)
+    with pipeline_env(tmp_path) as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 3), orders_per_day=10, seed=5)
+        assert execute(RunPlan((RAW_ORDERS,), day, day), env.instance).success
+        rows_before = [r for r in env.rows("raw/orders") if r["arrival_date"] == day]
+        assert rows_before
+        folder = landing / "orders" / f"arrival_date={day}"
+        for f in folder.iterdir():
+            f.unlink()
+        version_before = len(list((env.settings.lake_dir / "raw/orders/_delta_log").glob("*.json")))
+        assert run_backfill(env.settings, day, day) == 1
+        err = capsys.readouterr().err
+        assert "refusing" in err and day.isoformat() in err
+        assert len(list((env.settings.lake_dir / "raw/orders/_delta_log").glob("*.json"))) == version_before
+        assert [r for r in env.rows("raw/orders") if r["arrival_date"] == day] == rows_before
+
+
+def test_an_impossible_date_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["backfill", "--start", "2024-02-30", "--end", "2024-03-01"])
+    assert exit_info.value.code == 2
+    assert "not a date (YYYY-MM-DD): '2024-02-30'" in capsys.readouterr().err
+
+
+def test_a_reversed_range_is_a_clear_error(tmp_path, capsys):
+    with pipeline_env(tmp_path):
+        assert main(["backfill", "--start", "2024-03-02", "--end", "2024-03-01"]) == 2
+    assert "--start 2024-03-02 is after --end 2024-03-01" in capsys.readouterr().err
