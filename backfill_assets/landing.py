@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -107,18 +107,35 @@ def _relative_path_of_input() -> Column:
     return F.regexp_extract(decoded, r"([^/]+/[^/]+/[^/]+)$", 1)
 
 
+def _read_texts(
+    spark: SparkSession, root: Path, files: list[LandingFile], suffix: str
+) -> DataFrame:
+    """The whole text of each file's folder's ``*suffix`` files, with the path of each.
+
+    Spark is given the partition folders, not the files: listing thousands of
+    file paths makes it start a distributed listing job far slower than the
+    read itself. Files the listing did not select are dropped later by a join.
+    """
+    folders = sorted({str(root / PurePosixPath(f.relative_path).parent) for f in files})
+    paths = [_GLOB_CHARS.sub(r"\\\1", folder) for folder in folders]
+    # recursiveFileLookup: a stray sub-folder named like `x=1` must not turn into a
+    # partition column (or a "conflicting directory structures" failure).
+    return spark.read.text(
+        paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
+    )
+
+
 def _read_lines(
-    spark: SparkSession, landing_root: str | Path, files: list[LandingFile]
+    spark: SparkSession, landing_root: str | Path, files: list[LandingFile], suffix: str
 ) -> DataFrame:
     """Every non-blank line of ``files``: (partition, source_file, line_number, line,
     is_first, first_line), the last two about the file's first non-blank line."""
     root = Path(landing_root).absolute()
-    paths = [_GLOB_CHARS.sub(r"\\\1", str(root / f.relative_path)) for f in files]
     catalog = spark.createDataFrame(
         [(f.relative_path, f.partition) for f in files],
         "source_file string, partition date",
     )
-    texts = spark.read.text(paths, wholetext=True).select(
+    texts = _read_texts(spark, root, files, suffix).select(
         _relative_path_of_input().alias("source_file"),
         F.transform(
             F.split(F.col("value"), "\n", -1), lambda line: F.regexp_replace(line, r"\r\z", "")
@@ -153,7 +170,7 @@ def read_order_lines(
     """raw/orders rows (RAW_ORDERS schema): one row per record of the given .jsonl files."""
     if not files:
         return spark.createDataFrame([], RAW_ORDERS)
-    lines = _read_lines(spark, landing_root, files)
+    lines = _read_lines(spark, landing_root, files, DATASETS["orders"][1])
     return lines.select(
         F.col("partition").alias("arrival_date"),
         F.col("source_file"),
@@ -173,7 +190,7 @@ def read_rate_lines(
     """
     if not files:
         return spark.createDataFrame([], RAW_FX_RATES)
-    lines = _read_lines(spark, landing_root, files)
+    lines = _read_lines(spark, landing_root, files, DATASETS["fx_rates"][1])
     has_header = F.col("first_line") == F.lit(FX_HEADER)
     comma = F.instr(F.col("line"), ",")
 

@@ -67,6 +67,8 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
     # one line per character: the whitespace of str.isspace() (blank), then look-alikes that are not
     spaces = "\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
     _write(tmp_path, unicode, "\n".join([*spaces, "\u200b", "\ufeff", "\x00"]))
+    for unlisted in ("_inflight.jsonl", ".hidden.jsonl", "notes.txt", "sub/x.jsonl", "k=1/y.jsonl"):
+        _write(tmp_path, f"orders/arrival_date=2024-01-03/{unlisted}", "not a record\n")
     files = list_landing_files(tmp_path, "orders", [JAN3, JAN4])
     assert len(files) == 6
 

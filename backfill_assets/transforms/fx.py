@@ -7,7 +7,7 @@ from datetime import date
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from backfill_assets.transforms.schemas import MONEY, RATE, STAGING_ORDERS
+from backfill_assets.transforms.schemas import MONEY, RATE
 
 RATE_TEXT = r"^\d{1,6}(\.\d{1,8})?\z"
 CURRENCY = r"^[A-Z]{3}\z"
@@ -88,6 +88,15 @@ def convert_to_usd(orders: DataFrame, rates: DataFrame) -> DataFrame:
     # round() on a decimal is HALF_UP (bround would be HALF_EVEN).
     amount_usd = F.round(product, 2).try_cast(MONEY)
     return priced.select(
-        *[F.col(name) for name in STAGING_ORDERS.fieldNames() if name not in ("amount_usd",)],
+        "order_id",
+        "customer_id",
+        "event_time",
+        "event_date",
+        "updated_at",
+        "status",
+        "amount",
+        "currency",
+        "country",
+        F.col("usd_per_unit").cast(RATE).alias("usd_per_unit"),
         amount_usd.alias("amount_usd"),
     )
