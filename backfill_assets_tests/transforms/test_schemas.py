@@ -50,11 +50,18 @@ def test_valid_staging_has_no_errors(spark):
 
 def test_staging_errors_name_the_broken_columns(spark):
     broken = spark.createDataFrame(
-        [_row(currency="EURO"), _row(country="DE\n"), _row(status="shipped"), _row(rate=None)],
+        [
+            _row("o-1", currency="EURO"),
+            _row("o-2", country="DE\n"),
+            _row("o-3", status="shipped"),
+            _row("o-4", rate=None),
+            _row("o-5"),
+            _row("o-5"),
+        ],
         STAGING_ORDERS,
     )
-    errors = validate_staging_schema(broken)
-    text = "\n".join(errors)
+    text = "\n".join(validate_staging_schema(broken))
     for column in ("currency", "country", "status", "usd_per_unit"):
         assert column in text
-    assert "order_id" not in text and "amount_usd" not in text
+    assert "Duplicated rows [1]" in text and "'order_id'" in text
+    assert "amount_usd" not in text and "customer_id" not in text
