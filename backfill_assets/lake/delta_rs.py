@@ -152,6 +152,7 @@ class DeltaRsEngine:
         rows = {day: 0 for day in dates}
         for day, _, _, records in old_files.values():
             rows[day] += records or 0
+        added = [0]
 
         def actions(table: DeltaTable):
             check_readable(table, name)
@@ -163,11 +164,12 @@ class DeltaRsEngine:
             adds = [AddAction(p, size, {column: date_text(day)}, mtime, True,
                               json.dumps({"numRecords": rec}) if rec is not None else "")
                     for p, (day, size, mtime, rec) in old_files.items() if p not in current]
+            added[0] = len(adds)
             return removes + adds, "append", None
 
         metadata = encode_metadata(commit, self.name, "restore_partitions", rows, version)
         new_version, attempts = self._commit(table_dir, column, None, [], actions, metadata)
-        return WriteResult(name, new_version, rows, len(old_files), attempts)
+        return WriteResult(name, new_version, rows, added[0], attempts)
 
     def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
         table = self.load(table_dir)
@@ -204,6 +206,9 @@ class DeltaRsEngine:
                     partition_filters=filters, commit_properties=props)
                 return read_version + 1, attempt
             except CommitFailedError as exc:
+                # Only a lost race is worth retrying: the table must have moved on.
+                if table is not None and self.version(table_dir) == table.version():
+                    raise LakeError(f"commit to {table_dir} refused: {exc}") from exc
                 last_error = exc
             except DeltaError as exc:
                 # Another process created the table first: retry as a replace.

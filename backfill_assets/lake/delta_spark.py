@@ -32,20 +32,19 @@ RETRYABLE = ("ConcurrentAppend", "ConcurrentDelete", "ConcurrentTransaction",
 
 def native_delta_available(spark: SparkSession) -> bool:
     """True when the session has Delta's SQL extension configured and its classes load."""
-    try:
-        extensions = spark.conf.get("spark.sql.extensions", "") or ""
-    except Exception:
-        return False
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "io.delta.sql.DeltaSparkSessionExtension" not in extensions:
         return False
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # Spark Connect: the server's configuration is all we can see.
         return True
+    from py4j.protocol import Py4JError
+
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         loader.loadClass("io.delta.tables.DeltaTable")
         return True
-    except Exception:
+    except Py4JError:
         return False
 
 

@@ -104,7 +104,7 @@ class Lake:
         for entry in sorted(entries, key=lambda e: e["version"], reverse=True):
             stamp = entry["timestamp"]
             if isinstance(stamp, (int, float)):
-                stamp = dt.datetime.fromtimestamp(stamp / 1000, tz=dt.timezone.utc)
+                stamp = dt.datetime.fromtimestamp(stamp / 1000, tz=dt.UTC)
             result.append({"version": entry["version"], "timestamp": stamp,
                            "operation": entry["operation"],
                            "metadata": decode_metadata(entry["user_metadata"])})

@@ -59,10 +59,9 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """A child in its own process group, so a kill takes its JVM and workers with it."""
-    handle = open(log, "wb")
-    return subprocess.Popen(
-        args, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    with open(log, "wb") as handle:
+        return subprocess.Popen(args, cwd=REPO, env=env, stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:

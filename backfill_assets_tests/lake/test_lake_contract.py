@@ -133,7 +133,7 @@ def test_lake_column_types_survive_exactly(lake):
         StructField("amount", DecimalType(18, 2)), StructField("usd_per_unit", DecimalType(18, 8)),
         StructField("orders", LongType()), StructField("country", StringType()),
     ])
-    instant = dt.datetime(2024, 1, 1, 23, 59, 58, 123456, tzinfo=dt.timezone.utc)
+    instant = dt.datetime(2024, 1, 1, 23, 59, 58, 123456, tzinfo=dt.UTC)
     rows = [(D1, instant, Decimal("1234567890123456.78"), Decimal("0.00000001"), 9, "DE")]
     lake.replace_partitions("fact/typed", lake.spark.createDataFrame(rows, schema), "event_date",
                             [D1], CommitInfo("r", "c"))
