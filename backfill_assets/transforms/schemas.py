@@ -93,7 +93,7 @@ class StagingOrdersModel(pa.DataFrameModel):
 
     class Config:
         strict = True
-        unique = ["event_date", "order_id"]
+        unique = ("event_date", "order_id")
 
 
 STAGING_SCHEMA = StagingOrdersModel
