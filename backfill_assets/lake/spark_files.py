@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 from collections.abc import Iterable
+from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -57,16 +58,39 @@ def read_files(
     names = [F.col(field.name) for field in schema.fields]
     if not files:
         return spark.createDataFrame([], schema)
-    if column is None:
-        return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
-    if all(os.path.dirname(path) == f"{column}={date_text(day)}" for path, day in files):
-        # Hive-style layout agrees with the log: Spark fills the partition column from
-        # the path, typed by the schema we pass, in one scan.
-        frame = spark.read.schema(schema).option("basePath", table_dir).parquet(
-            *[_abs(table_dir, p) for p, _ in files]
-        )
-        return frame.select(*names)
-    return _read_by_partition(spark, table_dir, schema, column, files).select(*names)
+    with _listing_on_driver(spark, len(files)):
+        if column is None:
+            return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
+        if all(os.path.dirname(path) == f"{column}={date_text(day)}" for path, day in files):
+            # Hive-style layout agrees with the log: Spark fills the partition column from
+            # the path, typed by the schema we pass, in one scan.
+            frame = spark.read.schema(schema).option("basePath", table_dir).parquet(
+                *[_abs(table_dir, p) for p, _ in files]
+            )
+            return frame.select(*names)
+        return _read_by_partition(spark, table_dir, schema, column, files).select(*names)
+
+
+@contextmanager
+def _listing_on_driver(spark: SparkSession, paths: int):
+    """Stat the listed files on the driver instead of in a Spark job.
+
+    Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
+    distributed job just to stat them, one task per path: for a year of daily files
+    that job costs more than the read it prepares. The paths are exact files from the
+    log, so a serial stat is cheap. The index is built while ``parquet()`` runs, so
+    the setting is restored right after.
+    """
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, str(max(paths + 1, int(previous or 32))))
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def _read_by_partition(spark, table_dir, schema, column, files) -> DataFrame:

@@ -70,3 +70,19 @@ def test_lake_refuses_reader_features_it_cannot_honour(lake, feature):
         write(lake, [(D1, 2)], [D1])
     df, version = lake.read_partitions("raw/t", "d", [D1], version=0)
     assert version == 0 and [tuple(r) for r in df.collect()] == [(D1, 1)]
+
+
+def test_lake_read_of_many_files_runs_no_listing_job(lake):
+    days = [D1 + dt.timedelta(days=n) for n in range(40)]
+    df = lake.spark.createDataFrame([(day, n) for n, day in enumerate(days)], "d date, id bigint")
+    lake.replace_partitions("raw/t", df, "d", days, CommitInfo("r", "c"))
+    context = lake.spark.sparkContext
+    context.setJobGroup("lake-read-probe", "listing probe")
+    try:
+        frame, _ = lake.read_partitions("raw/t", "d", days)
+        jobs = context.statusTracker().getJobIdsForGroup("lake-read-probe")
+    finally:
+        context.setJobGroup("", "")
+    assert list(jobs) == []
+    assert frame.count() == 40
+    assert frame.agg({"id": "sum"}).collect()[0][0] == sum(range(40))
