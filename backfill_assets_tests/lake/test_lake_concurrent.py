@@ -89,11 +89,11 @@ def race(spark, tmp_path_factory):
             )
         for visit in (1, 2):
             for who in procs:
-                wait_for(pauses[who] / f"before_commit.{visit}.reached", list(procs.values()), 240)
+                wait_for(pauses[who] / f"before_commit.{visit}.reached", list(procs.values()), 300)
             for who in procs:
                 (pauses[who] / f"before_commit.{visit}.resume").touch()
         for who, proc in procs.items():
-            assert proc.wait(timeout=240) == 0, log_tail(base / f"{who}.log")
+            assert proc.wait(timeout=300) == 0, log_tail(base / f"{who}.log")
     finally:
         for proc in procs.values():
             kill_group(proc)

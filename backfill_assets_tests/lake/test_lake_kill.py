@@ -49,7 +49,7 @@ def killed(spark, tmp_path_factory):
                                   str(spec)], env, base / f"{point}.log")
         for point, proc in procs.items():
             try:
-                wait_for(base / f"pause-{point}" / f"{point}.1.reached", [proc], 240)
+                wait_for(base / f"pause-{point}" / f"{point}.1.reached", [proc], 300)
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\n{log_tail(base / f'{point}.log')}") from None
             kill_group(proc)
