@@ -54,75 +54,72 @@ def _listed(files) -> dict[date, set[str]]:
 
 
 def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
+    """Copy the landed records of each arrival date verbatim, split off the rejected ones,
+    then prove both tables against the landing files before reporting a day published."""
     days = _days_to_build(context, RAW_ORDERS)
-    if days:
-        lake = pipeline.lake(spark)
-        files = list_landing_files(pipeline.landing, "orders", days)
-        lines = read_order_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-        validated = validate_orders(lines, pipeline.max_lateness_days).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        commit = commit_info(context, "raw_orders", days, {})
-        raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
-        q_write = lake.replace_partitions(
-            "quarantine/orders", quarantine_rows(validated), "arrival_date", days, commit
-        )
-        raw_back, _ = lake.read_partitions("raw/orders", "arrival_date", days, raw_write.version)
-        q_back, _ = lake.read_partitions("quarantine/orders", "arrival_date", days, q_write.version)
+    if not days:
+        yield from close_check_outputs(context)
+        return
+    lake = pipeline.lake(spark)
+    files = list_landing_files(pipeline.landing, "orders", days)
+    listed = _listed(files)
+    lines = read_order_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
+    validated = validate_orders(lines, pipeline.max_lateness_days).persist(StorageLevel.MEMORY_AND_DISK)
+    commit = commit_info(context, "raw_orders", days, {})
+    raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
+    q_write = lake.replace_partitions(
+        "quarantine/orders", quarantine_rows(validated), "arrival_date", days, commit
+    )
+    raw_back, _ = lake.read_partitions("raw/orders", "arrival_date", days, raw_write.version)
+    q_back, _ = lake.read_partitions("quarantine/orders", "arrival_date", days, q_write.version)
 
-        actual = line_fingerprints(raw_back, "arrival_date")
-        expected_reasons = counts_by(validated, "arrival_date", "reason")
-        actual_reasons = counts_by(q_back, "arrival_date", "reason")
-        outcomes = landing_outcomes(
-            RAW_ORDERS, RAW_MATCHES_LANDING, days, _listed(files),
-            line_fingerprints(lines, "arrival_date"), actual,
-        ) + quarantine_outcomes(days, rows_per_partition(actual), expected_reasons, actual_reasons)
-        held = held_days(outcomes)
-        yield from report(context, outcomes)
-        for day in days:
-            if day in held:
-                continue
-            reasons = actual_reasons.get(day, {})
-            yield materialization(
-                RAW_ORDERS,
-                day,
-                {
-                    **write_metadata(raw_write, day, {}, RAW_ORDERS_SCHEMA),
-                    "landing_files": dg.MetadataValue.int(len(_listed(files).get(day, ()))),
-                    "quarantined": dg.MetadataValue.int(sum(reasons.values())),
-                    "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
-                    "quarantine_delta_version": dg.MetadataValue.int(q_write.version),
-                },
-            )
-        lines.unpersist()
-        validated.unpersist()
-        yield from close_check_outputs(context)
-        fail_if_held(held)
-    else:
-        yield from close_check_outputs(context)
+    actual = line_fingerprints(raw_back, "arrival_date")
+    actual_reasons = counts_by(q_back, "arrival_date", "reason")
+    outcomes = landing_outcomes(
+        RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, line_fingerprints(lines, "arrival_date"), actual
+    ) + quarantine_outcomes(
+        days, rows_per_partition(actual), counts_by(validated, "arrival_date", "reason"), actual_reasons
+    )
+    lines.unpersist()
+    validated.unpersist()
+    held = held_days(outcomes)
+    yield from report(context, outcomes)
+    for day in (d for d in days if d not in held):
+        reasons = actual_reasons.get(day, {})
+        yield materialization(RAW_ORDERS, day, {
+            **write_metadata(raw_write, day, {}, RAW_ORDERS_SCHEMA),
+            "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
+            "quarantined": dg.MetadataValue.int(sum(reasons.values())),
+            "quarantined_too_late": dg.MetadataValue.int(reasons.get("too_late", 0)),
+            "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
+            "quarantine_delta_version": dg.MetadataValue.int(q_write.version),
+        })
+    yield from close_check_outputs(context)
+    fail_if_held(held)
 
 
 def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
+    """Copy the rate lines of each rate date as landed, proven against the landing files."""
     days = _days_to_build(context, RAW_FX_RATES)
-    held = {}
-    if days:
-        lake = pipeline.lake(spark)
-        files = list_landing_files(pipeline.landing, "fx_rates", days)
-        lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-        write = lake.replace_partitions(
-            "raw/fx_rates", lines, "rate_date", days, commit_info(context, "raw_fx_rates", days, {})
-        )
-        back, _ = lake.read_partitions("raw/fx_rates", "rate_date", days, write.version)
-        outcomes = landing_outcomes(
-            RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
-            line_fingerprints(lines, "rate_date"), line_fingerprints(back, "rate_date"),
-        )
-        held = held_days(outcomes)
-        yield from report(context, outcomes)
-        for day in days:
-            if day not in held:
-                yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}, RAW_FX_RATES_SCHEMA))
-        lines.unpersist()
+    if not days:
+        yield from close_check_outputs(context)
+        return
+    lake = pipeline.lake(spark)
+    files = list_landing_files(pipeline.landing, "fx_rates", days)
+    lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
+    write = lake.replace_partitions(
+        "raw/fx_rates", lines, "rate_date", days, commit_info(context, "raw_fx_rates", days, {})
+    )
+    back, _ = lake.read_partitions("raw/fx_rates", "rate_date", days, write.version)
+    outcomes = landing_outcomes(
+        RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
+        line_fingerprints(lines, "rate_date"), line_fingerprints(back, "rate_date"),
+    )
+    lines.unpersist()
+    held = held_days(outcomes)
+    yield from report(context, outcomes)
+    for day in (d for d in days if d not in held):
+        yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}, RAW_FX_RATES_SCHEMA))
     yield from close_check_outputs(context)
     fail_if_held(held)
 
