@@ -1,0 +1,170 @@
+"""Backfill throughput against the Spark floor and the naive one-run-per-day way; run by hand.
+
+    .venv/bin/python bench/backfill_bench.py --days 365 --orders-per-day 20000
+
+On one generated feed, in one invocation, it measures:
+
+1. floor: a bare PySpark job (fresh JVM) doing the same parse, validation, dedupe,
+   FX conversion and aggregation with the project's transforms, writing Parquet:
+   no Dagster, no Delta, no checks;
+2. ours: ``backfill-assets backfill`` over the whole range (raw, quarantine, rates,
+   staging, fact, every check), in a fresh process against a fresh instance;
+3. naive: one Dagster run per partition, each in its own process as Dagster's
+   default run launcher does (``dagster asset materialize --partition D``), timed on
+   a sample of days and reported per partition;
+
+and the peak RSS of the driver (the Python process plus its local-mode JVM, which
+also hosts the executors) for the full range and for a 30-day range. The last line
+is the RESULT line the README quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FLOOR_JOB = r'''
+import sys, time
+from datetime import date, timedelta
+from pyspark.sql import functions as F
+from backfill_assets.spark_session import build_session, spark_config
+from backfill_assets.landing import list_landing_files, read_order_lines, read_rate_lines
+from backfill_assets.transforms.orders import latest_wins, valid_orders, validate_orders
+from backfill_assets.transforms.fx import convert_to_usd, rates_on
+from backfill_assets.transforms.revenue import daily_revenue
+
+landing, out, start, end, lateness = sys.argv[1], sys.argv[2], date.fromisoformat(sys.argv[3]), date.fromisoformat(sys.argv[4]), int(sys.argv[5])
+spark = build_session(spark_config())
+days = [start + timedelta(days=i) for i in range((end - start).days + 1)]
+arrivals = days + [end + timedelta(days=i + 1) for i in range(lateness)]
+rate_days = [start - timedelta(days=7 - i) for i in range(7)] + days
+raw = read_order_lines(spark, landing, list_landing_files(landing, "orders", arrivals))
+rates = read_rate_lines(spark, landing, list_landing_files(landing, "fx_rates", rate_days))
+valid = valid_orders(validate_orders(raw, lateness)).filter(F.col("event_date").isin(days))
+staging = convert_to_usd(latest_wins(valid), rates_on(rates, days)).cache()
+staging.write.mode("overwrite").partitionBy("event_date").parquet(out + "/staging")
+daily_revenue(staging).write.mode("overwrite").partitionBy("event_date").parquet(out + "/fact")
+spark.stop()
+'''
+
+
+class PeakRss:
+    """Peak RSS of a process tree (the driver and its JVM), sampled every 100 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                tree = [self.proc, *self.proc.children(recursive=True)]
+                self.peak = max(self.peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.1)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, int, int]:
+    began = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        rss = PeakRss(proc.pid)
+        code = proc.wait()
+    return time.monotonic() - began, rss.stop(), code
+
+
+def pipeline_env(work: Path, name: str, landing: Path, start: date) -> dict:
+    home = work / name / "home"
+    home.mkdir(parents=True)
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    return {**os.environ, "DAGSTER_HOME": str(home), "BACKFILL_LANDING_DIR": str(landing),
+            "BACKFILL_LAKE_DIR": str(work / name / "lake"), "BACKFILL_START_DATE": start.isoformat(),
+            "PYSPARK_PYTHON": sys.executable}
+
+
+def ours(work: Path, name: str, landing: Path, feed_start: date, start: date, end: date):
+    env = pipeline_env(work, name, landing, feed_start)
+    cmd = [sys.executable, "-m", "backfill_assets.cli", "backfill", "--start", str(start), "--end", str(end)]
+    seconds, rss, code = timed(cmd, env, work / f"{name}.log")
+    if code != 0:
+        print(f"warning: {name} exited {code}; see {work / (name + '.log')}")
+    return seconds, rss
+
+
+def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: list[date]) -> float:
+    """A fresh process per partition (Dagster's default launcher): all layers of day D."""
+    env = pipeline_env(work, "naive", landing, feed_start)
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    total = 0.0
+    for day in sample:
+        cmd = [dagster, "asset", "materialize", "-m", "backfill_assets.definitions",
+               "--select", "*", "--partition", day.isoformat()]
+        seconds, _, code = timed(cmd, env, work / f"naive-{day}.log")
+        print(f"  naive {day}: {seconds:.1f}s (exit {code})", flush=True)
+        total += seconds
+    return total / len(sample)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--days", type=int, default=365)
+    p.add_argument("--orders-per-day", type=int, default=20000)
+    p.add_argument("--naive-sample", type=int, default=3)
+    p.add_argument("--workdir", type=Path, default=None)
+    args = p.parse_args()
+
+    from backfill_assets.generate import generate_feed
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="backfill-bench-"))
+    landing = work / "landing"
+    feed_start, start = date(2023, 12, 20), date(2024, 1, 1)
+    end = start + timedelta(days=args.days - 1)
+    t0 = time.monotonic()
+    summary = generate_feed(landing, start, end, orders_per_day=args.orders_per_day, seed=1)
+    print(f"feed: {summary.records} records, {summary.order_files} files, "
+          f"generated in {time.monotonic() - t0:.0f}s under {work}", flush=True)
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    floor_s, floor_rss, code = timed(
+        [sys.executable, "-c", FLOOR_JOB, str(landing), str(work / "floor"), str(start), str(end), "7"],
+        env, work / "floor.log")
+    print(f"floor: {floor_s:.1f}s (exit {code}), peak RSS {floor_rss / 2**20:.0f} MiB", flush=True)
+
+    ours_s, ours_rss = ours(work, "ours", landing, feed_start, start, end)
+    print(f"ours:  {ours_s:.1f}s, peak RSS {ours_rss / 2**20:.0f} MiB", flush=True)
+    days30 = min(30, args.days)
+    _, rss30 = ours(work, "ours30", landing, feed_start, start, start + timedelta(days=days30 - 1))
+    print(f"ours over {days30} days: peak RSS {rss30 / 2**20:.0f} MiB", flush=True)
+
+    step = max(1, args.days // (args.naive_sample + 1))
+    sample = [start + timedelta(days=step * (i + 1)) for i in range(args.naive_sample)]
+    naive_s = naive_per_partition(work, landing, feed_start, sample)
+    print(f"naive: {naive_s:.1f}s per partition (sample of {len(sample)})", flush=True)
+
+    print(f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} ours_s={ours_s:.1f} "
+          f"naive_per_partition_s={naive_s:.1f} ours_over_floor={ours_s / floor_s:.2f} "
+          f"naive_over_ours={naive_s * args.days / ours_s:.1f} rss_365_over_30={ours_rss / rss30:.2f}")
+
+
+if __name__ == "__main__":
+    main()
