@@ -36,6 +36,7 @@ from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.orders import quarantine_rows, validate_orders
 from backfill_assets.transforms.schemas import RAW_FX_RATES as RAW_FX_RATES_SCHEMA
+from backfill_assets.transforms.schemas import QUARANTINE_ORDERS as QUARANTINE_SCHEMA
 from backfill_assets.transforms.schemas import RAW_ORDERS as RAW_ORDERS_SCHEMA
 
 KINDS = {"spark", "delta"}
@@ -53,6 +54,17 @@ def _listed(files) -> dict[date, set[str]]:
     return listed
 
 
+def withdraw(spark, lake, table: str, column: str, days: list[date], before: int | None, schema, commit) -> None:
+    """Put held days back as they were before this step wrote them, so the lake never holds
+    a raw day that Dagster does not report as materialized."""
+    if not days:
+        return
+    if before is None:
+        lake.replace_partitions(table, spark.createDataFrame([], schema), column, days, commit)
+    else:
+        lake.restore_partitions(table, column, days, before, commit)
+
+
 def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
     """Copy the landed records of each arrival date verbatim, split off the rejected ones,
     then prove both tables against the landing files before reporting a day published."""
@@ -66,6 +78,7 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
     lines = read_order_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
     validated = validate_orders(lines, pipeline.max_lateness_days).persist(StorageLevel.MEMORY_AND_DISK)
     commit = commit_info(context, "raw_orders", days, {})
+    raw_before, q_before = lake.version("raw/orders"), lake.version("quarantine/orders")
     raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
     q_write = lake.replace_partitions(
         "quarantine/orders", quarantine_rows(validated), "arrival_date", days, commit
@@ -83,6 +96,9 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
     lines.unpersist()
     validated.unpersist()
     held = held_days(outcomes)
+    withdraw(spark, lake, "raw/orders", "arrival_date", sorted(held), raw_before, RAW_ORDERS_SCHEMA, commit)
+    withdraw(spark, lake, "quarantine/orders", "arrival_date", sorted(held), q_before,
+             QUARANTINE_SCHEMA, commit)
     yield from report(context, outcomes)
     for day in (d for d in days if d not in held):
         reasons = actual_reasons.get(day, {})
@@ -107,9 +123,8 @@ def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: Pipeli
     lake = pipeline.lake(spark)
     files = list_landing_files(pipeline.landing, "fx_rates", days)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-    write = lake.replace_partitions(
-        "raw/fx_rates", lines, "rate_date", days, commit_info(context, "raw_fx_rates", days, {})
-    )
+    commit, before = commit_info(context, "raw_fx_rates", days, {}), lake.version("raw/fx_rates")
+    write = lake.replace_partitions("raw/fx_rates", lines, "rate_date", days, commit)
     back, _ = lake.read_partitions("raw/fx_rates", "rate_date", days, write.version)
     outcomes = landing_outcomes(
         RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
@@ -117,6 +132,7 @@ def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: Pipeli
     )
     lines.unpersist()
     held = held_days(outcomes)
+    withdraw(spark, lake, "raw/fx_rates", "rate_date", sorted(held), before, RAW_FX_RATES_SCHEMA, commit)
     yield from report(context, outcomes)
     for day in (d for d in days if d not in held):
         yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}, RAW_FX_RATES_SCHEMA))
