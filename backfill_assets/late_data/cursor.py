@@ -57,20 +57,22 @@ class PendingGroup:
                 "awaits": list(self.awaits), "since": round(self.since, 3), "why": self.why}
 
     @classmethod
-    def from_json(cls, data: dict) -> "PendingGroup":
+    def from_json(cls, data: dict) -> PendingGroup:
         return cls(data["id"], _expand(data["days"]), tuple(data["awaits"]), float(data["since"]),
                    data.get("why", ""))
 
 
 @dataclass(frozen=True)
 class LandingCursor:
-    """High-water mark, complete-file count per partition folder, pending event days."""
+    """High-water mark, complete-file count per partition folder, pending event days, and
+    ``followed_until``: the update time (epoch s) of the last daily raw run followed up."""
 
     high_water_ns: int
     counts: dict[str, dict[date, int]] = field(default_factory=dict)
     pending: tuple[PendingGroup, ...] = ()
+    followed_until: float = 0.0
 
-    def with_pending(self, pending: Iterable[PendingGroup]) -> "LandingCursor":
+    def with_pending(self, pending: Iterable[PendingGroup]) -> LandingCursor:
         return replace(self, pending=tuple(pending))
 
     def dumps(self) -> str:
@@ -83,10 +85,11 @@ class LandingCursor:
             counts[dataset] = [first.isoformat(),
                                [by_day.get(first + timedelta(days=i), -1) for i in range(span)]]
         return json.dumps({"v": VERSION, "hw": self.high_water_ns, "counts": counts,
-                           "pending": [g.to_json() for g in self.pending]}, separators=(",", ":"))
+                           "pending": [g.to_json() for g in self.pending],
+                           "fu": round(self.followed_until, 6)}, separators=(",", ":"))
 
     @classmethod
-    def loads(cls, text: str | None) -> "LandingCursor | None":
+    def loads(cls, text: str | None) -> LandingCursor | None:
         """The cursor, or None for no cursor (a cold start); a foreign cursor is an error."""
         if not text:
             return None
@@ -98,4 +101,4 @@ class LandingCursor:
             start = date.fromisoformat(first)
             counts[dataset] = {start + timedelta(days=i): n for i, n in enumerate(values) if n >= 0}
         pending = tuple(PendingGroup.from_json(g) for g in data["pending"])
-        return cls(int(data["hw"]), counts, pending)
+        return cls(int(data["hw"]), counts, pending, float(data.get("fu", 0.0)))

@@ -13,26 +13,34 @@ The sensor runs phase 2 on a later tick; ``catch-up`` right after phase 1, in on
 Request keys depend only on what was found (paths and change times), so evaluating the same
 cursor twice yields the same keys, and Dagster launches nothing twice for a run key.
 
-A cold start (no cursor) takes every folder whose raw partition was already materialized as
-processed, and every other one as never built: its raw partition and every event day of its
-window are requested, without reading its files (that is a backfill, and can be years).
+A cold start (no cursor) asks when each raw partition was last built (the start of the run
+that materialized it): files stamped after that are new, as on any tick; a folder never built
+gets its raw partition and every event day of its window requested, without reading its
+files (that is a backfill, and can be years of them).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from pathlib import Path
 
 from backfill_assets.late_data.cursor import DATASETS, LandingCursor, PendingGroup, day_ranges
-from backfill_assets.late_data.effects import RATE_MAX_AGE_DAYS, RateFolders, order_file_effect, rate_effects
+from backfill_assets.late_data.effects import (
+    RATE_MAX_AGE_DAYS,
+    RateFolders,
+    order_file_effect,
+    rate_effects,
+)
 from backfill_assets.late_data.scan import LAYOUT, FolderScan, scan_dataset
 
 RAW_LAYER = {"orders": "raw_orders", "fx_rates": "raw_fx_rates"}
 EVENT_DAYS = "event_days"
 WHY_LENGTH = 240
+# A cold start follows up the daily raw runs that ended in the last day, no further back.
+FOLLOW_BACK_SECONDS = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -80,10 +88,10 @@ def _shorten(parts: list[str]) -> str:
     return text if len(text) <= WHY_LENGTH else text[: WHY_LENGTH - 12].rstrip() + f" … ({len(parts)})"
 
 
-def _folder_findings(root: Path, folder: FolderScan, cold: bool, first: date, last: date,
+def _folder_findings(root: Path, folder: FolderScan, whole: bool, first: date, last: date,
                      lateness: int, rates: RateFolders) -> list[Finding]:
     relative = f"{folder.dataset}/{LAYOUT[folder.dataset][0]}={folder.day.isoformat()}/"
-    if cold:
+    if whole:
         low, high = (folder.day - timedelta(days=lateness), folder.day) if folder.dataset == "orders" \
             else (folder.day, min(folder.day + timedelta(days=RATE_MAX_AGE_DAYS), last))
         days = tuple(low + timedelta(days=i) for i in range((high - low).days + 1) if low + timedelta(days=i) >= first)
@@ -104,20 +112,32 @@ def _folder_findings(root: Path, folder: FolderScan, cold: bool, first: date, la
     return found or [Finding(relative, (), f"{folder.how}, empty")]
 
 
+def _since_build(folder: FolderScan, built_ns: int) -> FolderScan | None:
+    """On a cold start, what of a built folder is newer than its build: files stamped since, or,
+    when only the folder changed since (a finished folder moved in over the empty one that was
+    built, files and all older), every file in it."""
+    newer = tuple(f for f in folder.files if f.stamp_ns >= built_ns)
+    if newer:
+        return replace(folder, new=newer, how="landed after its last build")
+    if folder.stamp_ns >= built_ns and folder.files:
+        return replace(folder, new=folder.files, how="folder changed after its last build")
+    return None
+
+
 def detect(
     root: str | Path,
     first: date,
     last: date,
     lateness: int,
     cursor: LandingCursor | None,
-    built: Callable[[str], set[date]],
+    built: Callable[[str], dict[date, int]],
     now_ns: int,
     settle_ns: int,
 ) -> Detection:
     """New files since ``cursor`` among partitions ``first .. last``: raw requests, pending group.
 
-    ``built(dataset)`` names the dates whose raw partition was materialized; it is asked only
-    on a cold start.
+    ``built(dataset)`` maps the dates whose raw partition was materialized to when the run that
+    did it started (ns); it is asked only on a cold start.
     """
     root = Path(root)
     cold = cursor is None
@@ -129,12 +149,15 @@ def detect(
         previous = None if cold else cursor.counts.get(dataset, {})
         scan = scan_dataset(root, dataset, first, last, previous, hw_old, hw_new)
         counts[dataset] = scan.counts
-        done = built(dataset) if cold else set()
+        built_at = built(dataset) if cold else {}
         for folder in scan.changed:
-            if folder.day in done:
-                continue
+            if folder.day in built_at:
+                folder = _since_build(folder, built_at[folder.day])
+                if folder is None:
+                    continue
             raw_days[dataset].append(folder.day)
-            findings += _folder_findings(root, folder, cold, first, last, lateness, rates)
+            whole = cold and folder.day not in built_at
+            findings += _folder_findings(root, folder, whole, first, last, lateness, rates)
             keyed += [f"{f.path}@{f.stamp_ns}" for f in folder.new] or [f"{dataset}/{folder.day}@empty"]
     gid = _digest(keyed)
     raw = [Request(RAW_LAYER[ds], a, b, f"{RAW_LAYER[ds]}:{a}..{b}:{gid}",
@@ -147,7 +170,8 @@ def detect(
         group = PendingGroup(gid, tuple(days), tuple(r.key for r in raw), now_ns / 1e9,
                              _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]))
         pending.append(group)
-    return Detection(LandingCursor(hw_new, counts, tuple(pending)), raw, group, findings)
+    followed = now_ns / 1e9 - FOLLOW_BACK_SECONDS if cold else cursor.followed_until
+    return Detection(LandingCursor(hw_new, counts, tuple(pending), followed), raw, group, findings)
 
 
 def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from backfill_assets.late_data.scan import LandedFile, complete_files
@@ -48,7 +48,7 @@ def event_date(text: object) -> date | None:
         return None
     year, month, day, hour, minute, sign, off_h, off_m = m.groups()
     try:
-        local = datetime(int(year), int(month), int(day), int(hour), int(minute), tzinfo=timezone.utc)
+        local = datetime(int(year), int(month), int(day), int(hour), int(minute), tzinfo=UTC)
         offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
         return (local + offset if sign == "-" else local - offset).date()
     except (ValueError, OverflowError):

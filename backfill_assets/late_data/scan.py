@@ -61,6 +61,7 @@ class FolderScan:
     files: tuple[LandedFile, ...]
     new: tuple[LandedFile, ...]
     how: str
+    stamp_ns: int = 0  # the folder's own change time
 
 
 @dataclass(frozen=True)
@@ -149,5 +150,5 @@ def scan_dataset(
             files = complete_files(entry.path, f"{dataset}/{entry.name}", suffix)
             counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
             if new or how in ("first look", "new folder"):  # an empty folder is a landed day too
-                changed.append(FolderScan(dataset, day, tuple(files), tuple(new), how))
+                changed.append(FolderScan(dataset, day, tuple(files), tuple(new), how, stamp))
     return DatasetScan(sorted(changed, key=lambda c: c.day), counts)

@@ -7,6 +7,8 @@ import os
 from datetime import date
 from pathlib import Path
 
+from backfill_assets_tests.reference import parse_json_object, parse_timestamp, records_of
+
 
 def order(order_id: str, event_time: str, status: str = "paid", amount: str = "10.00",
           currency: str = "USD", country: str = "US") -> str:
@@ -45,3 +47,16 @@ def deliver_folder(staged: Path, root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.rename(staged, target)
     return target
+
+
+def oracle_event_days(paths: list[Path], lateness: int = 7) -> set[date]:
+    """Event dates within the lateness window of the records of ``paths``, read by the test oracle."""
+    days = set()
+    for path in paths:
+        arrival = date.fromisoformat(path.parent.name.split("=")[1])
+        for _, line in records_of(path.read_text(encoding="utf-8")):
+            obj = parse_json_object(line)
+            when = parse_timestamp(obj.get("event_time")) if obj else None
+            if when and 0 <= (arrival - when.date()).days <= lateness:
+                days.add(when.date())
+    return days

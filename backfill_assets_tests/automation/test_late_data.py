@@ -21,9 +21,11 @@ D = date.fromisoformat
 
 
 def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0):
+    """One detection; the folders in ``built`` count as built just now, by a run that read them."""
     time.sleep(0.01)  # files stamped in the current clock tick (4 ms) wait for the next detection
     now_ns = clock_ns() if now_ns is None else now_ns
-    return detect(root, FIRST, last, LATENESS, cursor, lambda dataset: set(built), now_ns, settle_ns)
+    return detect(root, FIRST, last, LATENESS, cursor, lambda dataset: dict.fromkeys(built, now_ns),
+                  now_ns, settle_ns)
 
 
 def raw(detection):
@@ -44,6 +46,20 @@ def test_cold_start_builds_only_folders_never_built_each_over_its_whole_window(t
     assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
     assert found.group.days == tuple(D("2024-01-05") + timedelta(days=i) for i in range(8))
     assert found.cursor.counts["orders"] == {D("2024-01-10"): 1, D("2024-01-12"): 1}
+
+
+def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tmp_path):
+    write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
+    time.sleep(0.01)
+    built_at = clock_ns()
+    time.sleep(0.01)
+    write_orders(tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")])
+    time.sleep(0.01)
+    found = detect(tmp_path, FIRST, LAST, LATENESS, None,
+                   lambda ds: {D("2024-01-12"): built_at} if ds == "orders" else {}, clock_ns(), 0)
+    assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
+    assert found.group.days == (D("2024-01-10"),)
+    assert [f.path for f in found.findings] == ["orders/arrival_date=2024-01-12/b.jsonl"]
 
 
 def test_new_file_rebuilds_its_arrival_and_exactly_the_utc_event_days_it_carries(tmp_path):

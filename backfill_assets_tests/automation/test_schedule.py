@@ -1,14 +1,16 @@
-"""The daily 02:00 UTC schedule's ranged run, and how the automation is registered and switched on."""
+"""The daily 02:00 UTC schedule, the sensor's follow-up of its raw run, and how both are registered."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import dagster as dg
+from dagster._core.utils import make_new_run_id
 
-from backfill_assets.defs.automation.schedules import build_daily_schedule
-from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.definitions import build_definitions
+from backfill_assets.defs.automation.schedules import build_daily_schedule
+from backfill_assets.defs.automation.sensors import build_late_data_sensor
+from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.settings import Settings
 
 SETTINGS = Settings(landing_dir=None, lake_dir=None, start_date=date(2024, 1, 1), max_lateness_days=7)
@@ -19,24 +21,46 @@ def evaluate(scheduled: datetime, rerun_days: int = 3):
     return schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=scheduled))
 
 
-def test_schedule_runs_yesterday_and_every_event_day_its_arrivals_reach_in_one_ranged_run():
-    data = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=timezone.utc))
-    [request] = data.run_requests
+def spans(request: dg.RunRequest) -> tuple[str, str, str]:
+    return (request.tags["dagster/asset_partition_range_start"],
+            request.tags["dagster/asset_partition_range_end"], request.tags["backfill_assets/event_days"])
+
+
+def test_schedule_requests_the_last_n_arrival_days_tagged_with_the_event_days_they_reach():
+    [request] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=UTC)).run_requests
     # arrivals Mar 12..14 (N = 3) reach event days back to Mar 12 - 7 = Mar 5
-    assert request.tags["dagster/asset_partition_range_start"] == "2024-03-05"
-    assert request.tags["dagster/asset_partition_range_end"] == "2024-03-14"
-    assert {k.to_user_string() for k in request.asset_selection} == {
-        "raw_orders", "raw_fx_rates", "stg_orders", "fct_daily_revenue"}
+    assert spans(request) == ("2024-03-12", "2024-03-14", "2024-03-05..2024-03-14")
+    assert {k.to_user_string() for k in request.asset_selection} == {"raw_orders", "raw_fx_rates"}
     assert request.run_key == "daily:2024-03-14"
 
 
 def test_rerun_window_is_configurable_and_clipped_to_the_first_partition():
-    [one] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=timezone.utc), rerun_days=1).run_requests
-    assert one.tags["dagster/asset_partition_range_start"] == "2024-03-07"
-    [early] = evaluate(datetime(2024, 1, 4, 2, 0, tzinfo=timezone.utc)).run_requests
-    assert (early.tags["dagster/asset_partition_range_start"],
-            early.tags["dagster/asset_partition_range_end"]) == ("2024-01-01", "2024-01-03")
-    assert evaluate(datetime(2024, 1, 1, 2, 0, tzinfo=timezone.utc)).run_requests == []
+    [one] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=UTC), rerun_days=1).run_requests
+    assert spans(one) == ("2024-03-14", "2024-03-14", "2024-03-07..2024-03-14")
+    [early] = evaluate(datetime(2024, 1, 4, 2, 0, tzinfo=UTC)).run_requests
+    assert spans(early) == ("2024-01-01", "2024-01-03", "2024-01-01..2024-01-03")
+    assert evaluate(datetime(2024, 1, 1, 2, 0, tzinfo=UTC)).run_requests == []
+
+
+def test_sensor_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tmp_path):
+    [raw] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=UTC)).run_requests
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+        settings = Settings(tmp_path / "landing", tmp_path / "lake", date(2024, 1, 1), 7)
+        sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))
+        first = sensor(dg.build_sensor_context(instance=instance))
+        run = dg.DagsterRun(job_name="backfill_job", run_id=make_new_run_id(),
+                            status=dg.DagsterRunStatus.STARTED, tags=dict(raw.tags))
+        instance.add_run(run)
+        assert sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor)).run_requests == []
+        instance.handle_run_event(run.run_id, dg.DagsterEvent(
+            event_type_value="PIPELINE_SUCCESS", job_name="backfill_job", message="done"))
+        followed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+        assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"],
+                 sorted(k.to_user_string() for k in r.asset_selection)) for r in followed.run_requests] == [
+            ("2024-03-05", "2024-03-14", ["fct_daily_revenue", "stg_orders"])]
+        again = sensor(dg.build_sensor_context(instance=instance, cursor=followed.cursor))
+        assert again.run_requests == []
 
 
 def test_sensor_and_schedule_are_registered_stopped_unless_automation_is_on(monkeypatch, tmp_path):

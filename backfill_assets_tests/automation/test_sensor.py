@@ -59,20 +59,25 @@ def instance(tmp_path_factory):
     """One instance for the module (its setup is the slow part); every test has its own landing."""
     home = tmp_path_factory.mktemp("home")
     with dg.instance_for_test(temp_dir=str(home)) as instance:
-        for day in ("2024-01-10", "2024-01-15"):
-            instance.report_runless_asset_event(dg.AssetMaterialization(RAW_ORDERS, partition=day))
-        for day in ("2024-01-08", "2024-01-12"):
-            instance.report_runless_asset_event(dg.AssetMaterialization(RAW_FX_RATES, partition=day))
         yield instance
+
+
+def build(instance: dg.DagsterInstance, asset: dg.AssetKey, *days: str) -> None:
+    """Records raw partitions as built now, as a backfill would have."""
+    for day in days:
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=day))
 
 
 @pytest.fixture
 def harness(tmp_path, instance):
-    """A landing zone whose folders were all built already (see the instance)."""
+    """A landing zone whose folders were all built just after they landed."""
     write_orders(tmp_path, D("2024-01-10"), "a.jsonl", [order("1", "2024-01-10T09:00:00Z")])
     write_orders(tmp_path, D("2024-01-15"), "a.jsonl", [order("2", "2024-01-15T09:00:00Z")])
     write_rates(tmp_path, D("2024-01-08"), "a.csv", {"EUR": "1.08"})
     write_rates(tmp_path, D("2024-01-12"), "a.csv", {"EUR": "1.09"})
+    time.sleep(0.01)
+    build(instance, RAW_ORDERS, "2024-01-10", "2024-01-15")
+    build(instance, RAW_FX_RATES, "2024-01-08", "2024-01-12")
     return Harness(tmp_path, instance)
 
 
@@ -80,6 +85,14 @@ def test_first_tick_after_a_backfill_requests_nothing(harness):
     requests, cursor = harness.tick(None)
     assert requests == [] and cursor
     assert harness.tick(cursor)[0] == []
+
+
+def test_first_tick_takes_a_file_landed_after_its_folders_build_as_new(harness):
+    write_orders(harness.root, D("2024-01-10"), "b.jsonl", [order("12", "2024-01-09T10:00:00Z")])
+    requests, cursor = harness.tick(None)
+    assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-10", "2024-01-10")]
+    harness.finish(requests[0])
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-09", "2024-01-09")]
 
 
 def test_new_file_requests_raw_then_exactly_its_event_days_once_raw_ended(harness):

@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
 from backfill_assets.defs.automation.sensors import BACKFILL_JOB
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import LAYER_ASSETS, WHY_TAG
+from backfill_assets.defs.automation.state import (
+    EVENT_DAYS_TAG,
+    FOLLOW_UP_TAG,
+    LAYER_ASSETS,
+    REQUEST_TAG,
+    WHY_TAG,
+)
+from backfill_assets.late_data import EVENT_DAYS
 from backfill_assets.runner import RANGE_END, RANGE_START
 from backfill_assets.settings import Settings
 
 DAILY_SCHEDULE = "daily_refresh"
-ALL_LAYERS = [key for keys in LAYER_ASSETS.values() for key in keys]
+RAW_LAYERS = [*LAYER_ASSETS["raw_orders"], *LAYER_ASSETS["raw_fx_rates"]]
 
 
-def daily_range(scheduled: datetime, first: date, lateness: int, rerun_days: int) -> tuple[date, date] | None:
-    """Arrivals of the last ``rerun_days`` days up to yesterday, and the event days they reach:
-    ``yesterday - (rerun_days - 1) - lateness .. yesterday``, from the first partition on."""
-    yesterday = scheduled.astimezone(timezone.utc).date() - timedelta(days=1)
+def daily_ranges(scheduled: datetime, first: date, lateness: int,
+                 rerun_days: int) -> tuple[tuple[date, date], tuple[date, date]] | None:
+    """(raw arrival/rate dates, event days) for the tick: the last ``rerun_days`` days up to
+    yesterday, and every event day their arrivals reach, from the first partition on."""
+    yesterday = scheduled.astimezone(UTC).date() - timedelta(days=1)
     if yesterday < first:
         return None
-    return max(yesterday - timedelta(days=rerun_days - 1 + lateness), first), yesterday
+    raw_start = max(yesterday - timedelta(days=rerun_days - 1), first)
+    return (raw_start, yesterday), (max(raw_start - timedelta(days=lateness), first), yesterday)
 
 
 def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.ScheduleDefinition:
@@ -34,25 +43,27 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         default_status=auto.default_schedule_status,
     )
     def daily_refresh(context: dg.ScheduleEvaluationContext):
-        """At 02:00 UTC: raw, staging and fact over yesterday's arrival date and every event day
-        whose window it touches, widened to the last N arrival days (BACKFILL_RERUN_DAYS,
-        default 3) as a safety net. An empty day is still published, with zero rows.
+        """At 02:00 UTC: raw orders and rates of yesterday and the N - 1 days before it
+        (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of every
+        event day those arrivals reach. An empty day is still published, with zero rows.
 
-        One ranged run of all four layers: a schedule tick cannot order two runs, but inside
-        one run Dagster runs the raw steps before the staging step. It rebuilds a few raw days
-        more than strictly needed (idempotent, cheap); a raw day held by its checks fails the
-        run, naming it, and re-execution from failure then finishes the event days."""
-        span = daily_range(context.scheduled_execution_time, settings.start_date,
-                           settings.max_lateness_days, auto.rerun_days)
-        if span is None:
+        The same two phases as the late-data sensor, because a tick cannot order two runs
+        (and in one run the staging step would be skipped as soon as a raw step publishes by
+        partition): this schedule requests the raw run, tagged with its event days; the
+        sensor (or ``catch-up``) requests staging and fact once that run has ended."""
+        spans = daily_ranges(context.scheduled_execution_time, settings.start_date,
+                             settings.max_lateness_days, auto.rerun_days)
+        if spans is None:
             return dg.SkipReason(f"yesterday is before the first partition {settings.start_date}")
-        start, end = span
+        (raw_start, end), (days_start, _) = spans
+        key = f"daily:{end.isoformat()}"
         return dg.RunRequest(
-            run_key=f"daily:{end.isoformat()}",
-            asset_selection=ALL_LAYERS,
-            tags={RANGE_START: start.isoformat(), RANGE_END: end.isoformat(),
-                  WHY_TAG: f"daily refresh of arrival {end} (+{auto.rerun_days - 1} day(s) back) "
-                           f"and event days {start}..{end}"},
+            run_key=key,
+            asset_selection=RAW_LAYERS,
+            tags={RANGE_START: raw_start.isoformat(), RANGE_END: end.isoformat(),
+                  FOLLOW_UP_TAG: EVENT_DAYS, EVENT_DAYS_TAG: f"{days_start}..{end}",
+                  REQUEST_TAG: key,
+                  WHY_TAG: f"daily refresh: arrivals {raw_start}..{end}, event days {days_start}..{end}"},
         )
 
     return daily_refresh

@@ -23,7 +23,7 @@ class AutomationSettings:
     rerun_days: int = 3
 
     @classmethod
-    def from_env(cls, env: os._Environ | dict | None = None) -> "AutomationSettings":
+    def from_env(cls, env: os._Environ | dict | None = None) -> AutomationSettings:
         env = os.environ if env is None else env
         try:
             settings = cls(

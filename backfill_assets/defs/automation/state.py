@@ -10,17 +10,26 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
-import time
-from datetime import date
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
+from dagster._core.events import DagsterEventType
 from dagster._core.scheduler.instigation import SensorInstigatorData
 
 from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
 from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.defs.staging.checks import STG_ORDERS
-from backfill_assets.late_data import Detection, LandingCursor, PendingGroup, Request, detect
+from backfill_assets.late_data import (
+    EVENT_DAYS,
+    Detection,
+    LandingCursor,
+    PendingGroup,
+    Request,
+    day_ranges,
+    detect,
+)
 from backfill_assets.late_data.scan import clock_ns
 from backfill_assets.runner import RANGE_END, RANGE_START, last_partition
 from backfill_assets.settings import Settings
@@ -29,6 +38,10 @@ LATE_DATA_SENSOR = "late_data_sensor"
 CURSOR_KEY = "backfill_assets/late_data_cursor"
 REQUEST_TAG = "backfill_assets/request"
 WHY_TAG = "backfill_assets/why"
+# The daily schedule's raw run carries the event days to rebuild once it has ended.
+FOLLOW_UP_TAG = "backfill_assets/follow_up"
+EVENT_DAYS_TAG = "backfill_assets/event_days"
+FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 LAYER_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
     "raw_orders": (RAW_ORDERS,),
     "raw_fx_rates": (RAW_FX_RATES,),
@@ -73,9 +86,20 @@ def sensor_is_running(instance: dg.DagsterInstance) -> bool:
 
 
 def built_partitions(instance: dg.DagsterInstance):
-    """``built(dataset)``: the dates whose raw partition has been materialized."""
-    def built(dataset: str) -> set[date]:
-        return {date.fromisoformat(k) for k in instance.get_materialized_partitions(RAW_ASSET[dataset])}
+    """``built(dataset)``: per date whose raw partition is materialized, when the run that last
+    materialized it started (ns); files stamped before that were listed by it."""
+    def built(dataset: str) -> dict[date, int]:
+        storage = instance.event_log_storage
+        latest = storage.get_latest_storage_id_by_partition(
+            RAW_ASSET[dataset], DagsterEventType.ASSET_MATERIALIZATION)
+        ids = sorted(latest.values())
+        events = [e for i in range(0, len(ids), 500) for e in storage.get_asset_event_summary_records(
+            DagsterEventType.ASSET_MATERIALIZATION, asset_key=RAW_ASSET[dataset], storage_ids=ids[i:i + 500])]
+        run_ids = sorted({e.run_id for e in events if e.run_id})
+        started = {r.dagster_run.run_id: r.start_time for r in instance.get_run_records(
+            filters=dg.RunsFilter(run_ids=run_ids))} if run_ids else {}
+        return {date.fromisoformat(e.partition): int(1e9 * min(started.get(e.run_id) or e.timestamp, e.timestamp))
+                for e in events if e.partition}
     return built
 
 
@@ -97,6 +121,26 @@ def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -
         elif not any(run.is_finished for run in runs):
             return False
     return True
+
+
+def follow_ups(instance: dg.DagsterInstance, cursor: LandingCursor) -> tuple[list[Request], LandingCursor]:
+    """Staging + fact for the event days of each daily raw run that ended since the cursor's
+    mark, and the cursor with the mark moved past them."""
+    since = datetime.fromtimestamp(cursor.followed_until, tz=UTC)
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(tags={FOLLOW_UP_TAG: EVENT_DAYS}, statuses=FINISHED, updated_after=since),
+        limit=100, ascending=True)
+    requests, mark = [], cursor.followed_until
+    for record in records:
+        run, updated = record.dagster_run, record.update_timestamp.timestamp()
+        if updated <= cursor.followed_until or EVENT_DAYS_TAG not in run.tags:
+            continue
+        first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
+        requests += [Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:after:{run.run_id[:12]}",
+                             f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})")
+                     for a, b in day_ranges(first + timedelta(days=i) for i in range((last - first).days + 1))]
+        mark = max(mark, updated)
+    return requests, replace(cursor, followed_until=mark)
 
 
 def tags_for(request: Request) -> dict[str, str]:
