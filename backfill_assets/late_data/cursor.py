@@ -20,7 +20,7 @@ DATASETS = ("orders", "fx_rates")
 
 
 def day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
-    """Contiguous runs of days, in order: [Jan 1, Jan 2, Jan 4] -> [(Jan 1, Jan 2), (Jan 4, Jan 4)]."""
+    """Contiguous runs of days, in order: [1st, 2nd, 4th] -> [(1st, 2nd), (4th, 4th)]."""
     ranges: list[tuple[date, date]] = []
     for day in sorted(set(days)):
         if ranges and day == ranges[-1][1] + timedelta(days=1):
@@ -53,13 +53,23 @@ class PendingGroup:
     why: str
 
     def to_json(self) -> dict:
-        return {"id": self.id, "days": [[a.isoformat(), b.isoformat()] for a, b in day_ranges(self.days)],
-                "awaits": list(self.awaits), "since": round(self.since, 3), "why": self.why}
+        return {
+            "id": self.id,
+            "days": [[a.isoformat(), b.isoformat()] for a, b in day_ranges(self.days)],
+            "awaits": list(self.awaits),
+            "since": round(self.since, 3),
+            "why": self.why,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> PendingGroup:
-        return cls(data["id"], _expand(data["days"]), tuple(data["awaits"]), float(data["since"]),
-                   data.get("why", ""))
+        return cls(
+            data["id"],
+            _expand(data["days"]),
+            tuple(data["awaits"]),
+            float(data["since"]),
+            data.get("why", ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -82,11 +92,20 @@ class LandingCursor:
                 continue
             first, last = min(by_day), max(by_day)
             span = (last - first).days + 1
-            counts[dataset] = [first.isoformat(),
-                               [by_day.get(first + timedelta(days=i), -1) for i in range(span)]]
-        return json.dumps({"v": VERSION, "hw": self.high_water_ns, "counts": counts,
-                           "pending": [g.to_json() for g in self.pending],
-                           "fu": round(self.followed_until, 6)}, separators=(",", ":"))
+            counts[dataset] = [
+                first.isoformat(),
+                [by_day.get(first + timedelta(days=i), -1) for i in range(span)],
+            ]
+        return json.dumps(
+            {
+                "v": VERSION,
+                "hw": self.high_water_ns,
+                "counts": counts,
+                "pending": [g.to_json() for g in self.pending],
+                "fu": round(self.followed_until, 6),
+            },
+            separators=(",", ":"),
+        )
 
     @classmethod
     def loads(cls, text: str | None) -> LandingCursor | None:

@@ -41,6 +41,9 @@ EVENT_DAYS = "event_days"
 WHY_LENGTH = 240
 # A cold start follows up the daily raw runs that ended in the last day, no further back.
 FOLLOW_BACK_SECONDS = 86_400.0
+# A cold start is a backfill: its raw runs span gaps of a few days without folders (weekends
+# without rates), building those days empty, rather than becoming a run per week.
+COLD_BRIDGE_DAYS = 3
 
 
 @dataclass(frozen=True)
@@ -60,14 +63,14 @@ class Request:
 
 @dataclass(frozen=True)
 class Finding:
-    """A new file (or a never-built folder, ``path`` ending in ``/``) and the event days it changes."""
+    """A new file (or a whole folder: ``path`` ends in ``/``) and the event days it changes."""
 
     path: str
     days: tuple[date, ...]
     detail: str
 
     def line(self) -> str:
-        spans = ", ".join(a.isoformat() if a == b else f"{a}..{b}" for a, b in day_ranges(self.days))
+        spans = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in day_ranges(self.days))
         return f"{self.path}: {self.detail}; event days {spans or 'none'}"
 
 
@@ -85,31 +88,89 @@ def _digest(parts: Iterable[str]) -> str:
 
 def _shorten(parts: list[str]) -> str:
     text = "; ".join(parts)
-    return text if len(text) <= WHY_LENGTH else text[: WHY_LENGTH - 12].rstrip() + f" … ({len(parts)})"
+    if len(text) <= WHY_LENGTH:
+        return text
+    return text[: WHY_LENGTH - 12].rstrip() + f" … ({len(parts)})"
 
 
-def _folder_findings(root: Path, folder: FolderScan, whole: bool, first: date, last: date,
-                     lateness: int, rates: RateFolders) -> list[Finding]:
-    relative = f"{folder.dataset}/{LAYOUT[folder.dataset][0]}={folder.day.isoformat()}/"
-    if whole:
-        low, high = (folder.day - timedelta(days=lateness), folder.day) if folder.dataset == "orders" \
-            else (folder.day, min(folder.day + timedelta(days=RATE_MAX_AGE_DAYS), last))
-        days = tuple(low + timedelta(days=i) for i in range((high - low).days + 1) if low + timedelta(days=i) >= first)
-        return [Finding(relative, days, f"never built, {len(folder.files)} file(s): its whole window")]
+def _window(folder: FolderScan, first: date, last: date, lateness: int) -> tuple[date, ...]:
+    """Every event day a folder's records could reach: arrival - lateness .. arrival for orders,
+    R .. R + 7 for rates; used for folders never built, whose files are not read."""
     if folder.dataset == "orders":
-        found = []
-        for file in folder.new:
-            effect = order_file_effect(root / file.path, folder.day, first, lateness)
-            late = f", {effect.too_late} record(s) beyond the lateness window" if effect.too_late else ""
-            found.append(Finding(file.path, tuple(sorted(effect.days)), f"{folder.how}{late}"))
-        return found or [Finding(relative, (), f"{folder.how}, empty")]
+        low, high = folder.day - timedelta(days=lateness), folder.day
+    else:
+        low, high = folder.day, min(folder.day + timedelta(days=RATE_MAX_AGE_DAYS), last)
+    days = (low + timedelta(days=i) for i in range((high - low).days + 1))
+    return tuple(d for d in days if d >= first)
+
+
+def _order_findings(root: Path, folder: FolderScan, first: date, lateness: int) -> list[Finding]:
+    found = []
+    for file in folder.new:
+        effect = order_file_effect(root / file.path, folder.day, first, lateness)
+        late = (
+            f", {effect.too_late} record(s) beyond the lateness window" if effect.too_late else ""
+        )
+        found.append(Finding(file.path, tuple(sorted(effect.days)), f"{folder.how}{late}"))
+    return found
+
+
+def _rate_findings(
+    folder: FolderScan, first: date, last: date, rates: RateFolders
+) -> list[Finding]:
     effects = rate_effects(rates, folder.day, {f.path for f in folder.new}, first, last)
     found = []
     for file in folder.new:
         mine = {c: days for c, (path, days) in effects.items() if path == file.path}
         days = tuple(sorted({d for ds in mine.values() for d in ds}))
-        found.append(Finding(file.path, days, f"{folder.how}, sets {', '.join(sorted(mine)) or 'no rate in use'}"))
+        sets = ", ".join(sorted(mine)) or "no rate in use"
+        found.append(Finding(file.path, days, f"{folder.how}, sets {sets}"))
+    return found
+
+
+def _folder_findings(
+    root: Path,
+    folder: FolderScan,
+    whole: bool,
+    first: date,
+    last: date,
+    lateness: int,
+    rates: RateFolders,
+) -> list[Finding]:
+    relative = f"{folder.dataset}/{LAYOUT[folder.dataset][0]}={folder.day.isoformat()}/"
+    if whole:
+        detail = f"never built, {len(folder.files)} file(s): its whole window"
+        return [Finding(relative, _window(folder, first, last, lateness), detail)]
+    if folder.dataset == "orders":
+        found = _order_findings(root, folder, first, lateness)
+    else:
+        found = _rate_findings(folder, first, last, rates)
     return found or [Finding(relative, (), f"{folder.how}, empty")]
+
+
+def _raw_requests(
+    raw_days: dict[str, list[date]], findings: list[Finding], gid: str, bridge_days: int
+) -> list[Request]:
+    requests = []
+    for dataset in DATASETS:
+        layer = RAW_LAYER[dataset]
+        why = _shorten(
+            [f"{f.path} {f.detail}" for f in findings if f.path.startswith(dataset + "/")]
+        )
+        for a, b in _bridged(day_ranges(raw_days[dataset]), bridge_days):
+            requests.append(Request(layer, a, b, f"{layer}:{a}..{b}:{gid}", why))
+    return requests
+
+
+def _bridged(ranges: list[tuple[date, date]], gap_days: int) -> list[tuple[date, date]]:
+    """Ranges separated by at most ``gap_days`` missing days, merged."""
+    merged: list[tuple[date, date]] = []
+    for start, end in ranges:
+        if merged and (start - merged[-1][1]).days - 1 <= gap_days:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _since_build(folder: FolderScan, built_ns: int) -> FolderScan | None:
@@ -158,17 +219,20 @@ def detect(
             raw_days[dataset].append(folder.day)
             whole = cold and folder.day not in built_at
             findings += _folder_findings(root, folder, whole, first, last, lateness, rates)
-            keyed += [f"{f.path}@{f.stamp_ns}" for f in folder.new] or [f"{dataset}/{folder.day}@empty"]
+            keyed += [f"{f.path}@{f.stamp_ns}" for f in folder.new] or [f"{dataset}/{folder.day}@"]
     gid = _digest(keyed)
-    raw = [Request(RAW_LAYER[ds], a, b, f"{RAW_LAYER[ds]}:{a}..{b}:{gid}",
-                   _shorten([f.path + " " + f.detail for f in findings if f.path.startswith(ds + "/")]))
-           for ds in DATASETS for a, b in day_ranges(raw_days[ds])]
+    raw = _raw_requests(raw_days, findings, gid, COLD_BRIDGE_DAYS if cold else 0)
     days = sorted({d for f in findings for d in f.days})
     pending = list(() if cold else cursor.pending)
     group = None
     if days:
-        group = PendingGroup(gid, tuple(days), tuple(r.key for r in raw), now_ns / 1e9,
-                             _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]))
+        group = PendingGroup(
+            gid,
+            tuple(days),
+            tuple(r.key for r in raw),
+            now_ns / 1e9,
+            _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]),
+        )
         pending.append(group)
     followed = now_ns / 1e9 - FOLLOW_BACK_SECONDS if cold else cursor.followed_until
     return Detection(LandingCursor(hw_new, counts, tuple(pending), followed), raw, group, findings)
@@ -182,7 +246,9 @@ def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:
     gid = _digest(sorted(g.id for g in groups))
     why = _shorten([g.why for g in groups])
     days = {d for g in groups for d in g.days}
-    return [Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:{gid}", why) for a, b in day_ranges(days)]
+    return [
+        Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:{gid}", why) for a, b in day_ranges(days)
+    ]
 
 
 def release(

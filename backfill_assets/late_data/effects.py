@@ -26,7 +26,8 @@ from backfill_assets.late_data.scan import LandedFile, complete_files
 RATE_MAX_AGE_DAYS = 7
 RATE_HEADER = "currency,usd_per_unit"
 _TIMESTAMP = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::\d{2}(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))")
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::\d{2}(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))"
+)
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _RATE = re.compile(r"\d{1,6}(\.\d{1,8})?")
 
@@ -63,7 +64,7 @@ def _lines(path: Path) -> Iterable[str]:
 
 
 def order_file_effect(path: Path, arrival: date, first: date, lateness: int) -> OrderEffect:
-    """Event days in ``first .. arrival`` within ``lateness`` of ``arrival`` that the file's records carry."""
+    """The event days (from ``first``, within ``lateness`` of ``arrival``) its records carry."""
     days: set[date] = set()
     too_late = 0
     for line in _lines(path):
@@ -89,8 +90,13 @@ def rate_file_currencies(path: Path) -> set[str]:
     listed = set()
     for line in lines[1:]:
         parts = line.split(",")
-        if (len(parts) == 2 and _CURRENCY.fullmatch(parts[0]) and _RATE.fullmatch(parts[1])
-                and float(parts[1]) > 0 and parts[0] != "USD"):
+        if (
+            len(parts) == 2
+            and _CURRENCY.fullmatch(parts[0])
+            and _RATE.fullmatch(parts[1])
+            and float(parts[1]) > 0
+            and parts[0] != "USD"
+        ):
             listed.add(parts[0])
     return listed
 
@@ -107,8 +113,9 @@ class RateFolders:
         if day not in self._files:
             name = f"rate_date={day.isoformat()}"
             folder = self.root / "fx_rates" / name
-            self._files[day] = (complete_files(str(folder), f"fx_rates/{name}", ".csv")
-                                if folder.is_dir() else [])
+            self._files[day] = (
+                complete_files(str(folder), f"fx_rates/{name}", ".csv") if folder.is_dir() else []
+            )
         return self._files[day]
 
     def listed(self, file: LandedFile) -> set[str]:

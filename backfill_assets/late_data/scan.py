@@ -80,7 +80,7 @@ def clock_ns() -> int:
 
 def folder_day(name: str, prefix: str) -> date | None:
     """The date of a ``prefix=YYYY-MM-DD`` folder name, None for anything else."""
-    text = name[len(prefix) + 1:] if name.startswith(prefix + "=") else ""
+    text = name[len(prefix) + 1 :] if name.startswith(prefix + "=") else ""
     if not _DAY.fullmatch(text):
         return None
     try:

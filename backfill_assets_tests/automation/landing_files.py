@@ -10,12 +10,27 @@ from pathlib import Path
 from backfill_assets_tests.reference import parse_json_object, parse_timestamp, records_of
 
 
-def order(order_id: str, event_time: str, status: str = "paid", amount: str = "10.00",
-          currency: str = "USD", country: str = "US") -> str:
+def order(
+    order_id: str,
+    event_time: str,
+    status: str = "paid",
+    amount: str = "10.00",
+    currency: str = "USD",
+    country: str = "US",
+) -> str:
     """One valid order record (updated_at = event_time) as a JSON line."""
-    return json.dumps({"order_id": order_id, "customer_id": f"c-{order_id}", "event_time": event_time,
-                       "updated_at": event_time, "status": status, "amount": amount,
-                       "currency": currency, "country": country})
+    return json.dumps(
+        {
+            "order_id": order_id,
+            "customer_id": f"c-{order_id}",
+            "event_time": event_time,
+            "updated_at": event_time,
+            "status": status,
+            "amount": amount,
+            "currency": currency,
+            "country": country,
+        }
+    )
 
 
 def arrival_folder(root: Path, arrival: date) -> Path:
@@ -50,7 +65,7 @@ def deliver_folder(staged: Path, root: Path) -> Path:
 
 
 def oracle_event_days(paths: list[Path], lateness: int = 7) -> set[date]:
-    """Event dates within the lateness window of the records of ``paths``, read by the test oracle."""
+    """Event dates within the lateness window of the records of ``paths``, per the test oracle."""
     days = set()
     for path in paths:
         arrival = date.fromisoformat(path.parent.name.split("=")[1])

@@ -1,4 +1,4 @@
-"""`catch-up` on real Spark and Delta: late files folded into exactly their days, then nothing to do."""
+"""`catch-up` on real Spark and Delta: late files folded into exactly their days, then nothing."""
 
 from __future__ import annotations
 
@@ -67,19 +67,29 @@ def scenario(tmp_path_factory, spark):
         landing = env.settings.landing_dir
         generate_feed(landing, FEED_START, FEED_END, orders_per_day=15, seed=5)
         os.rename(landing / "orders" / LATE_FOLDER, root / LATE_FOLDER)  # held back
-        prebuilt = [execute(RunPlan(layers, FEED_START, LAST_DAY), env.instance)
-                    for layers in (ALL_LAYERS[:2], ALL_LAYERS[2:])]  # a backfill: raw, then the rest
+        prebuilt = [
+            execute(RunPlan(layers, FEED_START, LAST_DAY), env.instance)
+            for layers in (ALL_LAYERS[:2], ALL_LAYERS[2:])
+        ]  # a backfill: raw, then the rest
         os.rename(root / LATE_FOLDER, landing / "orders" / LATE_FOLDER)  # delivered late
-        late_file = write_orders(landing, HAND_WRITTEN, "resent.jsonl", [
-            order("late-1", "2023-12-30T12:00:00Z"),  # 8 days late: too_late
-            order("late-2", "2024-01-02T23:30:00-01:00", amount="40.00")])  # Jan 3 in UTC
+        late_file = write_orders(
+            landing,
+            HAND_WRITTEN,
+            "resent.jsonl",
+            [
+                order("late-1", "2023-12-30T12:00:00Z"),  # 8 days late: too_late
+                order("late-2", "2024-01-02T23:30:00-01:00", amount="40.00"),
+            ],
+        )  # Jan 3 in UTC
         new_files = sorted((landing / "orders" / LATE_FOLDER).glob("*.jsonl")) + [late_file]
         runs = [len(env.instance.get_runs())]
         first = catch_up()  # the sensor never ran: a cold start, against the pre-built lake
         runs.append(len(env.instance.get_runs()))
         second = catch_up()
         runs.append(len(env.instance.get_runs()))
-        yield Scenario(env, prebuilt, first, second, new_files, runs[1] - runs[0], runs[2] - runs[1])
+        yield Scenario(
+            env, prebuilt, first, second, new_files, runs[1] - runs[0], runs[2] - runs[1]
+        )
 
 
 def test_the_backfill_before_the_late_files_published_every_day(scenario):
@@ -104,19 +114,25 @@ def test_late_files_rebuild_exactly_the_event_days_their_records_carry(scenario)
 def test_fact_equals_totals_computed_from_every_landed_record(scenario):
     reference = Reference(scenario.env.settings.landing_dir, 7)
     days = RunPlan(ALL_LAYERS, FEED_START, LAST_DAY).days
-    expected = {(f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
-                for f in reference.fact(days)}
-    actual = {(r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
-              for r in scenario.env.rows("fact/daily_revenue")}
+    expected = {
+        (f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
+        for f in reference.fact(days)
+    }
+    actual = {
+        (r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
+        for r in scenario.env.rows("fact/daily_revenue")
+    }
     assert actual == expected
     assert any(row.order_id == "late-2" for row in reference.staging([date(2024, 1, 3)])[0])
 
 
 def test_too_late_record_is_counted_in_the_raw_metadata(scenario):
-    reasons = Counter(q.reason for q in
-                      Reference(scenario.env.settings.landing_dir, 7).quarantine([HAND_WRITTEN]))
+    reasons = Counter(
+        q.reason for q in Reference(scenario.env.settings.landing_dir, 7).quarantine([HAND_WRITTEN])
+    )
     record = scenario.env.instance.fetch_materializations(
-        dg.AssetRecordsFilter(RAW_ORDERS, asset_partitions=[HAND_WRITTEN.isoformat()]), limit=1).records[0]
+        dg.AssetRecordsFilter(RAW_ORDERS, asset_partitions=[HAND_WRITTEN.isoformat()]), limit=1
+    ).records[0]
     metadata = record.asset_materialization.metadata
     assert metadata["quarantined_by_reason"].value.get("too_late") == reasons["too_late"] >= 1
 

@@ -1,4 +1,4 @@
-"""Late-data detection without Dagster: new files, late folders, in-flight files, windows, rates, cursor."""
+"""Late-data detection without Dagster: new files, late folders, in-flight files, rates, cursor."""
 
 from __future__ import annotations
 
@@ -24,8 +24,16 @@ def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0):
     """One detection; the folders in ``built`` count as built just now, by a run that read them."""
     time.sleep(0.01)  # files stamped in the current clock tick (4 ms) wait for the next detection
     now_ns = clock_ns() if now_ns is None else now_ns
-    return detect(root, FIRST, last, LATENESS, cursor, lambda dataset: dict.fromkeys(built, now_ns),
-                  now_ns, settle_ns)
+    return detect(
+        root,
+        FIRST,
+        last,
+        LATENESS,
+        cursor,
+        lambda dataset: dict.fromkeys(built, now_ns),
+        now_ns,
+        settle_ns,
+    )
 
 
 def raw(detection):
@@ -34,8 +42,11 @@ def raw(detection):
 
 def baseline(root):
     """A cursor that has seen everything landed so far (all of it already built)."""
-    cursor = tick(root, None, built={D("2024-01-10"), D("2024-01-12"), D("2024-01-13"),
-                                     D("2024-01-20"), D("2024-01-22")}).cursor
+    cursor = tick(
+        root,
+        None,
+        built={D("2024-01-10"), D("2024-01-12"), D("2024-01-13"), D("2024-01-20"), D("2024-01-22")},
+    ).cursor
     return cursor
 
 
@@ -48,6 +59,24 @@ def test_cold_start_builds_only_folders_never_built_each_over_its_whole_window(t
     assert found.cursor.counts["orders"] == {D("2024-01-10"): 1, D("2024-01-12"): 1}
 
 
+def test_cold_start_spans_short_gaps_in_one_run_but_a_warm_tick_rebuilds_exact_days(tmp_path):
+    for day, rate in (("2024-01-05", "1.08"), ("2024-01-08", "1.09"), ("2024-01-15", "1.10")):
+        write_rates(tmp_path, D(day), "a.csv", {"EUR": rate})
+    cold = tick(tmp_path, None)
+    assert raw(cold) == [
+        ("raw_fx_rates", D("2024-01-05"), D("2024-01-08")),  # over a weekend
+        ("raw_fx_rates", D("2024-01-15"), D("2024-01-15")),
+    ]
+    write_rates(tmp_path, D("2024-01-05"), "b.csv", {"GBP": "1.26"})
+    write_rates(tmp_path, D("2024-01-08"), "b.csv", {"GBP": "1.27"})
+    warm = tick(tmp_path, cold.cursor)
+    assert raw(warm) == [
+        ("raw_fx_rates", D("2024-01-05"), D("2024-01-05")),
+        ("raw_fx_rates", D("2024-01-08"), D("2024-01-08")),
+    ]
+    assert warm.group.days == tuple(D("2024-01-05") + timedelta(days=i) for i in range(11))
+
+
 def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tmp_path):
     write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
     time.sleep(0.01)
@@ -55,8 +84,16 @@ def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tm
     time.sleep(0.01)
     write_orders(tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")])
     time.sleep(0.01)
-    found = detect(tmp_path, FIRST, LAST, LATENESS, None,
-                   lambda ds: {D("2024-01-12"): built_at} if ds == "orders" else {}, clock_ns(), 0)
+    found = detect(
+        tmp_path,
+        FIRST,
+        LAST,
+        LATENESS,
+        None,
+        lambda ds: {D("2024-01-12"): built_at} if ds == "orders" else {},
+        clock_ns(),
+        0,
+    )
     assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
     assert found.group.days == (D("2024-01-10"),)
     assert [f.path for f in found.findings] == ["orders/arrival_date=2024-01-12/b.jsonl"]
@@ -65,11 +102,17 @@ def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tm
 def test_new_file_rebuilds_its_arrival_and_exactly_the_utc_event_days_it_carries(tmp_path):
     write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
     cursor = baseline(tmp_path)
-    write_orders(tmp_path, D("2024-01-12"), "late.jsonl", [
-        order("2", "2024-01-09T10:00:00Z"), order("3", "2024-01-09T23:59:59.123456789Z"),
-        order("4", "2024-01-10T23:30-02:00"),  # 2024-01-11T01:30Z
-        order("5", "2024-01-12T01:00:00+05:00"),  # 2024-01-11T20:00Z
-    ])
+    write_orders(
+        tmp_path,
+        D("2024-01-12"),
+        "late.jsonl",
+        [
+            order("2", "2024-01-09T10:00:00Z"),
+            order("3", "2024-01-09T23:59:59.123456789Z"),
+            order("4", "2024-01-10T23:30-02:00"),  # 2024-01-11T01:30Z
+            order("5", "2024-01-12T01:00:00+05:00"),  # 2024-01-11T20:00Z
+        ],
+    )
     found = tick(tmp_path, cursor)
     assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
     assert found.group.days == (D("2024-01-09"), D("2024-01-11"))
@@ -81,12 +124,19 @@ def test_new_file_rebuilds_its_arrival_and_exactly_the_utc_event_days_it_carries
 def test_records_too_late_or_from_the_future_change_no_event_day(tmp_path):
     write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
     cursor = baseline(tmp_path)
-    write_orders(tmp_path, D("2024-01-12"), "odd.jsonl", [
-        order("2", "2024-01-04T23:59:59Z"),  # 8 days before its arrival: too late
-        order("3", "2024-01-13T00:00:01Z"),  # after its arrival: future_event
-        "{not json", '{"order_id": "5"}', "",
-        order("6", "2024-01-05T00:00:00Z"),  # exactly 7 days: inside the window
-    ])
+    write_orders(
+        tmp_path,
+        D("2024-01-12"),
+        "odd.jsonl",
+        [
+            order("2", "2024-01-04T23:59:59Z"),  # 8 days before its arrival: too late
+            order("3", "2024-01-13T00:00:01Z"),  # after its arrival: future_event
+            "{not json",
+            '{"order_id": "5"}',
+            "",
+            order("6", "2024-01-05T00:00:00Z"),  # exactly 7 days: inside the window
+        ],
+    )
     found = tick(tmp_path, cursor)
     assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
     assert found.group.days == (D("2024-01-05"),)
@@ -95,8 +145,9 @@ def test_records_too_late_or_from_the_future_change_no_event_day(tmp_path):
 
 def test_folder_delivered_days_late_is_new_as_a_whole_despite_its_older_file_times(tmp_path):
     staged = arrival_folder(tmp_path / "elsewhere", D("2024-01-16"))
-    (staged / "x.jsonl").write_text(order("1", "2024-01-15T08:00:00Z") + "\n"
-                                    + order("2", "2024-01-16T08:00:00Z") + "\n")
+    (staged / "x.jsonl").write_text(
+        order("1", "2024-01-15T08:00:00Z") + "\n" + order("2", "2024-01-16T08:00:00Z") + "\n"
+    )
     write_orders(tmp_path, D("2024-01-20"), "a.jsonl", [order("9", "2024-01-20T10:00:00Z")])
     cursor = baseline(tmp_path)
     time.sleep(0.02)
@@ -174,8 +225,10 @@ def test_new_rate_file_changes_its_currencies_up_to_their_next_rate_date(tmp_pat
 
 def test_cursor_stays_small_over_three_years_of_folders():
     first = date(2022, 1, 1)
-    counts = {"orders": {first + timedelta(days=i): 3 for i in range(1100)},
-              "fx_rates": {first + timedelta(days=i): 1 for i in range(1100) if i % 7 < 5}}
+    counts = {
+        "orders": {first + timedelta(days=i): 3 for i in range(1100)},
+        "fx_rates": {first + timedelta(days=i): 1 for i in range(1100) if i % 7 < 5},
+    }
     group = PendingGroup("g1", (D("2024-01-01"), D("2024-01-02")), ("k1",), 1.5, "why")
     cursor = LandingCursor(123, counts, (group,))
     text = cursor.dumps()
@@ -190,7 +243,11 @@ def test_release_merges_contiguous_days_of_ready_groups_with_stable_run_keys():
     cursor = LandingCursor(1, {}, (a, b, c))
     requests, rest = release(cursor, lambda g: g.id != "c")
     assert [(r.layer, r.start, r.end) for r in requests] == [
-        ("event_days", D("2024-01-01"), D("2024-01-03")), ("event_days", D("2024-01-07"), D("2024-01-07"))]
+        ("event_days", D("2024-01-01"), D("2024-01-03")),
+        ("event_days", D("2024-01-07"), D("2024-01-07")),
+    ]
     assert rest.pending == (c,)
     again, _ = release(cursor, lambda g: g.id != "c")
-    assert [r.key for r in again] == [r.key for r in requests] and len({r.key for r in requests}) == 2
+    assert [r.key for r in again] == [r.key for r in requests] and len(
+        {r.key for r in requests}
+    ) == 2

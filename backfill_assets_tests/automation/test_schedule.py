@@ -1,4 +1,4 @@
-"""The daily 02:00 UTC schedule, the sensor's follow-up of its raw run, and how both are registered."""
+"""The daily 02:00 UTC schedule, the sensor's follow-up of its raw run, how both are registered."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.settings import Settings
 
-SETTINGS = Settings(landing_dir=None, lake_dir=None, start_date=date(2024, 1, 1), max_lateness_days=7)
+SETTINGS = Settings(
+    landing_dir=None, lake_dir=None, start_date=date(2024, 1, 1), max_lateness_days=7
+)
 
 
 def evaluate(scheduled: datetime, rerun_days: int = 3):
@@ -22,8 +24,11 @@ def evaluate(scheduled: datetime, rerun_days: int = 3):
 
 
 def spans(request: dg.RunRequest) -> tuple[str, str, str]:
-    return (request.tags["dagster/asset_partition_range_start"],
-            request.tags["dagster/asset_partition_range_end"], request.tags["backfill_assets/event_days"])
+    return (
+        request.tags["dagster/asset_partition_range_start"],
+        request.tags["dagster/asset_partition_range_end"],
+        request.tags["backfill_assets/event_days"],
+    )
 
 
 def test_schedule_requests_the_last_n_arrival_days_tagged_with_the_event_days_they_reach():
@@ -49,16 +54,32 @@ def test_sensor_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tmp_p
         settings = Settings(tmp_path / "landing", tmp_path / "lake", date(2024, 1, 1), 7)
         sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))
         first = sensor(dg.build_sensor_context(instance=instance))
-        run = dg.DagsterRun(job_name="backfill_job", run_id=make_new_run_id(),
-                            status=dg.DagsterRunStatus.STARTED, tags=dict(raw.tags))
+        run = dg.DagsterRun(
+            job_name="backfill_job",
+            run_id=make_new_run_id(),
+            status=dg.DagsterRunStatus.STARTED,
+            tags=dict(raw.tags),
+        )
         instance.add_run(run)
-        assert sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor)).run_requests == []
-        instance.handle_run_event(run.run_id, dg.DagsterEvent(
-            event_type_value="PIPELINE_SUCCESS", job_name="backfill_job", message="done"))
+        assert (
+            sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor)).run_requests
+            == []
+        )
+        instance.handle_run_event(
+            run.run_id,
+            dg.DagsterEvent(
+                event_type_value="PIPELINE_SUCCESS", job_name="backfill_job", message="done"
+            ),
+        )
         followed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
-        assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"],
-                 sorted(k.to_user_string() for k in r.asset_selection)) for r in followed.run_requests] == [
-            ("2024-03-05", "2024-03-14", ["fct_daily_revenue", "stg_orders"])]
+        assert [
+            (
+                r.tags["dagster/asset_partition_range_start"],
+                r.tags["dagster/asset_partition_range_end"],
+                sorted(k.to_user_string() for k in r.asset_selection),
+            )
+            for r in followed.run_requests
+        ] == [("2024-03-05", "2024-03-14", ["fct_daily_revenue", "stg_orders"])]
         again = sensor(dg.build_sensor_context(instance=instance, cursor=followed.cursor))
         assert again.run_requests == []
 

@@ -42,8 +42,14 @@ class Harness:
 
     def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> None:
         """Records the run the daemon would have launched for ``request``, ended."""
-        self.instance.add_run(dg.DagsterRun(job_name="backfill_job", run_id=make_new_run_id(),
-                                            status=status, tags=dict(request.tags)))
+        self.instance.add_run(
+            dg.DagsterRun(
+                job_name="backfill_job",
+                run_id=make_new_run_id(),
+                status=status,
+                tags=dict(request.tags),
+            )
+        )
 
 
 def ranged(request: dg.RunRequest) -> tuple[tuple[str, ...], str, str]:
@@ -92,14 +98,23 @@ def test_first_tick_takes_a_file_landed_after_its_folders_build_as_new(harness):
     requests, cursor = harness.tick(None)
     assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-10", "2024-01-10")]
     harness.finish(requests[0])
-    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-09", "2024-01-09")]
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [
+        (EVENT_DAYS, "2024-01-09", "2024-01-09")
+    ]
 
 
 def test_new_file_requests_raw_then_exactly_its_event_days_once_raw_ended(harness):
     _, cursor = harness.tick(None)
-    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [
-        order("3", "2024-01-11T10:00:00Z"), order("4", "2024-01-12T23:00:00-05:00"),  # Jan 13 UTC
-        order("5", "2024-01-15T12:00:00Z")])
+    write_orders(
+        harness.root,
+        D("2024-01-15"),
+        "late.jsonl",
+        [
+            order("3", "2024-01-11T10:00:00Z"),
+            order("4", "2024-01-12T23:00:00-05:00"),  # Jan 13 UTC
+            order("5", "2024-01-15T12:00:00Z"),
+        ],
+    )
     requests, cursor = harness.tick(cursor)
     assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-15", "2024-01-15")]
     raw = requests[0]
@@ -107,17 +122,20 @@ def test_new_file_requests_raw_then_exactly_its_event_days_once_raw_ended(harnes
     assert waiting == []
     harness.finish(raw)
     released, cursor = harness.tick(cursor)
-    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-11", "2024-01-11"),
-                                              (EVENT_DAYS, "2024-01-13", "2024-01-13"),
-                                              (EVENT_DAYS, "2024-01-15", "2024-01-15")]
+    assert [ranged(r) for r in released] == [
+        (EVENT_DAYS, "2024-01-11", "2024-01-11"),
+        (EVENT_DAYS, "2024-01-13", "2024-01-13"),
+        (EVENT_DAYS, "2024-01-15", "2024-01-15"),
+    ]
     assert "orders/arrival_date=2024-01-15/late.jsonl" in released[0].tags["backfill_assets/why"]
     assert harness.tick(cursor)[0] == []
 
 
 def test_folder_delivered_four_days_late(harness, tmp_path):
     staged = arrival_folder(tmp_path / "outbox", D("2024-01-11"))
-    (staged / "x.jsonl").write_text(order("6", "2024-01-09T10:00:00Z") + "\n"
-                                    + order("7", "2024-01-10T10:00:00Z") + "\n")
+    (staged / "x.jsonl").write_text(
+        order("6", "2024-01-09T10:00:00Z") + "\n" + order("7", "2024-01-10T10:00:00Z") + "\n"
+    )
     _, cursor = harness.tick(None)
     deliver_folder(staged, harness.root)
     requests, cursor = harness.tick(cursor)
@@ -137,7 +155,9 @@ def test_in_flight_file_is_requested_only_once_renamed(harness):
     requests, cursor = harness.tick(cursor)
     assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-10", "2024-01-10")]
     harness.finish(requests[0])
-    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-08", "2024-01-08")]
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [
+        (EVENT_DAYS, "2024-01-08", "2024-01-08")
+    ]
 
 
 def test_re_evaluated_tick_requests_the_same_run_keys(harness):
@@ -149,20 +169,30 @@ def test_re_evaluated_tick_requests_the_same_run_keys(harness):
     harness.finish(first[0])
     released, _ = harness.tick(after)
     released_again, _ = harness.tick(after_again)
-    assert [r.run_key for r in released] == [r.run_key for r in released_again] and len(released) == 1
+    assert [r.run_key for r in released] == [r.run_key for r in released_again] and len(
+        released
+    ) == 1
     assert len({r.run_key for r in first + released}) == 2
 
 
 def test_too_late_record_rebuilds_its_arrival_but_not_its_event_day(harness):
     _, cursor = harness.tick(None)
-    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [
-        order("10", "2024-01-07T10:00:00Z"),  # 8 days late: quarantined as too_late
-        order("11", "2024-01-08T00:00:00Z")])  # 7 days: still counts
+    write_orders(
+        harness.root,
+        D("2024-01-15"),
+        "late.jsonl",
+        [
+            order("10", "2024-01-07T10:00:00Z"),  # 8 days late: quarantined as too_late
+            order("11", "2024-01-08T00:00:00Z"),
+        ],
+    )  # 7 days: still counts
     requests, cursor = harness.tick(cursor)
     assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-15", "2024-01-15")]
     assert "1 record(s) beyond the lateness window" in requests[0].tags["backfill_assets/why"]
     harness.finish(requests[0])
-    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-08", "2024-01-08")]
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [
+        (EVENT_DAYS, "2024-01-08", "2024-01-08")
+    ]
 
 
 def test_new_rate_file_rebuilds_the_days_whose_rate_it_sets(harness):
@@ -172,4 +202,6 @@ def test_new_rate_file_rebuilds_the_days_whose_rate_it_sets(harness):
     assert [ranged(r) for r in requests] == [(("raw_fx_rates",), "2024-01-09", "2024-01-09")]
     harness.finish(requests[0])
     # EUR of Jan 9 is the rate of Jan 9 .. 11; Jan 12 lists its own EUR
-    assert [ranged(r) for r in harness.tick(cursor)[0]] == [(EVENT_DAYS, "2024-01-09", "2024-01-11")]
+    assert [ranged(r) for r in harness.tick(cursor)[0]] == [
+        (EVENT_DAYS, "2024-01-09", "2024-01-11")
+    ]

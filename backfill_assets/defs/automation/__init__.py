@@ -20,4 +20,6 @@ class Automation:
 
 def build_automation(settings: Settings, auto: AutomationSettings | None = None) -> Automation:
     auto = auto or AutomationSettings.from_env()
-    return Automation([build_late_data_sensor(settings, auto)], [build_daily_schedule(settings, auto)])
+    return Automation(
+        [build_late_data_sensor(settings, auto)], [build_daily_schedule(settings, auto)]
+    )

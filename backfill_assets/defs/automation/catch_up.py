@@ -33,8 +33,10 @@ from backfill_assets.settings import Settings
 def _explain(detection: Detection, requests: list[Request], followed: list[Request]) -> None:
     files = [f for f in detection.findings if not f.path.endswith("/")]
     folders = [f for f in detection.findings if f.path.endswith("/")]
-    print(f"catch-up: {len(files)} new file(s), {len(folders)} folder(s) to build whole; "
-          f"{len(detection.cursor.pending)} group(s) of event days to rebuild")
+    print(
+        f"catch-up: {len(files)} new file(s), {len(folders)} folder(s) to build whole; "
+        f"{len(detection.cursor.pending)} group(s) of event days to rebuild"
+    )
     for finding in detection.findings:
         print(f"  {finding.line()}")
     for group in detection.cursor.pending:
@@ -55,9 +57,12 @@ def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[
         tags = {REQUEST_TAG: request.key, WHY_TAG: request.why, "backfill_assets/cli": "catch-up"}
         outcome = execute(plan, instance, tags=tags)
         outcomes.append(outcome)
-        print(f"[{n}/{len(requests)}] {names}: run {outcome.run_id[:8]} "
-              f"{'succeeded' if outcome.success else 'FAILED'}; "
-              f"elapsed {time.monotonic() - began:.0f}s", flush=True)
+        print(
+            f"[{n}/{len(requests)}] {names}: run {outcome.run_id[:8]} "
+            f"{'succeeded' if outcome.success else 'FAILED'}; "
+            f"elapsed {time.monotonic() - began:.0f}s",
+            flush=True,
+        )
     return outcomes
 
 
@@ -69,8 +74,10 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
         if sensor_is_running(instance):
-            print("catch-up: warning: late_data_sensor is running; stop it first to avoid "
-                  "two detections racing on one cursor")
+            print(
+                "catch-up: warning: late_data_sensor is running; stop it first to avoid "
+                "two detections racing on one cursor"
+            )
         detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns)
         followed, cursor = follow_ups(instance, detection.cursor)
         requests = detection.raw + event_day_requests(detection.cursor.pending) + followed

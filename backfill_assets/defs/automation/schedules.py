@@ -1,4 +1,4 @@
-"""The daily schedule: yesterday's arrivals and every event day they reach, whatever the sensor saw."""
+"""The daily schedule: yesterday's arrivals and the event days they reach, whatever was seen."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ DAILY_SCHEDULE = "daily_refresh"
 RAW_LAYERS = [*LAYER_ASSETS["raw_orders"], *LAYER_ASSETS["raw_fx_rates"]]
 
 
-def daily_ranges(scheduled: datetime, first: date, lateness: int,
-                 rerun_days: int) -> tuple[tuple[date, date], tuple[date, date]] | None:
+def daily_ranges(
+    scheduled: datetime, first: date, lateness: int, rerun_days: int
+) -> tuple[tuple[date, date], tuple[date, date]] | None:
     """(raw arrival/rate dates, event days) for the tick: the last ``rerun_days`` days up to
     yesterday, and every event day their arrivals reach, from the first partition on."""
     yesterday = scheduled.astimezone(UTC).date() - timedelta(days=1)
@@ -51,8 +52,12 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         (and in one run the staging step would be skipped as soon as a raw step publishes by
         partition): this schedule requests the raw run, tagged with its event days; the
         sensor (or ``catch-up``) requests staging and fact once that run has ended."""
-        spans = daily_ranges(context.scheduled_execution_time, settings.start_date,
-                             settings.max_lateness_days, auto.rerun_days)
+        spans = daily_ranges(
+            context.scheduled_execution_time,
+            settings.start_date,
+            settings.max_lateness_days,
+            auto.rerun_days,
+        )
         if spans is None:
             return dg.SkipReason(f"yesterday is before the first partition {settings.start_date}")
         (raw_start, end), (days_start, _) = spans
@@ -60,10 +65,15 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         return dg.RunRequest(
             run_key=key,
             asset_selection=RAW_LAYERS,
-            tags={RANGE_START: raw_start.isoformat(), RANGE_END: end.isoformat(),
-                  FOLLOW_UP_TAG: EVENT_DAYS, EVENT_DAYS_TAG: f"{days_start}..{end}",
-                  REQUEST_TAG: key,
-                  WHY_TAG: f"daily refresh: arrivals {raw_start}..{end}, event days {days_start}..{end}"},
+            tags={
+                RANGE_START: raw_start.isoformat(),
+                RANGE_END: end.isoformat(),
+                FOLLOW_UP_TAG: EVENT_DAYS,
+                EVENT_DAYS_TAG: f"{days_start}..{end}",
+                REQUEST_TAG: key,
+                WHY_TAG: f"daily refresh: arrivals {raw_start}..{end}, "
+                f"event days {days_start}..{end}",
+            },
         )
 
     return daily_refresh

@@ -30,8 +30,12 @@ class Tick:
     cursor: LandingCursor
 
 
-def evaluate(settings: Settings, auto: AutomationSettings, instance: dg.DagsterInstance,
-             cursor_text: str | None) -> Tick:
+def evaluate(
+    settings: Settings,
+    auto: AutomationSettings,
+    instance: dg.DagsterInstance,
+    cursor_text: str | None,
+) -> Tick:
     """Detect new files (phase 1); release the pending groups whose raw runs ended and follow up
     the daily schedule's ended raw runs (phase 2)."""
     detection = detect_now(settings, instance, cursor_text, auto.settle_ns)
@@ -61,8 +65,11 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
         cursor = tick.cursor.dumps()
         if not tick.requests:
             waiting = sum(len(g.days) for g in tick.cursor.pending)
-            return dg.SensorResult(skip_reason=f"no new landed files; {waiting} event day(s) "
-                                   "waiting for their raw runs", cursor=cursor)
+            return dg.SensorResult(
+                skip_reason=f"no new landed files; {waiting} event day(s) "
+                "waiting for their raw runs",
+                cursor=cursor,
+            )
         return dg.SensorResult(run_requests=[run_request(r) for r in tick.requests], cursor=cursor)
 
     return late_data_sensor

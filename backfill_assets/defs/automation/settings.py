@@ -27,16 +27,23 @@ class AutomationSettings:
         env = os.environ if env is None else env
         try:
             settings = cls(
-                running=env.get("BACKFILL_AUTOMATION", "off").strip().lower() in ("on", "1", "true"),
+                running=env.get("BACKFILL_AUTOMATION", "off").strip().lower()
+                in ("on", "1", "true"),
                 sensor_interval_seconds=int(env.get("BACKFILL_SENSOR_INTERVAL_SECONDS", "60")),
                 settle_seconds=float(env.get("BACKFILL_LANDING_SETTLE_SECONDS", "2")),
                 rerun_days=int(env.get("BACKFILL_RERUN_DAYS", "3")),
             )
         except ValueError as exc:
             raise ValueError(f"bad late-data automation setting: {exc}") from exc
-        if settings.sensor_interval_seconds < 1 or settings.settle_seconds < 0 or settings.rerun_days < 1:
-            raise ValueError("need BACKFILL_SENSOR_INTERVAL_SECONDS >= 1, "
-                             "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1")
+        if (
+            settings.sensor_interval_seconds < 1
+            or settings.settle_seconds < 0
+            or settings.rerun_days < 1
+        ):
+            raise ValueError(
+                "need BACKFILL_SENSOR_INTERVAL_SECONDS >= 1, "
+                "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1"
+            )
         return settings
 
     @property
@@ -45,7 +52,9 @@ class AutomationSettings:
 
     @property
     def default_schedule_status(self) -> dg.DefaultScheduleStatus:
-        return dg.DefaultScheduleStatus.RUNNING if self.running else dg.DefaultScheduleStatus.STOPPED
+        return (
+            dg.DefaultScheduleStatus.RUNNING if self.running else dg.DefaultScheduleStatus.STOPPED
+        )
 
     @property
     def settle_ns(self) -> int:

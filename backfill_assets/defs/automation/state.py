@@ -65,6 +65,7 @@ def fallback_cursor(instance: dg.DagsterInstance) -> str | None:
 
 def load_cursor(instance: dg.DagsterInstance) -> str | None:
     """The sensor's cursor, or the one ``catch-up`` kept while the sensor had none."""
+
     def last_tick(state) -> float:
         return (state.instigator_data.last_tick_timestamp or 0.0) if state.instigator_data else 0.0
 
@@ -85,30 +86,47 @@ def sensor_is_running(instance: dg.DagsterInstance) -> bool:
     return any(s.is_running for s in _sensor_states(instance))
 
 
-def built_partitions(instance: dg.DagsterInstance):
-    """``built(dataset)``: per date whose raw partition is materialized, when the run that last
-    materialized it started (ns); files stamped before that were listed by it."""
-    def built(dataset: str) -> dict[date, int]:
-        storage = instance.event_log_storage
-        latest = storage.get_latest_storage_id_by_partition(
-            RAW_ASSET[dataset], DagsterEventType.ASSET_MATERIALIZATION)
-        ids = sorted(latest.values())
-        events = [e for i in range(0, len(ids), 500) for e in storage.get_asset_event_summary_records(
-            DagsterEventType.ASSET_MATERIALIZATION, asset_key=RAW_ASSET[dataset], storage_ids=ids[i:i + 500])]
-        run_ids = sorted({e.run_id for e in events if e.run_id})
-        started = {r.dagster_run.run_id: r.start_time for r in instance.get_run_records(
-            filters=dg.RunsFilter(run_ids=run_ids))} if run_ids else {}
-        return {date.fromisoformat(e.partition): int(1e9 * min(started.get(e.run_id) or e.timestamp, e.timestamp))
-                for e in events if e.partition}
+def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
+    storage = instance.event_log_storage
+    latest = storage.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION)
+    ids = sorted(latest.values())
+    events = []
+    for i in range(0, len(ids), 500):  # bounded IN lists
+        events += storage.get_asset_event_summary_records(
+            DagsterEventType.ASSET_MATERIALIZATION, asset_key=key, storage_ids=ids[i : i + 500]
+        )
+    run_ids = sorted({e.run_id for e in events if e.run_id})
+    records = instance.get_run_records(filters=dg.RunsFilter(run_ids=run_ids)) if run_ids else []
+    started = {r.dagster_run.run_id: r.start_time for r in records}
+    built = {}
+    for event in events:
+        if event.partition:
+            start = started.get(event.run_id) or event.timestamp  # a runless report: its time
+            built[date.fromisoformat(event.partition)] = int(min(start, event.timestamp) * 1e9)
     return built
 
 
-def detect_now(settings: Settings, instance: dg.DagsterInstance, cursor_text: str | None,
-               settle_ns: int) -> Detection:
+def built_partitions(instance: dg.DagsterInstance):
+    """``built(dataset)``: per date whose raw partition is materialized, when the run that last
+    materialized it started (ns); that run listed every file stamped before."""
+    return lambda dataset: _build_starts(instance, RAW_ASSET[dataset])
+
+
+def detect_now(
+    settings: Settings, instance: dg.DagsterInstance, cursor_text: str | None, settle_ns: int
+) -> Detection:
     """One detection against the landing zone now, from ``cursor_text`` (or the fallback)."""
     cursor = LandingCursor.loads(cursor_text) or LandingCursor.loads(fallback_cursor(instance))
-    return detect(settings.landing_dir, settings.start_date, last_partition(), settings.max_lateness_days,
-                  cursor, built_partitions(instance), clock_ns(), settle_ns)
+    return detect(
+        settings.landing_dir,
+        settings.start_date,
+        last_partition(),
+        settings.max_lateness_days,
+        cursor,
+        built_partitions(instance),
+        clock_ns(),
+        settle_ns,
+    )
 
 
 def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -> bool:
@@ -123,32 +141,54 @@ def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -
     return True
 
 
-def follow_ups(instance: dg.DagsterInstance, cursor: LandingCursor) -> tuple[list[Request], LandingCursor]:
+def follow_ups(
+    instance: dg.DagsterInstance, cursor: LandingCursor
+) -> tuple[list[Request], LandingCursor]:
     """Staging + fact for the event days of each daily raw run that ended since the cursor's
     mark, and the cursor with the mark moved past them."""
     since = datetime.fromtimestamp(cursor.followed_until, tz=UTC)
     records = instance.get_run_records(
-        filters=dg.RunsFilter(tags={FOLLOW_UP_TAG: EVENT_DAYS}, statuses=FINISHED, updated_after=since),
-        limit=100, ascending=True)
+        filters=dg.RunsFilter(
+            tags={FOLLOW_UP_TAG: EVENT_DAYS}, statuses=FINISHED, updated_after=since
+        ),
+        limit=100,
+        ascending=True,
+    )
     requests, mark = [], cursor.followed_until
     for record in records:
         run, updated = record.dagster_run, record.update_timestamp.timestamp()
         if updated <= cursor.followed_until or EVENT_DAYS_TAG not in run.tags:
             continue
         first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
-        requests += [Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:after:{run.run_id[:12]}",
-                             f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})")
-                     for a, b in day_ranges(first + timedelta(days=i) for i in range((last - first).days + 1))]
+        requests += [
+            Request(
+                EVENT_DAYS,
+                a,
+                b,
+                f"{EVENT_DAYS}:{a}..{b}:after:{run.run_id[:12]}",
+                f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})",
+            )
+            for a, b in day_ranges(
+                first + timedelta(days=i) for i in range((last - first).days + 1)
+            )
+        ]
         mark = max(mark, updated)
     return requests, replace(cursor, followed_until=mark)
 
 
 def tags_for(request: Request) -> dict[str, str]:
-    return {RANGE_START: request.start.isoformat(), RANGE_END: request.end.isoformat(),
-            REQUEST_TAG: request.key, WHY_TAG: request.why}
+    return {
+        RANGE_START: request.start.isoformat(),
+        RANGE_END: request.end.isoformat(),
+        REQUEST_TAG: request.key,
+        WHY_TAG: request.why,
+    }
 
 
 def run_request(request: Request) -> dg.RunRequest:
     """A ranged run of ``backfill_job`` over the request's days (one run, not one per day)."""
-    return dg.RunRequest(run_key=request.key, asset_selection=list(LAYER_ASSETS[request.layer]),
-                         tags=tags_for(request))
+    return dg.RunRequest(
+        run_key=request.key,
+        asset_selection=list(LAYER_ASSETS[request.layer]),
+        tags=tags_for(request),
+    )
