@@ -1,0 +1,96 @@
+"""Debian's Chromium, headless, driven by Playwright; every failure reports what the page showed."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+# The machine's network is closed: no background, update or sync traffic, no QUIC.
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+VIEWPORT = {"width": 1920, "height": 1080}
+
+
+class UiStepFailed(AssertionError):
+    pass
+
+
+def chromium_path() -> str | None:
+    found = shutil.which("chromium")
+    return CHROMIUM if Path(CHROMIUM).exists() else found
+
+
+@contextlib.contextmanager
+def chromium_page(executable: str) -> Iterator:
+    """A page in a fresh profile of the system Chromium (Playwright's own browsers are not used)."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="e2e-chromium-")
+    try:
+        with sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(
+                profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+                viewport=VIEWPORT,
+            )
+            try:
+                context.set_default_timeout(30_000)
+                # What Dagster's "Join the community" dialog stores when a person clicks Skip: it
+                # otherwise comes up over whatever page is open, a second or more after the first.
+                context.add_init_script("window.localStorage.setItem('communityNux', '\"1\"')")
+                yield context.new_page()
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@dataclass
+class Ui:
+    """The page, the base URL, and the folder screenshots go to."""
+
+    page: object
+    base_url: str
+    out: Path
+    shots: list[Path] = field(default_factory=list)
+
+    def goto(self, path: str) -> None:
+        self.page.goto(self.base_url + path)
+
+    def screenshot(self, name: str) -> Path:
+        path = self.out / f"{name}.png"
+        self.page.screenshot(path=str(path))
+        self.shots.append(path)
+        print(f"screenshot: {path}")
+        return path
+
+    def body_text(self) -> str:
+        try:
+            return self.page.inner_text("body", timeout=5_000)
+        except Exception as exc:  # noqa: BLE001 - reporting a failure must not fail
+            return f"(page text unavailable: {exc})"
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Run one user step; on failure, say which, with a screenshot and what the page showed."""
+        try:
+            yield
+        except Exception as exc:
+            slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+            try:
+                shot = self.screenshot(f"FAILED-{slug}")
+            except Exception as shot_exc:  # noqa: BLE001
+                shot = f"(no screenshot: {shot_exc})"
+            text = re.sub(r"\n\s*\n+", "\n", self.body_text()).strip()
+            raise UiStepFailed(
+                f"UI step {name!r} failed: {type(exc).__name__}: {exc}\n"
+                f"url: {self.page.url}\nscreenshot: {shot}\n"
+                f"page showed (first 3000 chars):\n{text[:3000]}"
+            ) from exc

@@ -1,0 +1,238 @@
+"""In a real browser: select staging and fact, backfill five days from the UI, see the bad day held."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+from deltalake import DeltaTable
+from playwright.sync_api import expect
+
+from backfill_assets_tests.e2e import queries
+from backfill_assets_tests.e2e.landing_data import DAYS, GOOD, HELD, RANGE_TEXT
+
+pytestmark = pytest.mark.e2e
+
+STG, FCT = "stg_orders", "fct_daily_revenue"
+ASSETS = ("raw_orders", "raw_fx_rates", STG, FCT)
+SELECTION = f"key:{STG} or key:{FCT}"
+BACKFILL_TIMEOUT_S = 420
+STAGING_CHECKS = {"unique_order_ids", "one_row_per_valid_order", "fx_rate_present", "window_complete",
+                  "matches_contract_schema"}
+
+
+def node(page, asset: str):
+    """An asset's node in the graph (its title carries the key as a tooltip)."""
+    return page.locator(f'[data-tooltip="{asset}"]')
+
+
+def expand_all_groups(page) -> None:
+    """The graph opens with its groups collapsed; ⌥E expands them all."""
+    for _ in range(3):
+        page.locator("body").press("Alt+KeyE")
+        try:
+            expect(node(page, "raw_orders")).to_be_visible(timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    expect(node(page, "raw_orders")).to_be_visible()
+
+
+@pytest.fixture(scope="module")
+def launched(ui, dagster_ui):
+    """The backfill as a person launches it; its id and status once the daemon has finished it."""
+    page = ui.page
+    with ui.step("open the asset graph"):
+        ui.goto("/asset-groups")
+        expand_all_groups(page)
+    with ui.step("select stg_orders and fct_daily_revenue"):
+        page.locator(".CodeMirror").first.click()  # "Search and filter assets"
+        page.keyboard.type(SELECTION)
+        page.keyboard.press("Enter")
+        expect(node(page, "raw_orders")).to_have_count(0)
+        node(page, FCT).click()
+        node(page, STG).click(modifiers=["Shift"])
+        materialize = page.get_by_role("button", name=re.compile(r"Materialize selected \(2\)"))
+        expect(materialize).to_be_visible()
+    with ui.step("choose the partition range in the launch dialog"):
+        materialize.click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_contain_text("Launch runs to materialize 2 assets")
+        show_all = dialog.get_by_text("Show all partitions")
+        if show_all.count() and show_all.is_visible():  # the dialog opens on the last 90 days
+            show_all.click()
+        field = dialog.locator("input[placeholder^='ex: ']")
+        field.fill(RANGE_TEXT)
+        field.press("Enter")
+        expect(dialog).to_contain_text("5 partitions")
+        ui.screenshot("02-launch-dialog")
+    with ui.step("launch the backfill"):
+        dialog.get_by_role("button", name="Launch backfill").click()
+        toast = page.get_by_text(re.compile(r"Created backfill \w+"))
+        expect(toast).to_be_visible()
+        backfill_id = re.search(r"Created backfill (\w+)", toast.inner_text()).group(1)
+        page.get_by_role("link", name="View", exact=True).click()  # the toast's link
+        expect(page).to_have_url(re.compile(rf"/runs/b/{backfill_id}"))
+    with ui.step(f"wait for backfill {backfill_id} to finish"):
+        status = queries.wait_for_backfill(dagster_ui, backfill_id, BACKFILL_TIMEOUT_S)
+        page.reload()
+        expect(page.get_by_text("Partitions targeted")).to_be_visible()
+        ui.screenshot("03-backfill-finished")
+    return {"id": backfill_id, "status": status}
+
+
+# --- what the person sees -------------------------------------------------------------------
+
+
+def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
+    nodes = queries.asset_nodes(dagster_ui)
+    assert {k: n["groupName"] for k, n in nodes.items()} == {
+        "raw_orders": "raw", "raw_fx_rates": "raw", STG: "staging", FCT: "fact"}
+    for key, n in nodes.items():
+        assert {"spark", "delta"} <= {k.lower() for k in n["kinds"]}, key
+        assert n["description"] and n["isPartitioned"] and n["hasAssetChecks"], key
+
+    page = ui.page
+    with ui.step("asset graph with every group expanded"):
+        ui.goto("/asset-groups")
+        expand_all_groups(page)
+        for asset in ASSETS:
+            expect(node(page, asset)).to_be_visible()
+        for group in ("raw", "staging", "fact"):
+            expect(page.get_by_text(group, exact=True).first).to_be_visible()
+        expect(page.get_by_text("Spark", exact=True)).to_have_count(len(ASSETS))
+        expect(page.get_by_text("delta", exact=True)).to_have_count(len(ASSETS))
+        expect(page.get_by_text("Asset checks", exact=True)).to_have_count(len(ASSETS))
+        ui.screenshot("01-asset-graph")
+    with ui.step("an asset's description in the side panel"):
+        node(page, STG).click()
+        expect(page.get_by_text("Description", exact=True).first).to_be_visible()
+        first_words = " ".join(nodes[STG]["description"].split()[:6])
+        expect(page.get_by_text(first_words).first).to_be_visible()
+
+
+def test_backfill_page_shows_four_of_five_days_succeeded(ui, launched):
+    assert launched["status"] == "COMPLETED_FAILED"
+    page = ui.page
+    with ui.step("the finished backfill page"):
+        ui.goto(f"/runs/b/{launched['id']}")
+        expect(page.get_by_text(re.compile(rf"^{DAYS[0]}(\.\.\.|…){DAYS[-1]}$"))).to_be_visible()
+        for asset in (STG, FCT):
+            row = page.locator('[class*="VirtualizedTable_row"]').filter(
+                has=page.locator(f'a[href="/assets/{asset}"]'))
+            expect(row).to_have_count(1)
+            counts = [int(x) for x in row.inner_text().split() if x.isdigit()]
+            # Columns: partitions targeted, in progress, succeeded, failed.
+            assert counts[-4:] == [5, 0, 4, 1], f"{asset}: {row.inner_text()!r}"
+
+
+def test_held_day_shows_failed_with_the_reason(ui, launched, scenario):
+    page = ui.page
+    with ui.step("stg_orders partitions: failed and materialized only"):
+        ui.goto(f"/assets/{STG}?view=partitions")
+        expect(page.get_by_text("Failed (1)", exact=True)).to_be_visible()
+        expect(page.get_by_text("Materialized (4)", exact=True)).to_be_visible()
+        page.get_by_text(re.compile(r"^Missing \(\d+\)$")).click()
+    good = GOOD[1]
+    with ui.step(f"a good day, {good}, shows its row count"):
+        page.get_by_text(good.isoformat(), exact=True).first.click()
+        row = page.locator("tr").filter(has=page.get_by_text("dagster/row_count", exact=True))
+        expect(row).to_have_count(1)
+        expected = len(scenario.reference.staging([good])[0])
+        assert row.inner_text().split()[-1] == str(expected), row.inner_text()
+    with ui.step(f"the held day, {HELD}, failed and says why"):
+        page.get_by_text(HELD.isoformat(), exact=True).first.click()
+        expect(page.get_by_text("did not materialize this asset")).to_be_visible()
+        ui.screenshot("04-held-partition")
+        page.get_by_text("View logs", exact=True).click()
+        expect(page.get_by_text(f"{HELD.isoformat()}: stg_orders.fx_rate_present").first).to_be_visible()
+        ui.screenshot("05-held-partition-logs")
+        page.get_by_role("button", name="Done", exact=True).click()
+
+
+def test_check_history_shows_one_failed_evaluation(ui, launched):
+    page = ui.page
+    with ui.step("fx_rate_present's execution history"):
+        ui.goto(f"/assets/{STG}?view=checks&checkDetail=fx_rate_present")
+        page.get_by_text("Execution history", exact=True).click()
+        history = page.locator("tr")
+        expect(history.filter(has=page.get_by_text("Failed", exact=True))).to_have_count(1)
+        expect(history.filter(has=page.get_by_text("Passed", exact=True))).to_have_count(len(GOOD))
+        ui.screenshot("06-check-history")
+
+
+def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
+    # After the backfill: a running sensor must not start runs while it is being asserted.
+    assert queries.automation_states(dagster_ui) == {"daily_refresh": "STOPPED", "late_data_sensor": "STOPPED"}
+    page = ui.page
+    with ui.step("automation page"):
+        ui.goto("/automation")
+        for name in ("daily_refresh", "late_data_sensor"):
+            row = page.locator("div").filter(has=page.get_by_text(name, exact=True)).filter(
+                has=page.locator("label[class*=formatSwitch]")).last
+            switch = row.locator("label[class*=formatSwitch]")
+            switch.click()
+            expect(switch.locator("input")).to_be_checked()
+            queries.wait_for_state(dagster_ui, name, "RUNNING")
+            ui.screenshot(f"07-automation-{name}-on")
+            switch.click()
+            expect(switch.locator("input")).not_to_be_checked()
+            queries.wait_for_state(dagster_ui, name, "STOPPED")
+
+
+# --- the same outcome through the GraphQL API and in the lake --------------------------------
+
+
+def test_graphql_backfill_counts(dagster_ui, launched):
+    status, counts = queries.backfill_counts(dagster_ui, launched["id"])
+    assert status == "COMPLETED_FAILED"
+    assert counts == {STG: (5, 0, 4, 1), FCT: (5, 0, 4, 1)}
+
+
+def test_graphql_materialized_partitions_are_the_four_good_days(dagster_ui, launched):
+    stg, fct = queries.partition_days(dagster_ui, STG), queries.partition_days(dagster_ui, FCT)
+    assert stg["MATERIALIZED"] == set(GOOD) == fct["MATERIALIZED"]
+    assert stg["FAILED"] == {HELD}
+
+
+def test_graphql_checks_per_partition(dagster_ui, launched):
+    fx = queries.check_results(dagster_ui, STG, "fx_rate_present")
+    assert fx == {**{d: ["SUCCEEDED"] for d in GOOD}, HELD: ["FAILED"]}
+    for check in STAGING_CHECKS - {"fx_rate_present"}:
+        results = queries.check_results(dagster_ui, STG, check)
+        assert {d: results.get(d) for d in GOOD} == {d: ["SUCCEEDED"] for d in GOOD}, check
+    totals = queries.check_results(dagster_ui, FCT, "totals_match_staging")
+    assert {d: totals.get(d) for d in GOOD} == {d: ["SUCCEEDED"] for d in GOOD}
+    # The held day's fact was never built, so never evaluated: Dagster resolves the planned
+    # check of the failed step as EXECUTION_FAILED, never as a pass or a fail.
+    assert not {"SUCCEEDED", "FAILED"} & set(totals.get(HELD, [])), totals.get(HELD)
+
+
+def test_graphql_plotted_numbers_match_the_landed_records(dagster_ui, scenario, launched):
+    reference = scenario.reference
+    fact = queries.numeric_metadata(dagster_ui, FCT, DAYS)
+    assert set(fact) == set(GOOD)
+    for day in GOOD:
+        expected = reference.fact([day])
+        assert Decimal(str(fact[day]["revenue_usd"])) == sum((f.revenue_usd for f in expected), Decimal(0))
+        assert fact[day]["dagster/row_count"] == len(expected)
+    arrivals = [d for d in reference.arrival_dates if d >= DAYS[0]]
+    raw = queries.numeric_metadata(dagster_ui, "raw_orders", arrivals)
+    assert {d: raw[d]["quarantined"] for d in arrivals} == {d: len(reference.quarantine([d])) for d in arrivals}
+
+
+def test_lake_has_staging_and_fact_only_for_the_good_days(scenario, launched):
+    def rows(table):
+        return DeltaTable(str(scenario.lake / table)).to_pyarrow_table().to_pylist()
+
+    staging = rows("staging/orders")
+    expected_staging, _ = scenario.reference.staging(GOOD)
+    assert Counter(r["event_date"] for r in staging) == Counter(r.event_date for r in expected_staging)
+    fact = {(r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
+            for r in rows("fact/daily_revenue")}
+    expected_fact = {(f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
+                     for f in scenario.reference.fact(GOOD)}
+    assert fact == expected_fact
+    assert {d for d, _ in fact} == set(GOOD)
