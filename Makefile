@@ -17,8 +17,9 @@ demo: setup  ## generate 60 days of orders and backfill them through Dagster
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:3000
-	.venv/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+UI_PORT ?= 3000
+ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
+	.venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 status: setup
 	$(PY) -m backfill_assets.cli status
