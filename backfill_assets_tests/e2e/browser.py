@@ -31,8 +31,10 @@ def chromium_path() -> str | None:
 @contextlib.contextmanager
 def chromium_page(executable: str) -> Iterator:
     """A page in a fresh profile of the system Chromium (Playwright's own browsers are not used)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # A page of the webserver can take seconds to settle on a machine busy with Spark.
+    expect.set_options(timeout=20_000)
     profile = tempfile.mkdtemp(prefix="e2e-chromium-")
     try:
         with sync_playwright() as p:
@@ -59,6 +61,7 @@ class Ui:
     page: object
     base_url: str
     out: Path
+    server_log: Path | None = None
     shots: list[Path] = field(default_factory=list)
 
     def goto(self, path: str) -> None:
@@ -91,6 +94,6 @@ class Ui:
             text = re.sub(r"\n\s*\n+", "\n", self.body_text()).strip()
             raise UiStepFailed(
                 f"UI step {name!r} failed: {type(exc).__name__}: {exc}\n"
-                f"url: {self.page.url}\nscreenshot: {shot}\n"
+                f"url: {self.page.url}\nscreenshot: {shot}\nserver log: {self.server_log}\n"
                 f"page showed (first 3000 chars):\n{text[:3000]}"
             ) from exc

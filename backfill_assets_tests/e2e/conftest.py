@@ -104,4 +104,4 @@ def dagster_ui(scenario, spark, e2e_output, chromium_executable):
 @pytest.fixture(scope="module")
 def ui(dagster_ui: DagsterUI, chromium_executable: str, e2e_output: Path):
     with chromium_page(chromium_executable) as page:
-        yield Ui(page, dagster_ui.base_url, e2e_output)
+        yield Ui(page, dagster_ui.base_url, e2e_output, server_log=dagster_ui.log_path)
