@@ -99,6 +99,29 @@ def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tm
     assert [f.path for f in found.findings] == ["orders/arrival_date=2024-01-12/b.jsonl"]
 
 
+def test_cold_start_takes_a_folder_moved_in_after_its_empty_build_as_new(tmp_path):
+    staged = arrival_folder(tmp_path / "elsewhere", D("2024-01-16"))
+    (staged / "x.jsonl").write_text(order("1", "2024-01-15T08:00:00Z") + "\n")
+    arrival_folder(tmp_path, D("2024-01-16"))  # built empty, before the delivery
+    time.sleep(0.01)
+    built_at = clock_ns()
+    time.sleep(0.01)
+    os.rename(staged, tmp_path / "orders" / staged.name)  # its file is older than the build
+    time.sleep(0.01)
+    found = detect(
+        tmp_path,
+        FIRST,
+        LAST,
+        LATENESS,
+        None,
+        lambda ds: {D("2024-01-16"): built_at} if ds == "orders" else {},
+        clock_ns(),
+        0,
+    )
+    assert found.group.days == (D("2024-01-15"),)
+    assert found.findings[0].detail.startswith("folder changed after its last build")
+
+
 def test_new_file_rebuilds_its_arrival_and_exactly_the_utc_event_days_it_carries(tmp_path):
     write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
     cursor = baseline(tmp_path)
