@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
@@ -36,13 +37,6 @@ def daily_ranges(
 
 
 def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.ScheduleDefinition:
-    @dg.schedule(
-        name=DAILY_SCHEDULE,
-        cron_schedule="0 2 * * *",
-        execution_timezone="UTC",
-        job_name=BACKFILL_JOB,
-        default_status=auto.default_schedule_status,
-    )
     def daily_refresh(context: dg.ScheduleEvaluationContext):
         """At 02:00 UTC: raw orders and rates of yesterday and the N - 1 days before it
         (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of every
@@ -76,4 +70,11 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
             },
         )
 
-    return daily_refresh
+    return dg.schedule(
+        name=DAILY_SCHEDULE,
+        cron_schedule="0 2 * * *",
+        execution_timezone="UTC",
+        job_name=BACKFILL_JOB,
+        default_status=auto.default_schedule_status,
+        description=inspect.cleandoc(daily_refresh.__doc__),  # what the UI shows
+    )(daily_refresh)

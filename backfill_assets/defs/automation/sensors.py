@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -46,12 +47,6 @@ def evaluate(
 
 
 def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.SensorDefinition:
-    @dg.sensor(
-        name=LATE_DATA_SENSOR,
-        job_name=BACKFILL_JOB,
-        minimum_interval_seconds=auto.sensor_interval_seconds,
-        default_status=auto.default_status,
-    )
     def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         """Watches the landing zone for new files, late folders included, and rebuilds what
         they change: raw of their arrival (or rate) date at once, then staging and fact of
@@ -72,4 +67,10 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
             )
         return dg.SensorResult(run_requests=[run_request(r) for r in tick.requests], cursor=cursor)
 
-    return late_data_sensor
+    return dg.sensor(
+        name=LATE_DATA_SENSOR,
+        job_name=BACKFILL_JOB,
+        minimum_interval_seconds=auto.sensor_interval_seconds,
+        default_status=auto.default_status,
+        description=inspect.cleandoc(late_data_sensor.__doc__),  # what the UI shows
+    )(late_data_sensor)
