@@ -24,6 +24,7 @@ from backfill_assets.defs.publishing import (
     held_days,
     materialization,
     partition_dates,
+    partitioned,
     published_by_earlier_attempts,
     report,
 )
@@ -155,7 +156,7 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     @dg.multi_asset(
         name="staging_and_fact",
         specs=[staging_spec(settings), fact_spec()],
-        check_specs=STAGING_CHECKS + FACT_CHECKS,
+        check_specs=partitioned(STAGING_CHECKS + FACT_CHECKS, daily_partitions(settings)),
         partitions_def=daily_partitions(settings),
         backfill_policy=dg.BackfillPolicy.single_run(),
         can_subset=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import dagster as dg
 
 from backfill_assets.settings import Settings
@@ -15,17 +17,19 @@ def daily_partitions(settings: Settings) -> dg.DailyPartitionsDefinition:
 
 def arrivals_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:
     """Event day D reads the raw arrivals D .. D + max lateness."""
-    return dg.TimeWindowPartitionMapping(
-        start_offset=0,
-        end_offset=settings.max_lateness_days,
-        allow_nonexistent_upstream_partitions=True,
-    )
+    return _window(0, settings.max_lateness_days)
 
 
 def rates_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:
     """Event day D reads the rate dates D - 7 .. D (a rate from after D is never used)."""
-    return dg.TimeWindowPartitionMapping(
-        start_offset=-settings.rate_max_age_days,
-        end_offset=0,
-        allow_nonexistent_upstream_partitions=True,
-    )
+    return _window(-settings.rate_max_age_days, 0)
+
+
+def _window(start_offset: int, end_offset: int) -> dg.TimeWindowPartitionMapping:
+    # Windows reach past the newest partition (D + 7 of yesterday); that is expected, and
+    # the parameter that allows it is marked beta, which is not worth a warning per load.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.TimeWindowPartitionMapping(
+            start_offset=start_offset, end_offset=end_offset, allow_nonexistent_upstream_partitions=True
+        )

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
+import warnings
+
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
@@ -42,6 +44,18 @@ class CheckOutcome:
             blocking=True,
             metadata=dict(self.metadata),
         )
+
+
+def partitioned(specs: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition) -> list[dg.AssetCheckSpec]:
+    """The checks bound to the daily partitions, so Dagster keeps (and the UI shows) one result
+    per partition instead of the latest evaluation of the whole check."""
+    with warnings.catch_warnings():  # partitioned checks are a preview feature in Dagster 1.13
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return [
+            dg.AssetCheckSpec(spec.name, asset=spec.asset_key, description=spec.description,
+                              blocking=spec.blocking, partitions_def=partitions)
+            for spec in specs
+        ]
 
 
 def partition_dates(context: dg.AssetExecutionContext) -> list[date]:

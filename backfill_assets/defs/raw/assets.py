@@ -17,6 +17,7 @@ from backfill_assets.defs.publishing import (
     held_days,
     materialization,
     partition_dates,
+    partitioned,
     published_by_earlier_attempts,
     report,
 )
@@ -163,7 +164,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 metadata={"tables": "raw/orders, quarantine/orders"},
             )
         ],
-        check_specs=RAW_ORDERS_CHECKS,
+        check_specs=partitioned(RAW_ORDERS_CHECKS, partitions),
         **common,
     )
     def raw_orders(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
@@ -182,7 +183,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 metadata={"tables": "raw/fx_rates"},
             )
         ],
-        check_specs=RAW_FX_RATES_CHECKS,
+        check_specs=partitioned(RAW_FX_RATES_CHECKS, partitions),
         **common,
     )
     def raw_fx_rates(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
