@@ -7,9 +7,8 @@ import sys
 import time
 from datetime import date, timedelta
 
+from backfill_assets.report import report_outcomes
 from backfill_assets.runner import (
-    LAYERS,
-    RunOutcome,
     ensure_dagster_home,
     execute,
     last_partition,
@@ -37,33 +36,15 @@ def cmd_generate(args, settings: Settings) -> int:
     return 0
 
 
-def render(outcomes: list[RunOutcome]) -> tuple[str, list[str]]:
-    """A table per partition and layer, and the list of held (layer, day, why) lines."""
-    cells: dict[date, dict[str, str]] = {}
-    problems: list[str] = []
-    for outcome in outcomes:
-        for key in outcome.plan.assets:
-            for day in outcome.plan.days:
-                rows = outcome.published.get(key, {}).get(day)
-                failed = outcome.failed_checks.get(key, {}).get(day, [])
-                if rows is not None:
-                    cell = f"ok {rows}"
-                else:
-                    cell = "HELD " + ",".join(failed) if failed else "not published"
-                    why = ", ".join(failed) or (outcome.error or "step did not publish it").splitlines()[0]
-                    problems.append(f"{key.to_user_string()} {day}: {why}")
-                cells.setdefault(day, {})[key.to_user_string()] = cell
-    names = [k.to_user_string() for k in LAYERS]
-    lines = [f"{'partition':<12}" + "".join(f"{n:<28}" for n in names)]
-    for day in sorted(cells):
-        lines.append(f"{day.isoformat():<12}" + "".join(f"{cells[day].get(n, '-'):<28}" for n in names))
-    return "\n".join(lines), problems
-
-
 def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False) -> int:
     import dagster as dg
 
-    from backfill_assets.planning import gone_raw_partitions, input_files, record_throughput, would_wipe
+    from backfill_assets.planning import (
+        gone_raw_partitions,
+        input_files,
+        record_throughput,
+        would_wipe,
+    )
 
     ensure_dagster_home()
     plans = plan_backfill(settings, start, end)
@@ -92,14 +73,7 @@ def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwri
             print(f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
                   f"{'succeeded' if outcome.success else 'FAILED'}; elapsed {elapsed:.0f}s, "
                   f"~{remaining:.0f}s remaining", flush=True)
-    table, problems = render(outcomes)
-    print(table)
-    if problems:
-        print(f"\n{len(problems)} partition(s) held or not published:")
-        print("\n".join(f"  {p}" for p in problems))
-        return 1
-    print(f"\nall {total} requested partitions published with passing checks")
-    return 0
+    return report_outcomes(outcomes)
 
 
 def cmd_backfill(args, settings: Settings) -> int:
@@ -123,11 +97,7 @@ def cmd_reexecute(args, settings: Settings) -> int:
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
         outcome = reexecute_from_failure(instance, args.run_id)
-    table, problems = render([outcome])
-    print(table)
-    if problems:
-        print("\n".join(f"  {p}" for p in problems))
-    return 0 if outcome.success else 1
+    return report_outcomes([outcome])
 
 
 def cmd_demo(args, settings: Settings) -> int:

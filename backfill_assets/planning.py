@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from backfill_assets.landing import list_landing_files
 from backfill_assets.lake import Lake
+from backfill_assets.landing import list_landing_files
 from backfill_assets.runner import RunPlan, plan_backfill
 from backfill_assets.settings import Settings
 

@@ -11,7 +11,7 @@ import os
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -60,7 +60,7 @@ class RunOutcome:
 
 def last_partition() -> date:
     """Daily partitions end with yesterday (UTC): today is not complete yet."""
-    return datetime.now(timezone.utc).date() - timedelta(days=1)
+    return datetime.now(UTC).date() - timedelta(days=1)
 
 
 def contiguous(days: list[date]) -> list[tuple[date, date]]:

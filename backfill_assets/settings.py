@@ -20,7 +20,7 @@ class Settings:
     rate_max_age_days: int = 7  # the contract's fixed as-of window for FX rates
 
     @classmethod
-    def from_env(cls, env: os._Environ | dict | None = None) -> "Settings":
+    def from_env(cls, env: os._Environ | dict | None = None) -> Settings:
         env = os.environ if env is None else env
         try:
             start = date.fromisoformat(env.get("BACKFILL_START_DATE", "2024-01-01"))

@@ -9,9 +9,9 @@ from datetime import date
 import pytest
 
 from backfill_assets.cli import main, run_backfill
+from backfill_assets.defs.raw.checks import RAW_ORDERS
 from backfill_assets.generate import generate_feed
 from backfill_assets.runner import RunPlan, execute
-from backfill_assets.defs.raw.checks import RAW_ORDERS
 from backfill_assets_tests.pipeline_env import pipeline_env
 
 

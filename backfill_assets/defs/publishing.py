@@ -13,11 +13,10 @@ only the days that pass, and reports exactly those days to Dagster:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-
-import warnings
 
 import dagster as dg
 from dagster._core.events import DagsterEventType

@@ -10,11 +10,11 @@ import dagster as dg
 import pytest
 
 from backfill_assets.cli import run_backfill
-from backfill_assets.generate import generate_feed, remove_rates
-from backfill_assets.runner import RunPlan, execute, reexecute_from_failure
 from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
 from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.runner import RunPlan, execute, reexecute_from_failure
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
@@ -40,8 +40,8 @@ def reference(env):
 
 @pytest.fixture(scope="module")
 def first_backfill(env):
-    import io
     import contextlib
+    import io
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -93,7 +93,7 @@ def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, firs
     assert held == set()
     actual = [r for r in env.rows("staging/orders")]
     assert HELD not in {r["event_date"] for r in actual}
-    key = lambda r: (r["event_date"], r["order_id"])  # noqa: E731
+    key = lambda r: (r["event_date"], r["order_id"])
     by_key = {key(r): r for r in actual}
     assert len(by_key) == len(actual) == len(expected)
     for row in expected:
@@ -113,7 +113,7 @@ def test_fact_equals_totals_computed_from_the_landed_records(env, reference, fir
         assert (got["orders"], got["placed_orders"], got["paid_orders"], got["cancelled_orders"]) == (
             f.orders, f.placed_orders, f.paid_orders, f.cancelled_orders)
         assert got["revenue_usd"] == f.revenue_usd
-    assert sum(f.revenue_usd for f in expected.values()) > Decimal("0")
+    assert sum(f.revenue_usd for f in expected.values()) > Decimal(0)
 
 
 def test_dagster_materializations_agree_with_the_lake(env, first_backfill):

@@ -26,6 +26,7 @@ from backfill_assets.defs.automation.state import (
     sensor_is_running,
 )
 from backfill_assets.late_data import Detection, Request, event_day_requests
+from backfill_assets.report import report_outcomes
 from backfill_assets.runner import RunOutcome, RunPlan, ensure_dagster_home, execute
 from backfill_assets.settings import Settings
 
@@ -68,8 +69,6 @@ def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[
 
 def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> int:
     """Exit 0 when every rebuilt partition was published with passing checks, 1 otherwise."""
-    from backfill_assets.cli import render
-
     auto = auto or AutomationSettings.from_env()
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
@@ -86,12 +85,4 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
         save_cursor(instance, cursor.with_pending([]).dumps())
     if not outcomes:
         return 0
-    table, problems = render(outcomes)
-    print(table)
-    if problems:
-        print(f"\n{len(problems)} partition(s) held or not published:")
-        print("\n".join(f"  {p}" for p in problems))
-        return 1
-    total = sum(len(o.plan.days) * len(o.plan.assets) for o in outcomes)
-    print(f"\nall {total} rebuilt partitions published with passing checks")
-    return 0
+    return report_outcomes(outcomes)

@@ -8,7 +8,12 @@ from datetime import date
 import dagster as dg
 from pyspark.sql import DataFrame
 
-from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE, fact_outcomes, fact_totals, staging_totals
+from backfill_assets.defs.fact.checks import (
+    FCT_DAILY_REVENUE,
+    fact_outcomes,
+    fact_totals,
+    staging_totals,
+)
 from backfill_assets.defs.publishing import CheckOutcome
 from backfill_assets.defs.staging.checks import STG_ORDERS
 from backfill_assets.transforms.revenue import daily_revenue

@@ -36,8 +36,8 @@ from backfill_assets.landing import list_landing_files, read_order_lines, read_r
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.orders import quarantine_rows, validate_orders
-from backfill_assets.transforms.schemas import RAW_FX_RATES as RAW_FX_RATES_SCHEMA
 from backfill_assets.transforms.schemas import QUARANTINE_ORDERS as QUARANTINE_SCHEMA
+from backfill_assets.transforms.schemas import RAW_FX_RATES as RAW_FX_RATES_SCHEMA
 from backfill_assets.transforms.schemas import RAW_ORDERS as RAW_ORDERS_SCHEMA
 
 KINDS = {"spark", "delta"}

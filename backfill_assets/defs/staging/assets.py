@@ -29,11 +29,7 @@ from backfill_assets.landing import list_landing_files
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
 from backfill_assets.transforms.orders import latest_wins, valid_orders, validate_orders
-from backfill_assets.transforms.schemas import (
-    RAW_FX_RATES as RAW_FX_RATES_SCHEMA,
-    RAW_ORDERS as RAW_ORDERS_SCHEMA,
-    validate_staging_schema,
-)
+from backfill_assets.transforms import schemas
 
 
 def staging_spec(settings: Settings) -> dg.AssetSpec:
@@ -76,8 +72,8 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
     first, last = days[0], days[-1]
     arrivals = [first + timedelta(days=i) for i in range((last - first).days + lateness + 1)]
     rate_days = [first - timedelta(days=7 - i) for i in range((last - first).days + 8)]
-    raw, raw_version = _read_or_empty(spark, lake, "raw/orders", "arrival_date", arrivals, RAW_ORDERS_SCHEMA)
-    rates, rates_version = _read_or_empty(spark, lake, "raw/fx_rates", "rate_date", rate_days, RAW_FX_RATES_SCHEMA)
+    raw, raw_version = _read_or_empty(spark, lake, "raw/orders", "arrival_date", arrivals, schemas.RAW_ORDERS)
+    rates, rates_version = _read_or_empty(spark, lake, "raw/fx_rates", "rate_date", rate_days, schemas.RAW_FX_RATES)
 
     valid = valid_orders(validate_orders(raw, lateness)).filter(F.col("event_date").isin(days))
     valid = valid.persist(StorageLevel.MEMORY_AND_DISK)
@@ -90,7 +86,7 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
     # Orders without a rate are fx_rate_present's to report; the schema judges the rest.
     priced = staging.filter(F.col("usd_per_unit").isNotNull() & F.col("amount_usd").isNotNull())
     outcomes = staging_outcomes(
-        days, staging_stats(staging), valid_order_ids(valid), missing, validate_staging_schema(priced)
+        days, staging_stats(staging), valid_order_ids(valid), missing, schemas.validate_staging_schema(priced)
     )
     valid.unpersist()
     return StagingBuild(staging, outcomes, {"raw/orders": raw_version, "raw/fx_rates": rates_version})
