@@ -10,6 +10,7 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 from backfill_assets.defs.fact.checks import FACT_CHECKS
 from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
 from backfill_assets.defs.staging.checks import STAGING_CHECKS
+from backfill_assets.lake import Lake
 from backfill_assets.runner import LAYERS, last_partition
 from backfill_assets.settings import Settings
 
@@ -36,20 +37,12 @@ def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str
 
 
 def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
-    from deltalake import DeltaTable
-
-    rows: dict[str, dict[date, int]] = {}
-    for asset, (table, column) in TABLES.items():
-        path = settings.lake_dir / table
-        counts: dict[date, int] = {}
-        if (path / "_delta_log").exists():
-            actions = DeltaTable(str(path)).get_add_actions(flatten=True).to_pylist()
-            for a in actions:
-                day = a[f"partition.{column}"]
-                day = day if isinstance(day, date) else date.fromisoformat(str(day))
-                counts[day] = counts.get(day, 0) + int(a["num_records"] or 0)
-        rows[asset] = counts
-    return rows
+    """Rows per partition of each layer's table, from the Delta logs (no Spark needed)."""
+    lake = Lake(settings.lake_dir, None, engine="delta-rs")
+    return {
+        asset: {p.partition: p.rows for p in lake.partitions(table, column)} if lake.exists(table) else {}
+        for asset, (table, column) in TABLES.items()
+    }
 
 
 def print_status(settings: Settings, start: date | None, end: date | None) -> int:

@@ -153,6 +153,17 @@ def test_backfilling_the_range_again_leaves_identical_tables(env, first_backfill
     assert {t: env.multiset(t) for t in tables} == before
 
 
+def test_status_shows_published_rows_and_the_held_day(env, reference, first_backfill, capsys):
+    from backfill_assets.status import print_status
+
+    assert print_status(env.settings, START, END) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "HELD fx_rate_present" in lines[HELD.isoformat()]
+    day = GOOD[0]
+    staging_rows = len(reference.staging([day])[0])
+    assert f"published {staging_rows}" in lines[day.isoformat()]
+
+
 def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first_backfill):
     folder = env.settings.landing_dir / "fx_rates" / f"rate_date={HELD.isoformat()}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -170,3 +181,25 @@ def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first
     actual = {(r["event_date"], r["country"]): r["revenue_usd"] for r in env.rows("fact/daily_revenue")
               if r["event_date"] == HELD}
     assert actual == expected and expected
+
+
+def test_a_late_order_rebuilds_the_fact_and_reports_its_delta(env, first_backfill):
+    day, arrival = date(2024, 1, 4), date(2024, 1, 6)
+    before = {f.country: f for f in Reference(env.settings.landing_dir, 7).fact([day])}
+    late = env.settings.landing_dir / "orders" / f"arrival_date={arrival}" / "zz_late.jsonl"
+    late.write_text('{"order_id":"late-1","customer_id":"c-late","event_time":"2024-01-04T12:00:00Z",'
+                    '"updated_at":"2024-01-06T08:00:00Z","status":"paid","amount":"100.00",'
+                    '"currency":"USD","country":"US"}\n')
+    after = {f.country: f for f in Reference(env.settings.landing_dir, 7).fact([day])}
+    assert sum(f.orders for f in after.values()) == sum(f.orders for f in before.values()) + 1
+
+    assert execute(RunPlan((RAW_ORDERS,), arrival, arrival), env.instance).success
+    assert execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance).success
+    records = env.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=FCT_DAILY_REVENUE, asset_partitions=[day.isoformat()]), limit=1
+    ).records
+    metadata = records[0].asset_materialization.metadata
+    revenue = lambda facts: sum((f.revenue_usd for f in facts.values()), Decimal(0))
+    assert metadata["orders_delta"].value == 1
+    assert Decimal(metadata["revenue_usd_delta"].value) == revenue(after) - revenue(before) == Decimal("100.00")
+    assert metadata["replaced_delta_version"].value >= 0
