@@ -51,11 +51,6 @@ class RunOutcome:
     failed_checks: dict[dg.AssetKey, dict[date, list[str]]] = field(default_factory=dict)
     error: str | None = None
 
-    def unpublished(self) -> dict[dg.AssetKey, list[date]]:
-        return {
-            key: [d for d in self.plan.days if d not in self.published.get(key, {})]
-            for key in self.plan.assets
-        }
 
 
 def last_partition() -> date:

@@ -66,9 +66,7 @@ def publish_staging(context, spark, pipeline: PipelineResource, lake: Lake, held
             good,
             commit_info(context, "stg_orders", good, build.input_versions),
         )
-        rows = {o.partition: o.metadata["actual_rows"] for o in build.outcomes
-                if o.check_name == "one_row_per_valid_order" and o.partition in good}
-        _verify_rows(write, rows)
+        _verify_rows(write, {d: build.rows.get(d, 0) for d in good})
         version = write.version
         events += [materialization(STG_ORDERS, d, write_metadata(write, d, build.input_versions, STAGING_ORDERS))
                    for d in good]

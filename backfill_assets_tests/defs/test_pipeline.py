@@ -203,3 +203,17 @@ def test_a_late_order_rebuilds_the_fact_and_reports_its_delta(env, first_backfil
     assert metadata["orders_delta"].value == 1
     assert Decimal(metadata["revenue_usd_delta"].value) == revenue(after) - revenue(before) == Decimal("100.00")
     assert metadata["replaced_delta_version"].value >= 0
+
+
+def test_a_landed_file_missing_from_raw_holds_the_event_day(env, first_backfill):
+    day, arrival = date(2024, 1, 5), date(2024, 1, 7)
+    staging_before = [r for r in env.rows("staging/orders") if r["event_date"] == day]
+    unbuilt = env.settings.landing_dir / "orders" / f"arrival_date={arrival}" / "zz_not_in_raw.jsonl"
+    unbuilt.write_text('{"order_id":"late-2","customer_id":"c","event_time":"2024-01-05T01:00:00Z",'
+                       '"updated_at":"2024-01-07T01:00:00Z","status":"placed","amount":"5",'
+                       '"currency":"USD","country":"US"}\n')
+    outcome = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance)
+    assert not outcome.success
+    assert outcome.failed_checks[STG_ORDERS] == {day: ["window_complete"]}
+    assert outcome.published == {}
+    assert [r for r in env.rows("staging/orders") if r["event_date"] == day] == staging_before

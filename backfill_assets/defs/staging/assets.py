@@ -56,6 +56,7 @@ class StagingBuild:
     staging: DataFrame
     outcomes: list[CheckOutcome]
     input_versions: dict[str, int | None]
+    rows: dict[date, int]  # rows computed per day, to verify what the lake commits
 
     def release(self) -> None:
         self.staging.unpersist()
@@ -85,8 +86,10 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
     missing = {d: missing_window_files(d, lateness, landed, read_files) for d in days}
     # Orders without a rate are fx_rate_present's to report; the schema judges the rest.
     priced = staging.filter(F.col("usd_per_unit").isNotNull() & F.col("amount_usd").isNotNull())
+    stats = staging_stats(staging)
     outcomes = staging_outcomes(
-        days, staging_stats(staging), valid_order_ids(valid), missing, schemas.validate_staging_schema(priced)
+        days, stats, valid_order_ids(valid), missing, schemas.validate_staging_schema(priced)
     )
     valid.unpersist()
-    return StagingBuild(staging, outcomes, {"raw/orders": raw_version, "raw/fx_rates": rates_version})
+    inputs = {"raw/orders": raw_version, "raw/fx_rates": rates_version}
+    return StagingBuild(staging, outcomes, inputs, {d: s["rows"] for d, s in stats.items()})
