@@ -74,13 +74,11 @@ class PendingGroup:
 
 @dataclass(frozen=True)
 class LandingCursor:
-    """High-water mark, complete-file count per partition folder, pending event days, and
-    ``followed_until``: the update time (epoch s) of the last daily raw run followed up."""
+    """High-water mark, complete-file count per partition folder, and pending event days."""
 
     high_water_ns: int
     counts: dict[str, dict[date, int]] = field(default_factory=dict)
     pending: tuple[PendingGroup, ...] = ()
-    followed_until: float = 0.0
 
     def with_pending(self, pending: Iterable[PendingGroup]) -> LandingCursor:
         return replace(self, pending=tuple(pending))
@@ -102,7 +100,6 @@ class LandingCursor:
                 "hw": self.high_water_ns,
                 "counts": counts,
                 "pending": [g.to_json() for g in self.pending],
-                "fu": round(self.followed_until, 6),
             },
             separators=(",", ":"),
         )
@@ -120,4 +117,4 @@ class LandingCursor:
             start = date.fromisoformat(first)
             counts[dataset] = {start + timedelta(days=i): n for i, n in enumerate(values) if n >= 0}
         pending = tuple(PendingGroup.from_json(g) for g in data["pending"])
-        return cls(int(data["hw"]), counts, pending, float(data.get("fu", 0.0)))
+        return cls(int(data["hw"]), counts, pending)

@@ -39,8 +39,6 @@ from backfill_assets.late_data.scan import LAYOUT, FolderScan, scan_dataset
 RAW_LAYER = {"orders": "raw_orders", "fx_rates": "raw_fx_rates"}
 EVENT_DAYS = "event_days"
 WHY_LENGTH = 240
-# A cold start follows up the daily raw runs that ended in the last day, no further back.
-FOLLOW_BACK_SECONDS = 86_400.0
 # A cold start is a backfill: its raw runs span gaps of a few days without folders (weekends
 # without rates), building those days empty, rather than becoming a run per week.
 COLD_BRIDGE_DAYS = 3
@@ -234,8 +232,7 @@ def detect(
             _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]),
         )
         pending.append(group)
-    followed = now_ns / 1e9 - FOLLOW_BACK_SECONDS if cold else cursor.followed_until
-    return Detection(LandingCursor(hw_new, counts, tuple(pending), followed), raw, group, findings)
+    return Detection(LandingCursor(hw_new, counts, tuple(pending)), raw, group, findings)
 
 
 def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:

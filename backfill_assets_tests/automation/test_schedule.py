@@ -1,4 +1,4 @@
-"""The daily 02:00 UTC schedule, the sensor's follow-up of its raw run, how both are registered."""
+"""The daily 02:00 UTC schedule, the follow-up sensor that completes it, how they are registered."""
 
 from __future__ import annotations
 
@@ -8,18 +8,24 @@ import dagster as dg
 from dagster._core.utils import make_new_run_id
 
 from backfill_assets.definitions import build_definitions
+from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
-from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
+from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets.generate import generate_feed
+from backfill_assets.runner import RANGE_END, RANGE_START, RunPlan, execute
 from backfill_assets.settings import Settings
+from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.reference import Reference
 
 SETTINGS = Settings(
     landing_dir=None, lake_dir=None, start_date=date(2024, 1, 1), max_lateness_days=7
 )
 
 
-def evaluate(scheduled: datetime, rerun_days: int = 3):
-    schedule = build_daily_schedule(SETTINGS, AutomationSettings(rerun_days=rerun_days))
+def evaluate(scheduled: datetime, rerun_days: int = 3, settings: Settings = SETTINGS):
+    schedule = build_daily_schedule(settings, AutomationSettings(rerun_days=rerun_days))
     return schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=scheduled))
 
 
@@ -47,13 +53,13 @@ def test_rerun_window_is_configurable_and_clipped_to_the_first_partition():
     assert evaluate(datetime(2024, 1, 1, 2, 0, tzinfo=UTC)).run_requests == []
 
 
-def test_sensor_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tmp_path):
+def test_follow_up_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tmp_path):
     [raw] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=UTC)).run_requests
     (tmp_path / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
-        settings = Settings(tmp_path / "landing", tmp_path / "lake", date(2024, 1, 1), 7)
-        sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))
+        sensor = build_follow_up_sensor(AutomationSettings(), "backfill_job")
         first = sensor(dg.build_sensor_context(instance=instance))
+        assert first.run_requests == []
         run = dg.DagsterRun(
             job_name="backfill_job",
             run_id=make_new_run_id(),
@@ -84,6 +90,46 @@ def test_sensor_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tmp_p
         assert again.run_requests == []
 
 
+def test_schedule_and_its_follow_up_rebuild_every_layer_with_the_late_data_sensor_off(
+    tmp_path, spark
+):
+    """The daemon's part played by hand: launch the schedule's request, tick the follow-up
+    sensor, launch its request. Nothing else runs; every event day the arrivals reach is
+    published, the empty ones with zero rows, and the fact matches the landed records."""
+    with pipeline_env(tmp_path, start_date="2024-01-01", lateness=2) as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 2), orders_per_day=15, seed=3,
+                      max_lateness_days=2)  # arrivals up to Jan 7
+        [raw] = evaluate(datetime(2024, 1, 8, 2, 0, tzinfo=UTC), 7, env.settings).run_requests
+        first, last = date.fromisoformat(raw.tags[RANGE_START]), date.fromisoformat(raw.tags[RANGE_END])
+        assert (first, last) == (date(2024, 1, 1), date(2024, 1, 7))
+        assert execute(RunPlan(tuple(raw.asset_selection), first, last), env.instance, raw.tags).success
+
+        sensor = build_follow_up_sensor(AutomationSettings(), "backfill_job")
+        tick = sensor(dg.build_sensor_context(instance=env.instance))
+        [request] = tick.run_requests
+        plan = RunPlan(tuple(request.asset_selection), date.fromisoformat(request.tags[RANGE_START]),
+                       date.fromisoformat(request.tags[RANGE_END]))
+        assert set(plan.assets) == {STG_ORDERS, FCT_DAILY_REVENUE}
+        assert execute(plan, env.instance, request.tags).success
+        assert sensor(dg.build_sensor_context(instance=env.instance, cursor=tick.cursor)).run_requests == []
+
+        days = [date(2024, 1, d) for d in range(1, 8)]
+        for key in (STG_ORDERS, FCT_DAILY_REVENUE):
+            assert sorted(env.instance.get_materialized_partitions(key)) == [d.isoformat() for d in days]
+        expected = Reference(landing, 2).fact(days)
+        assert {f.event_date for f in expected} == {date(2024, 1, 1), date(2024, 1, 2)}
+        assert {(r["event_date"], r["country"], r["orders"], r["revenue_usd"])
+                for r in env.rows("fact/daily_revenue")} == {
+            (f.event_date, f.country, f.orders, f.revenue_usd) for f in expected
+        }
+        for key in (STG_ORDERS, FCT_DAILY_REVENUE):  # an empty day is a published day
+            [record] = env.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=["2024-01-05"]), limit=1
+            ).records
+            assert record.asset_materialization.metadata["dagster/row_count"].value == 0
+
+
 def test_sensor_and_schedule_are_registered_stopped_unless_automation_is_on(monkeypatch, tmp_path):
     settings = Settings(tmp_path, tmp_path, date(2024, 1, 1), 7)
     monkeypatch.delenv("BACKFILL_AUTOMATION", raising=False)
@@ -92,6 +138,10 @@ def test_sensor_and_schedule_are_registered_stopped_unless_automation_is_on(monk
     schedule = defs.resolve_schedule_def("daily_refresh")
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    # the schedule's second half is always on: it acts only on the schedule's own runs
+    follow_up = defs.resolve_sensor_def("daily_refresh_follow_up")
+    assert follow_up.default_status == dg.DefaultSensorStatus.RUNNING
+    assert follow_up.job_name == "backfill_job"
     assert schedule.cron_schedule == "0 2 * * *" and schedule.execution_timezone == "UTC"
     assert sensor.job_name == schedule.job_name == "backfill_job"
     monkeypatch.setenv("BACKFILL_AUTOMATION", "on")

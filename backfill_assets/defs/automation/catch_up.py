@@ -2,10 +2,10 @@
 
 For operators (the sensor is off, or they will not wait for its next tick) and for tests.
 It reads the sensor's cursor, detects what is new, runs raw first and then staging + fact
-for every pending event day (its own, any the sensor left waiting, and those of daily raw
-runs that ended since), each as ranged runs through Dagster in this process, then advances
-the cursor. Run it while the sensor is
-stopped: both advancing one cursor at the same moment would race.
+for every pending event day (its own and any the sensor left waiting), each as ranged runs
+through Dagster in this process, then advances the cursor. Run it while the sensor is
+stopped: both advancing one cursor at the same moment would race. (The daily schedule's
+event days are not its business: ``daily_refresh_follow_up`` requests them.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from backfill_assets.defs.automation.state import (
     REQUEST_TAG,
     WHY_TAG,
     detect_now,
-    follow_ups,
     load_cursor,
     save_cursor,
     sensor_is_running,
@@ -31,7 +30,7 @@ from backfill_assets.runner import RunOutcome, RunPlan, ensure_dagster_home, exe
 from backfill_assets.settings import Settings
 
 
-def _explain(detection: Detection, requests: list[Request], followed: list[Request]) -> None:
+def _explain(detection: Detection, requests: list[Request]) -> None:
     files = [f for f in detection.findings if not f.path.endswith("/")]
     folders = [f for f in detection.findings if f.path.endswith("/")]
     print(
@@ -43,8 +42,6 @@ def _explain(detection: Detection, requests: list[Request], followed: list[Reque
     for group in detection.cursor.pending:
         if group is not detection.group:
             print(f"  left pending by the sensor: {group.why}")
-    for request in followed:
-        print(f"  event days {request.start}..{request.end}: {request.why}")
     if not requests:
         print("nothing to rebuild")
 
@@ -78,11 +75,10 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
                 "two detections racing on one cursor"
             )
         detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns)
-        followed, cursor = follow_ups(instance, detection.cursor)
-        requests = detection.raw + event_day_requests(detection.cursor.pending) + followed
-        _explain(detection, requests, followed)
+        requests = detection.raw + event_day_requests(detection.cursor.pending)
+        _explain(detection, requests)
         outcomes = run_requests(instance, requests)
-        save_cursor(instance, cursor.with_pending([]).dumps())
+        save_cursor(instance, detection.cursor.with_pending([]).dumps())
     if not outcomes:
         return 0
     return report_outcomes(outcomes)

@@ -7,15 +7,10 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
+from backfill_assets.defs.automation.follow_up import EVENT_DAYS_TAG, FOLLOW_UP_TAG
 from backfill_assets.defs.automation.sensors import BACKFILL_JOB
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import (
-    EVENT_DAYS_TAG,
-    FOLLOW_UP_TAG,
-    LAYER_ASSETS,
-    REQUEST_TAG,
-    WHY_TAG,
-)
+from backfill_assets.defs.automation.state import LAYER_ASSETS, REQUEST_TAG, WHY_TAG
 from backfill_assets.late_data import EVENT_DAYS
 from backfill_assets.runner import RANGE_END, RANGE_START
 from backfill_assets.settings import Settings
@@ -42,10 +37,10 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of every
         event day those arrivals reach. An empty day is still published, with zero rows.
 
-        The same two phases as the late-data sensor, because a tick cannot order two runs
-        (and in one run the staging step would be skipped as soon as a raw step publishes by
-        partition): this schedule requests the raw run, tagged with its event days; the
-        sensor (or ``catch-up``) requests staging and fact once that run has ended."""
+        Two phases, because a tick cannot order two runs (and in one run the staging step
+        would be skipped as soon as a raw step publishes by partition): this schedule requests
+        the raw run, tagged with its event days; daily_refresh_follow_up, a sensor that is on
+        by default, requests staging and fact once that run has ended."""
         spans = daily_ranges(
             context.scheduled_execution_time,
             settings.start_date,

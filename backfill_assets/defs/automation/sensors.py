@@ -12,7 +12,6 @@ from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import (
     LATE_DATA_SENSOR,
     detect_now,
-    follow_ups,
     group_ready,
     run_request,
 )
@@ -37,13 +36,11 @@ def evaluate(
     instance: dg.DagsterInstance,
     cursor_text: str | None,
 ) -> Tick:
-    """Detect new files (phase 1); release the pending groups whose raw runs ended and follow up
-    the daily schedule's ended raw runs (phase 2)."""
+    """Detect new files (phase 1); release the pending groups whose raw runs ended (phase 2)."""
     detection = detect_now(settings, instance, cursor_text, auto.settle_ns)
     now = time.time()
     released, cursor = release(detection.cursor, lambda group: group_ready(instance, group, now))
-    followed, cursor = follow_ups(instance, cursor)
-    return Tick(detection, detection.raw + released + followed, cursor)
+    return Tick(detection, detection.raw + released, cursor)
 
 
 def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.SensorDefinition:
@@ -52,8 +49,7 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
         they change: raw of their arrival (or rate) date at once, then staging and fact of
         exactly the event days inside the lateness window that their records carry (for rate
         files: the days whose rate they set), once those raw runs have ended. Contiguous days
-        run as one ranged run; run keys make a re-evaluated tick request nothing twice. It
-        also runs the event days of the daily schedule's raw runs once they have ended."""
+        run as one ranged run; run keys make a re-evaluated tick request nothing twice."""
         tick = evaluate(settings, auto, context.instance, context.cursor)
         for finding in tick.detection.findings:
             context.log.info(finding.line())

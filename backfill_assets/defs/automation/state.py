@@ -10,8 +10,7 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
@@ -22,12 +21,10 @@ from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
 from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.defs.staging.checks import STG_ORDERS
 from backfill_assets.late_data import (
-    EVENT_DAYS,
     Detection,
     LandingCursor,
     PendingGroup,
     Request,
-    day_ranges,
     detect,
 )
 from backfill_assets.late_data.scan import clock_ns
@@ -38,10 +35,6 @@ LATE_DATA_SENSOR = "late_data_sensor"
 CURSOR_KEY = "backfill_assets/late_data_cursor"
 REQUEST_TAG = "backfill_assets/request"
 WHY_TAG = "backfill_assets/why"
-# The daily schedule's raw run carries the event days to rebuild once it has ended.
-FOLLOW_UP_TAG = "backfill_assets/follow_up"
-EVENT_DAYS_TAG = "backfill_assets/event_days"
-FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 LAYER_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
     "raw_orders": (RAW_ORDERS,),
     "raw_fx_rates": (RAW_FX_RATES,),
@@ -139,41 +132,6 @@ def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -
         elif not any(run.is_finished for run in runs):
             return False
     return True
-
-
-def follow_ups(
-    instance: dg.DagsterInstance, cursor: LandingCursor
-) -> tuple[list[Request], LandingCursor]:
-    """Staging + fact for the event days of each daily raw run that ended since the cursor's
-    mark, and the cursor with the mark moved past them."""
-    since = datetime.fromtimestamp(cursor.followed_until, tz=UTC)
-    records = instance.get_run_records(
-        filters=dg.RunsFilter(
-            tags={FOLLOW_UP_TAG: EVENT_DAYS}, statuses=FINISHED, updated_after=since
-        ),
-        limit=100,
-        ascending=True,
-    )
-    requests, mark = [], cursor.followed_until
-    for record in records:
-        run, updated = record.dagster_run, record.update_timestamp.timestamp()
-        if updated <= cursor.followed_until or EVENT_DAYS_TAG not in run.tags:
-            continue
-        first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
-        requests += [
-            Request(
-                EVENT_DAYS,
-                a,
-                b,
-                f"{EVENT_DAYS}:{a}..{b}:after:{run.run_id[:12]}",
-                f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})",
-            )
-            for a, b in day_ranges(
-                first + timedelta(days=i) for i in range((last - first).days + 1)
-            )
-        ]
-        mark = max(mark, updated)
-    return requests, replace(cursor, followed_until=mark)
 
 
 def tags_for(request: Request) -> dict[str, str]:

@@ -27,9 +27,9 @@ from backfill_assets.defs.staging.checks import (
 from backfill_assets.lake import Lake, LakeTableMissing
 from backfill_assets.landing import list_landing_files
 from backfill_assets.settings import Settings
+from backfill_assets.transforms import schemas
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
 from backfill_assets.transforms.orders import latest_wins, valid_orders, validate_orders
-from backfill_assets.transforms import schemas
 
 
 def staging_spec(settings: Settings) -> dg.AssetSpec:

@@ -1,0 +1,95 @@
+"""The daily schedule's second half: staging and fact of the event days its raw run reaches.
+
+A tick cannot order two runs, and one run cannot build a raw range and a different event-day
+range (see ``schedules.py``). So the schedule requests the raw run, tagged with its event
+days, and this sensor requests staging + fact for those days once that run has ended,
+whether it succeeded or held some days (staging's ``window_complete`` then holds the event
+days whose raw did not land). It is on by default and independent of ``late_data_sensor``:
+with the late-data sensor stopped, the schedule still rebuilds every layer. It only ever
+acts on runs the schedule started, so it does nothing while the schedule is stopped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from datetime import UTC, date, datetime, timedelta
+
+import dagster as dg
+
+from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.state import WHY_TAG, run_request
+from backfill_assets.late_data import EVENT_DAYS, Request, day_ranges
+
+FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
+FOLLOW_UP_TAG = "backfill_assets/follow_up"  # on the schedule's raw run: follow it up
+EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" event days
+FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+# A first tick follows up the schedule's raw runs that ended in the last day, no further back.
+FOLLOW_BACK_SECONDS = 86_400.0
+
+
+def load_mark(cursor: str | None, now: float) -> float:
+    """The update time (epoch s) of the last raw run followed up; a day ago on a first tick."""
+    if not cursor:
+        return now - FOLLOW_BACK_SECONDS
+    return float(json.loads(cursor)["followed_until"])
+
+
+def dump_mark(mark: float) -> str:
+    return json.dumps({"followed_until": round(mark, 6)})
+
+
+def event_days_of(run: dg.DagsterRun) -> list[date]:
+    first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request], float]:
+    """Staging + fact for the event days of each of the schedule's raw runs that ended after
+    ``mark`` (oldest first, one ranged run per run of contiguous days), and the new mark."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(
+            tags={FOLLOW_UP_TAG: EVENT_DAYS},
+            statuses=FINISHED,
+            updated_after=datetime.fromtimestamp(mark, tz=UTC),
+        ),
+        limit=100,
+        ascending=True,
+    )
+    requests, new_mark = [], mark
+    for record in records:
+        run, updated = record.dagster_run, record.update_timestamp.timestamp()
+        if updated <= mark or EVENT_DAYS_TAG not in run.tags:
+            continue
+        why = f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})"
+        requests += [
+            Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:after:{run.run_id[:12]}", why)
+            for a, b in day_ranges(event_days_of(run))
+        ]
+        new_mark = max(new_mark, updated)
+    return requests, new_mark
+
+
+def build_follow_up_sensor(auto: AutomationSettings, job_name: str) -> dg.SensorDefinition:
+    def daily_refresh_follow_up(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        """Once a raw run of the daily_refresh schedule has ended (succeeded or not), requests
+        staging and fact of the event days it reaches, so the schedule rebuilds every layer
+        even while late_data_sensor is stopped. On by default: it acts only on the schedule's
+        runs. Run keys make a re-evaluated tick request nothing twice."""
+        requests, mark = follow_ups(context.instance, load_mark(context.cursor, time.time()))
+        if not requests:
+            return dg.SensorResult(
+                skip_reason="no daily_refresh raw run ended since the last tick",
+                cursor=dump_mark(mark),
+            )
+        return dg.SensorResult(run_requests=[run_request(r) for r in requests], cursor=dump_mark(mark))
+
+    return dg.sensor(
+        name=FOLLOW_UP_SENSOR,
+        job_name=job_name,
+        minimum_interval_seconds=auto.sensor_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=inspect.cleandoc(daily_refresh_follow_up.__doc__),  # what the UI shows
+    )(daily_refresh_follow_up)
