@@ -16,15 +16,37 @@ from pyspark.sql import functions as F
 FileKey = tuple[date, str]
 
 
+def _line_hash():
+    return F.xxhash64(F.col("line_number"), F.col("payload")).cast("decimal(20,0)")
+
+
 def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tuple[int, Decimal]]:
     """(partition, source_file) -> (records, order-independent checksum of line numbers + payloads)."""
-    line_hash = F.xxhash64(F.col("line_number"), F.col("payload")).cast("decimal(20,0)")
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), F.col("source_file"))
-        .agg(F.count(F.lit(1)).alias("records"), F.sum(line_hash).alias("checksum"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum(_line_hash()).alias("checksum"))
         .collect()
     )
     return {(r["partition"], r["source_file"]): (r["records"], r["checksum"]) for r in rows}
+
+
+def fingerprints_and_counts(
+    df: DataFrame, partition_column: str, column: str
+) -> tuple[dict[FileKey, tuple[int, Decimal]], dict[date, dict]]:
+    """``line_fingerprints`` and ``counts_by(column)`` of ``df`` in one pass over it."""
+    rows = (
+        df.groupBy(F.col(partition_column).alias("partition"), "source_file", column)
+        .agg(F.count(F.lit(1)).alias("records"), F.sum(_line_hash()).alias("checksum"))
+        .collect()
+    )
+    fingerprints: dict[FileKey, tuple[int, Decimal]] = {}
+    counts: dict[date, dict] = defaultdict(lambda: defaultdict(int))
+    for r in rows:
+        key = (r["partition"], r["source_file"])
+        records, checksum = fingerprints.get(key, (0, 0))
+        fingerprints[key] = (records + r["records"], checksum + int(r["checksum"]))  # exact ints
+        counts[r["partition"]][r[column]] += r["records"]
+    return fingerprints, {day: dict(by_value) for day, by_value in counts.items()}
 
 
 def counts_by(df: DataFrame, partition_column: str, column: str) -> dict[date, dict[str, int]]:

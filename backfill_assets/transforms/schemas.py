@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import pandera.pyspark as pa
 import pyspark.sql.types as T
+from pandera.config import ValidationDepth, config_context
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 MONEY = T.DecimalType(18, 2)
 RATE = T.DecimalType(18, 8)
@@ -32,6 +35,23 @@ QUARANTINE_ORDERS = _struct(
     ("line_number", T.LongType()),
     ("reason", T.StringType()),
     ("payload", T.StringType()),
+)
+
+# Internal, not a contract table: the valid records of raw/orders, parsed once by the raw step
+# (which must parse every record anyway to split off the quarantine) and read by staging.
+VALID_ORDERS = _struct(
+    ("arrival_date", T.DateType()),
+    ("source_file", T.StringType()),
+    ("line_number", T.LongType()),
+    ("order_id", T.StringType()),
+    ("customer_id", T.StringType()),
+    ("event_time", T.TimestampType()),
+    ("event_date", T.DateType()),
+    ("updated_at", T.TimestampType()),
+    ("status", T.StringType()),
+    ("amount", MONEY),
+    ("currency", T.StringType()),
+    ("country", T.StringType()),
 )
 
 # Not specified by the contract beyond "one row per landed rate line".
@@ -99,10 +119,54 @@ class StagingOrdersModel(pa.DataFrameModel):
 STAGING_SCHEMA = StagingOrdersModel
 
 
-def validate_staging_schema(df) -> list[str]:
-    """Human-readable pandera errors for a staging/orders DataFrame; [] when it is valid."""
-    checked = STAGING_SCHEMA.validate(check_obj=df)
-    errors = checked.pandera.errors or {}
+def staging_schema_errors(df) -> list[str]:
+    """pandera's schema-level findings for a staging/orders DataFrame (columns, types,
+    strictness), from its schema alone: pandera would also scan the data for nulls here, which
+    ``staging_row_rules`` counts per day instead. [] when they hold."""
+    with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
+        checked = STAGING_SCHEMA.validate(check_obj=df.limit(0))
+    return _messages(checked.pandera.errors or {})
+
+
+def staging_row_rules() -> dict[str, Column]:
+    """The data rules of the pandera model, each as a Spark condition true on a row breaking it,
+    so all of them are counted per event day in one aggregation (pandera's own PySpark backend
+    runs a job per rule over the whole range and reports the range, not the day). The model's
+    uniqueness rule is the staging check ``unique_order_ids``."""
+    rules: dict[str, Column] = {}
+    for name, column in STAGING_SCHEMA.to_schema().columns.items():
+        value = F.col(name)
+        if not column.nullable:
+            rules[f"{name}: not null"] = value.isNull()
+        for check in column.checks:
+            rules[f"{name}: {check.name} {_stats_text(check.statistics)}"] = F.coalesce(
+                _breaks(value, check.name, check.statistics), F.lit(False)
+            )
+    return rules
+
+
+def _breaks(value: Column, check: str, stats: dict) -> Column:
+    if check == "str_length":
+        length = F.length(value)
+        low = length < F.lit(stats["min_value"]) if stats.get("min_value") is not None else F.lit(False)
+        high = length > F.lit(stats["max_value"]) if stats.get("max_value") is not None else F.lit(False)
+        return low | high
+    if check == "isin":
+        return ~value.isin(*stats["allowed_values"])
+    if check == "greater_than_or_equal_to":
+        return value < F.lit(stats["min_value"])
+    if check == "greater_than":
+        return value <= F.lit(stats["min_value"])
+    if check == "str_matches":
+        return ~value.rlike(str(stats["pattern"]))
+    raise ValueError(f"no Spark form for the pandera check {check!r}: add one here")
+
+
+def _stats_text(stats: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in stats.items() if v is not None)
+
+
+def _messages(errors: dict) -> list[str]:
     messages: list[str] = []
     for depth, by_type in errors.items():
         for error_type, entries in by_type.items():

@@ -217,3 +217,27 @@ def test_a_landed_file_missing_from_raw_holds_the_event_day(env, first_backfill)
     assert outcome.failed_checks[STG_ORDERS] == {day: ["window_complete"]}
     assert outcome.published == {}
     assert [r for r in env.rows("staging/orders") if r["event_date"] == day] == staging_before
+
+
+def test_an_arrival_whose_valid_records_did_not_commit_holds_its_event_days(env, spark, first_backfill):
+    """A raw rebuild that stopped after raw and quarantine committed, before the parsed valid
+    records did: staging must not read the gap as "no orders"."""
+    from backfill_assets.defs.raw.checks import VALID_TABLE
+    from backfill_assets.lake import CommitInfo, Lake
+    from backfill_assets.transforms.schemas import VALID_ORDERS
+
+    day, arrival = date(2024, 1, 11), date(2024, 1, 12)
+    staging_before = [r for r in env.rows("staging/orders") if r["event_date"] == day]
+    assert staging_before
+    lake = Lake(env.settings.lake_dir, spark)
+    lake.replace_partitions(VALID_TABLE, spark.createDataFrame([], VALID_ORDERS), "arrival_date",
+                            [arrival], CommitInfo(run_id="test", code_version="test"))
+    outcome = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance)
+    assert not outcome.success
+    assert outcome.failed_checks[STG_ORDERS] == {day: ["window_complete"]}
+    assert [r for r in env.rows("staging/orders") if r["event_date"] == day] == staging_before
+
+    assert execute(RunPlan((RAW_ORDERS,), arrival, arrival), env.instance).success  # the repair
+    assert execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance).success
+    assert Counter(r["order_id"] for r in env.rows("staging/orders") if r["event_date"] == day) == \
+        Counter(r["order_id"] for r in staging_before)

@@ -1,16 +1,20 @@
-"""Contract schemas' column names and types, and the pandera check of staging/orders."""
+"""Contract schemas' column names and types, and the pandera schema of staging/orders: its
+schema-level check, and its data rules counted per event day by the staging stats."""
 
 from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
 
+from pyspark.sql import functions as F
+
+from backfill_assets.defs.staging.checks import staging_stats
 from backfill_assets.transforms.schemas import (
     DAILY_REVENUE,
     QUARANTINE_ORDERS,
     RAW_ORDERS,
     STAGING_ORDERS,
-    validate_staging_schema,
+    staging_schema_errors,
 )
 
 
@@ -37,31 +41,50 @@ def test_schemas_spell_the_contract():
     ]  # fmt: skip
 
 
-def _row(order_id="o-1", status="paid", amount="12.50", currency="EUR", country="DE", rate="1.1"):
-    at = datetime(2024, 1, 1, 10, 0)
+def _row(order_id="o-1", status="paid", amount="12.50", currency="EUR", country="DE", rate="1.1",
+         day=1, customer="c-1"):
+    at = datetime(2024, 1, day, 10, 0)
     rate_value = None if rate is None else Decimal(rate)
-    return (order_id, "c-1", at, date(2024, 1, 1), at, status, Decimal(amount), currency, country,
-            rate_value, Decimal("13.75"))  # fmt: skip
+    return (order_id, customer, at, date(2024, 1, day), at, status, Decimal(amount), currency,
+            country, rate_value, Decimal("13.75"))  # fmt: skip
+
+
+def broken_columns(stats: dict, day: int) -> set[str]:
+    return {rule.split(":")[0] for rule in stats[date(2024, 1, day)]["rule_violations"]}
 
 
 def test_valid_staging_has_no_errors(spark):
-    assert validate_staging_schema(spark.createDataFrame([_row()], STAGING_ORDERS)) == []
+    df = spark.createDataFrame([_row(), _row("o-2", day=2), _row("o-3", rate=None)], STAGING_ORDERS)
+    assert staging_schema_errors(df) == []  # a missing rate is fx_rate_present's to report
+    stats = staging_stats(df)
+    assert broken_columns(stats, 1) == broken_columns(stats, 2) == set()
 
 
-def test_staging_errors_name_the_broken_columns(spark):
-    broken = spark.createDataFrame(
+def test_rule_breaks_are_counted_on_their_own_day_and_name_their_columns(spark):
+    df = spark.createDataFrame(
         [
             _row("o-1", currency="EURO"),
             _row("o-2", country="DE\n"),
             _row("o-3", status="shipped"),
-            _row("o-4", rate=None),
-            _row("o-5"),
-            _row("o-5"),
+            _row("o-4", rate="0"),
+            _row("o-5", customer=""),
+            _row("o-6", rate=None),  # no rate: fx_rate_present's, not the schema's
+            _row("o-7", day=2),
+            _row("x" * 65, day=3),
         ],
         STAGING_ORDERS,
     )
-    text = "\n".join(validate_staging_schema(broken))
-    for column in ("currency", "country", "status", "usd_per_unit"):
-        assert column in text
-    assert "Duplicated rows [1]" in text and "'order_id'" in text
-    assert "amount_usd" not in text and "customer_id" not in text
+    stats = staging_stats(df)
+    assert broken_columns(stats, 1) == {"currency", "country", "status", "usd_per_unit", "customer_id"}
+    assert sum(stats[date(2024, 1, 1)]["rule_violations"].values()) == 5
+    assert broken_columns(stats, 2) == set()  # a good day beside a bad one stays good
+    assert broken_columns(stats, 3) == {"order_id"}
+    assert stats[date(2024, 1, 1)]["without_rate"] == 1
+
+
+def test_schema_level_errors_name_missing_and_mistyped_columns(spark):
+    df = spark.createDataFrame([_row()], STAGING_ORDERS)
+    wrong = df.drop("country").withColumn("status", F.col("status").cast("binary"))
+    errors = staging_schema_errors(wrong)
+    assert {e.split(": ")[1] for e in errors} == {"country", "status"}
+    assert all(e.startswith("SCHEMA/") for e in errors)

@@ -28,19 +28,34 @@ from backfill_assets.defs.raw.checks import (
     RAW_MATCHES_LANDING,
     RAW_ORDERS,
     RAW_ORDERS_CHECKS,
+    VALID_TABLE,
     landing_outcomes,
     quarantine_outcomes,
 )
-from backfill_assets.defs.reconcile import counts_by, line_fingerprints, rows_per_partition
+from backfill_assets.defs.reconcile import (
+    counts_by,
+    fingerprints_and_counts,
+    line_fingerprints,
+    rows_per_partition,
+)
 from backfill_assets.landing import list_landing_files, read_order_lines, read_rate_lines
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
-from backfill_assets.transforms.orders import quarantine_rows, validate_orders
+from backfill_assets.transforms.orders import quarantine_rows, valid_orders, validate_orders
 from backfill_assets.transforms.schemas import QUARANTINE_ORDERS as QUARANTINE_SCHEMA
 from backfill_assets.transforms.schemas import RAW_FX_RATES as RAW_FX_RATES_SCHEMA
 from backfill_assets.transforms.schemas import RAW_ORDERS as RAW_ORDERS_SCHEMA
+from backfill_assets.transforms.schemas import VALID_ORDERS as VALID_ORDERS_SCHEMA
 
 KINDS = {"spark", "delta"}
+
+
+# The tables the raw orders step writes, each with its schema (for withdrawing held days).
+ORDER_TABLES = {
+    "raw/orders": RAW_ORDERS_SCHEMA,
+    "quarantine/orders": QUARANTINE_SCHEMA,
+    VALID_TABLE: VALID_ORDERS_SCHEMA,
+}
 
 
 def _days_to_build(context: dg.AssetExecutionContext, key: dg.AssetKey) -> list[date]:
@@ -67,8 +82,9 @@ def withdraw(spark, lake, table: str, column: str, days: list[date], before: int
 
 
 def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
-    """Copy the landed records of each arrival date verbatim, split off the rejected ones,
-    then prove both tables against the landing files before reporting a day published."""
+    """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
+    keep the valid ones parsed, for staging), then prove the tables against the landing files
+    before reporting a day published. Every record is parsed once, here."""
     days = _days_to_build(context, RAW_ORDERS)
     if not days:
         yield from close_check_outputs(context)
@@ -79,33 +95,37 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
     lines = read_order_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
     validated = validate_orders(lines, pipeline.max_lateness_days).persist(StorageLevel.MEMORY_AND_DISK)
     commit = commit_info(context, "raw_orders", days, {})
-    raw_before, q_before = lake.version("raw/orders"), lake.version("quarantine/orders")
+    before = {table: lake.version(table) for table in ORDER_TABLES}
     raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
     q_write = lake.replace_partitions(
         "quarantine/orders", quarantine_rows(validated), "arrival_date", days, commit
     )
+    v_write = lake.replace_partitions(
+        VALID_TABLE, valid_orders(validated), "arrival_date", days, commit
+    )
     raw_back, _ = lake.read_partitions("raw/orders", "arrival_date", days, raw_write.version)
     q_back, _ = lake.read_partitions("quarantine/orders", "arrival_date", days, q_write.version)
 
+    expected, expected_reasons = fingerprints_and_counts(validated, "arrival_date", "reason")
     actual = line_fingerprints(raw_back, "arrival_date")
     actual_reasons = counts_by(q_back, "arrival_date", "reason")
     outcomes = landing_outcomes(
-        RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, line_fingerprints(lines, "arrival_date"), actual
+        RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual
     ) + quarantine_outcomes(
-        days, rows_per_partition(actual), counts_by(validated, "arrival_date", "reason"), actual_reasons
+        days, rows_per_partition(actual), expected_reasons, actual_reasons, v_write.rows_by_partition
     )
     lines.unpersist()
     validated.unpersist()
     held = held_days(outcomes)
-    withdraw(spark, lake, "raw/orders", "arrival_date", sorted(held), raw_before, RAW_ORDERS_SCHEMA, commit)
-    withdraw(spark, lake, "quarantine/orders", "arrival_date", sorted(held), q_before,
-             QUARANTINE_SCHEMA, commit)
+    for table, schema in ORDER_TABLES.items():
+        withdraw(spark, lake, table, "arrival_date", sorted(held), before[table], schema, commit)
     yield from report(context, outcomes)
     for day in (d for d in days if d not in held):
         reasons = actual_reasons.get(day, {})
         yield materialization(RAW_ORDERS, day, {
             **write_metadata(raw_write, day, {}, RAW_ORDERS_SCHEMA),
             "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
+            "valid_records": dg.MetadataValue.int(v_write.rows_by_partition.get(day, 0)),
             "quarantined": dg.MetadataValue.int(sum(reasons.values())),
             "quarantined_too_late": dg.MetadataValue.int(reasons.get("too_late", 0)),
             "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
@@ -160,8 +180,9 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 kinds=KINDS,
                 description="Every order record that landed on arrival date A, verbatim "
                 "(Delta table raw/orders), and the rejected ones with their reason "
-                "(quarantine/orders). Partitioned by arrival date.",
-                metadata={"tables": "raw/orders, quarantine/orders"},
+                "(quarantine/orders), and the valid ones parsed for staging "
+                "(raw/orders_valid, internal). Partitioned by arrival date.",
+                metadata={"tables": "raw/orders, quarantine/orders, raw/orders_valid"},
             )
         ],
         check_specs=partitioned(RAW_ORDERS_CHECKS, partitions),

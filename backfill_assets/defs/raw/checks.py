@@ -11,6 +11,8 @@ from backfill_assets.defs.reconcile import compare_files
 
 RAW_ORDERS = dg.AssetKey("raw_orders")
 RAW_FX_RATES = dg.AssetKey("raw_fx_rates")
+# Internal table: the raw step's parsed valid records, which staging reads (see schemas.VALID_ORDERS).
+VALID_TABLE = "raw/orders_valid"
 
 RAW_MATCHES_LANDING = "raw_matches_landing"
 QUARANTINE_RECONCILES = "quarantine_reconciles"
@@ -63,15 +65,19 @@ def quarantine_outcomes(
     raw_rows: dict[date, int],
     expected_reasons: dict[date, dict[str | None, int]],
     actual_reasons: dict[date, dict[str, int]],
+    valid_written: dict[date, int],
 ) -> list[CheckOutcome]:
-    """``expected_reasons`` counts validation results (None = valid) of the records written to raw."""
+    """``expected_reasons`` counts validation results (None = valid) of the records written to
+    raw; ``actual_reasons`` what quarantine holds, ``valid_written`` the rows the lake committed
+    to the parsed valid records that staging reads."""
     outcomes = []
     for day in days:
         expected = {r: n for r, n in expected_reasons.get(day, {}).items() if r is not None}
         valid = expected_reasons.get(day, {}).get(None, 0)
         actual = actual_reasons.get(day, {})
         quarantined = sum(actual.values())
-        passed = expected == actual and valid + quarantined == raw_rows.get(day, 0)
+        written = valid_written.get(day, 0)
+        passed = expected == actual and written == valid and valid + quarantined == raw_rows.get(day, 0)
         outcomes.append(
             CheckOutcome(
                 RAW_ORDERS,
@@ -81,6 +87,7 @@ def quarantine_outcomes(
                 {
                     "raw_records": raw_rows.get(day, 0),
                     "valid_records": valid,
+                    "valid_records_written": written,
                     "quarantined_records": quarantined,
                     "expected_reasons": dg.MetadataValue.json(dict(sorted(expected.items()))),
                     "actual_reasons": dg.MetadataValue.json(dict(sorted(actual.items()))),

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.transforms.schemas import staging_row_rules
 
 STG_ORDERS = dg.AssetKey("stg_orders")
 
@@ -32,13 +33,17 @@ STAGING_CHECKS = [
                       description="staging[D] was built from every landed file of the arrival "
                       "dates D .. D + max lateness (the raw layer is up to date)."),
     dg.AssetCheckSpec(MATCHES_SCHEMA, asset=STG_ORDERS, blocking=True,
-                      description="staging rows satisfy the contract's pandera schema."),
+                      description="staging[D] satisfies the contract's pandera schema: its "
+                      "columns and types, and every priced row each of the model's data rules."),
 ]
 
 
 def staging_stats(staging: DataFrame) -> dict[date, dict]:
-    """Per event day: rows, distinct order ids, and the orders lacking a rate (first few shown)."""
+    """Per event day, in one aggregation: rows, distinct order ids, the orders lacking a rate
+    (first few shown), and how many priced rows break each data rule of the contract's schema
+    (an order without a rate is fx_rate_present's to report, not the schema's)."""
     no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
+    rules = staging_row_rules()
     rows = (
         staging.groupBy("event_date")
         .agg(
@@ -48,10 +53,21 @@ def staging_stats(staging: DataFrame) -> dict[date, dict]:
             F.slice(
                 F.collect_set(F.when(no_rate, F.concat_ws(":", "order_id", "currency"))), 1, 5
             ).alias("first_without_rate"),
+            *[
+                F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
+                for i, broken in enumerate(rules.values())
+            ],
         )
         .collect()
     )
-    return {r["event_date"]: r.asDict() for r in rows}
+    stats = {}
+    for r in rows:
+        broken = {name: r[f"_rule_{i}"] for i, name in enumerate(rules) if r[f"_rule_{i}"]}
+        stats[r["event_date"]] = {**{k: r[k] for k in EMPTY_DAY}, "rule_violations": broken}
+    return stats
+
+
+EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
 
 
 def valid_order_ids(valid: DataFrame) -> dict[date, int]:
@@ -75,7 +91,8 @@ def staging_outcomes(
 ) -> list[CheckOutcome]:
     outcomes = []
     for day in days:
-        s = stats.get(day, {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []})
+        s = stats.get(day, {**EMPTY_DAY, "rule_violations": {}})
+        violations = s["rule_violations"]
         missing = missing_files.get(day, [])
         outcomes += [
             CheckOutcome(STG_ORDERS, UNIQUE_ORDER_IDS, day, s["rows"] == s["distinct_ids"],
@@ -89,7 +106,8 @@ def staging_outcomes(
             CheckOutcome(STG_ORDERS, WINDOW_COMPLETE, day, not missing,
                          {"landed_files_missing_from_raw": dg.MetadataValue.json(missing[:10]),
                           "missing_count": len(missing)}),
-            CheckOutcome(STG_ORDERS, MATCHES_SCHEMA, day, not schema_errors,
-                         {"schema_errors": dg.MetadataValue.json(schema_errors[:10])}),
+            CheckOutcome(STG_ORDERS, MATCHES_SCHEMA, day, not schema_errors and not violations,
+                         {"schema_errors": dg.MetadataValue.json(schema_errors[:10]),
+                          "rows_breaking_rules": dg.MetadataValue.json(violations)}),
         ]
     return outcomes
