@@ -68,11 +68,12 @@ def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwri
                                   time.monotonic() - run_began)
             outcomes.append(outcome)
             done += len(plan.days) * len(plan.assets)
+            rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
             elapsed = time.monotonic() - began
             remaining = elapsed / done * (total - done) if done else 0
             print(f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
-                  f"{'succeeded' if outcome.success else 'FAILED'}; elapsed {elapsed:.0f}s, "
-                  f"~{remaining:.0f}s remaining", flush=True)
+                  f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
+                  f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining", flush=True)
     return report_outcomes(outcomes)
 
 

@@ -16,7 +16,8 @@ from pyspark.sql import functions as F
 FileKey = tuple[date, str]
 
 
-def _line_hash():
+def line_hash():
+    """A record's hash: its line number and payload (summed per file, order-independent)."""
     return F.xxhash64(F.col("line_number"), F.col("payload")).cast("decimal(20,0)")
 
 
@@ -24,7 +25,7 @@ def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tup
     """(partition, source_file) -> (records, order-independent checksum of line numbers + payloads)."""
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), F.col("source_file"))
-        .agg(F.count(F.lit(1)).alias("records"), F.sum(_line_hash()).alias("checksum"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum(line_hash()).alias("checksum"))
         .collect()
     )
     return {(r["partition"], r["source_file"]): (r["records"], r["checksum"]) for r in rows}
@@ -33,10 +34,11 @@ def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tup
 def fingerprints_and_counts(
     df: DataFrame, partition_column: str, column: str
 ) -> tuple[dict[FileKey, tuple[int, Decimal]], dict[date, dict]]:
-    """``line_fingerprints`` and ``counts_by(column)`` of ``df`` in one pass over it."""
+    """``line_fingerprints`` and ``counts_by(column)`` of ``df`` in one pass over it; ``df``
+    carries each record's ``line_hash()`` in a column of that name, not the payload."""
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), "source_file", column)
-        .agg(F.count(F.lit(1)).alias("records"), F.sum(_line_hash()).alias("checksum"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum"))
         .collect()
     )
     fingerprints: dict[FileKey, tuple[int, Decimal]] = {}

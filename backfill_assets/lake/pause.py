@@ -1,4 +1,5 @@
-"""Test-only pause points, so crash and concurrency tests can stop a writer at a known moment.
+"""Test-only pause points, so crash and concurrency tests can stop a writer at a known moment,
+and retry tests can make it fail there as a transient I/O error would.
 
 Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set. At a point named in
 ``BACKFILL_LAKE_PAUSE_AT`` (comma-separated: ``before_files``, ``mid_files``,
@@ -8,6 +9,10 @@ Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set. At a point named in
 SIGKILLs it. ``before_commit`` pauses only a write's first commit attempt, so
 a writer that lost a race retries without waiting again. Works in executors too, since Python workers inherit the driver's
 environment.
+
+``BACKFILL_LAKE_FAIL_AT`` names points that raise ``OSError`` instead, the first
+``BACKFILL_LAKE_FAIL_TIMES`` (default 1) times any process reaches them, counted with
+``<dir>/<point>.failed.<n>`` files so that a retry in another process sees the count.
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ _visits: dict[str, int] = {}
 
 
 def pause_point(name: str) -> None:
-    """Block at ``name`` if a test asked for it; otherwise return at once."""
+    """Block at ``name`` (or fail there) if a test asked for it; otherwise return at once."""
     folder = os.environ.get("BACKFILL_LAKE_PAUSE_DIR")
-    if not folder or name not in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(","):
+    if not folder:
+        return
+    if name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(","):
+        _fail(folder, name, int(os.environ.get("BACKFILL_LAKE_FAIL_TIMES", "1")))
+    if name not in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(","):
         return
     visit = _visits.get(name, 0) + 1
     _visits[name] = visit
@@ -34,3 +43,13 @@ def pause_point(name: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"pause point {name} was never resumed")
         time.sleep(0.02)
+
+
+def _fail(folder: str, name: str, times: int) -> None:
+    for n in range(1, times + 1):
+        try:
+            with open(os.path.join(folder, f"{name}.failed.{n}"), "x") as marker:
+                marker.write(str(os.getpid()))
+        except FileExistsError:
+            continue
+        raise OSError(f"injected transient I/O failure at {name} ({n} of {times})")

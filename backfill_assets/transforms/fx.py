@@ -77,10 +77,12 @@ def convert_to_usd(orders: DataFrame, rates: DataFrame) -> DataFrame:
     half-up to cents in decimal arithmetic; a product too large for
     DECIMAL(18,2) becomes NULL instead of failing the job.
     """
+    # The rates are one row per (day, currency): broadcast them, so the orders are not
+    # shuffled and keep the partitioning of their dedupe (event_date, order_id).
     priced = orders.join(
-        rates.select(
+        F.broadcast(rates.select(
             F.col("rate_on").alias("event_date"), F.col("currency"), F.col("usd_per_unit")
-        ),
+        )),
         on=["event_date", "currency"],
         how="left",
     )

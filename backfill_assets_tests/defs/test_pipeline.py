@@ -63,6 +63,20 @@ def test_backfill_exits_1_naming_the_held_day(first_backfill):
         assert f"stg_orders {day}" not in output.split("held or not published")[-1]
 
 
+def test_progress_counts_partitions_and_rows_through_the_range(reference, first_backfill):
+    import re
+
+    _, output = first_backfill
+    progress = re.findall(r"^\[(\d+)/(\d+)\] (\S+): run \w+ \w+; ([\d,]+) rows published; "
+                          r"elapsed \d+s, ~\d+s remaining$", output, flags=re.M)
+    assert [p[2] for p in progress] == ["raw_orders", "raw_fx_rates", "stg_orders+fct_daily_revenue"]
+    done = [int(p[0]) for p in progress]
+    assert done == sorted(done) and done[-1] == int(progress[-1][1])
+    staging, _ = reference.staging(GOOD)
+    expected = len(staging) + len(reference.fact(GOOD))  # the rows of the days published
+    assert int(progress[-1][3].replace(",", "")) == expected
+
+
 def test_failed_reconciliation_is_not_retried(env, first_backfill):
     from dagster._core.events import DagsterEventType
 
@@ -86,6 +100,19 @@ def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
         (q.arrival_date, q.line_number, q.source_file, q.reason) for q in expected.quarantine
     )
     assert {q.reason for q in expected.quarantine} >= {"malformed_json", "invalid_value", "too_late"}
+
+
+def test_valid_records_kept_for_staging_equal_the_contracts_verdicts(env, reference, first_backfill):
+    """raw/orders_valid (internal): exactly the valid records of raw, with the typed fields."""
+    arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
+    names = ("order_id", "customer_id", "event_time", "event_date", "updated_at", "status", "amount",
+             "currency", "country")
+    kept = Counter((r["arrival_date"], r["source_file"], r["line_number"], *(r[n] for n in names))
+                   for r in env.rows("raw/orders_valid") if r["arrival_date"] in arrivals)
+    expected = Counter((rec.raw.arrival_date, rec.raw.source_file, rec.raw.line_number,
+                        *(rec.fields[n] for n in names))
+                       for a in arrivals for rec in reference.records(a) if rec.reason is None)
+    assert kept == expected and expected
 
 
 def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, first_backfill):
@@ -147,7 +174,8 @@ def test_one_partition_rebuilt_twice_leaves_the_same_rows(env, first_backfill):
 
 
 def test_backfilling_the_range_again_leaves_identical_tables(env, first_backfill):
-    tables = ["raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "fact/daily_revenue"]
+    tables = ["raw/orders", "quarantine/orders", "raw/orders_valid", "raw/fx_rates", "staging/orders",
+              "fact/daily_revenue"]
     before = {t: env.multiset(t) for t in tables}
     assert run_backfill(env.settings, START, END) == 1
     assert {t: env.multiset(t) for t in tables} == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -71,13 +72,20 @@ def scenario(tmp_path_factory) -> Scenario:
     return Scenario(landing, root / "lake", home, reference)
 
 
-def build_raw(scenario: Scenario, instance: dg.DagsterInstance) -> None:
-    """raw_orders and raw_fx_rates for what staging of the range reads, as real runs in the instance."""
-    arrivals, rates = raw_ranges(scenario.reference.arrival_dates)
+@contextlib.contextmanager
+def scenario_env(scenario: Scenario):
+    """This process's environment pointed at the scenario, for runs executed in the test process."""
     with pytest.MonkeyPatch.context() as mp:
         for key, value in scenario.env().items():
             if key.startswith(("BACKFILL_", "DAGSTER_HOME")):
                 mp.setenv(key, value)
+        yield
+
+
+def build_raw(scenario: Scenario, instance: dg.DagsterInstance) -> None:
+    """raw_orders and raw_fx_rates for what staging of the range reads, as real runs in the instance."""
+    arrivals, rates = raw_ranges(scenario.reference.arrival_dates)
+    with scenario_env(scenario):
         for plan in (RunPlan((RAW_ORDERS,), *arrivals), RunPlan((RAW_FX_RATES,), *rates)):
             outcome = execute(plan, instance)
             assert outcome.success, f"raw {plan}: {outcome.error}"

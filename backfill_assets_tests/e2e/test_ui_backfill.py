@@ -1,4 +1,5 @@
-"""In a real browser: select staging and fact, backfill five days from the UI, see the bad day held."""
+"""In a real browser: select staging and fact, backfill five days from the UI, see the bad day held,
+then repair its rate and re-execute the failed run from failure: only that day is rebuilt."""
 
 from __future__ import annotations
 
@@ -6,12 +7,16 @@ import re
 from collections import Counter
 from decimal import Decimal
 
+import dagster as dg
 import pytest
 from deltalake import DeltaTable
 from playwright.sync_api import expect
 
+from backfill_assets.defs.raw.checks import RAW_FX_RATES
+from backfill_assets.runner import RunPlan, execute
 from backfill_assets_tests.e2e import queries
-from backfill_assets_tests.e2e.landing_data import DAYS, GOOD, HELD, RANGE_TEXT
+from backfill_assets_tests.e2e.landing_data import DAYS, GOOD, HELD, LATENESS, RANGE_TEXT
+from backfill_assets_tests.reference import Reference
 
 pytestmark = pytest.mark.e2e
 
@@ -170,7 +175,10 @@ def test_check_history_shows_one_failed_evaluation(ui, launched):
 
 def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     # After the backfill: a running sensor must not start runs while it is being asserted.
-    assert queries.automation_states(dagster_ui) == {"daily_refresh": "STOPPED", "late_data_sensor": "STOPPED"}
+    assert queries.automation_states(dagster_ui) == {
+        "daily_refresh": "STOPPED", "late_data_sensor": "STOPPED",
+        "daily_refresh_follow_up": "RUNNING",  # on by default; it acts on the schedule's runs only
+    }
     page = ui.page
     with ui.step("automation page"):
         ui.goto("/automation")
@@ -241,3 +249,65 @@ def test_lake_has_staging_and_fact_only_for_the_good_days(scenario, launched):
                      for f in scenario.reference.fact(GOOD)}
     assert fact == expected_fact
     assert {d for d, _ in fact} == set(GOOD)
+
+
+# --- after the data is repaired: re-execute from failure in the UI ----------------------------
+
+
+def _lake_rows(scenario, table: str) -> list[dict]:
+    return DeltaTable(str(scenario.lake / table)).to_pyarrow_table().to_pylist()
+
+
+def _wait_for_run(instance: dg.DagsterInstance, run_id: str, timeout: float) -> dg.DagsterRun:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (run := instance.get_run_by_id(run_id)).is_finished:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} still {run.status} after {timeout:.0f}s")
+        time.sleep(1)
+    return run
+
+
+def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(ui, dagster_ui, scenario, launched):
+    from backfill_assets_tests.e2e.conftest import scenario_env
+
+    before = {d: [r for r in _lake_rows(scenario, "fact/daily_revenue") if r["event_date"] == d] for d in GOOD}
+    folder = scenario.landing / "fx_rates" / f"rate_date={HELD.isoformat()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
+    instance = dg.DagsterInstance.from_config(str(scenario.home))
+    try:
+        with scenario_env(scenario):  # the repaired rate reaches raw, as an operator would build it
+            assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), instance).success
+        [failed] = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": launched["id"]}))
+        assert failed.status == dg.DagsterRunStatus.FAILURE
+
+        page = ui.page
+        with ui.step(f"re-execute run {failed.run_id[:8]} from failure"):
+            ui.goto(f"/runs/{failed.run_id}")
+            page.locator('button[class*="dropdownArrow"]').click()
+            page.get_by_role("menuitem", name="From failure", exact=True).click()
+            page.wait_for_url(lambda url: "/runs/" in url and failed.run_id not in url)
+            new_id = page.url.rstrip("/").split("/runs/")[1].split("?")[0]
+        with ui.step(f"wait for re-execution {new_id[:8]}"):
+            run = _wait_for_run(instance, new_id, BACKFILL_TIMEOUT_S)
+            page.reload()
+            ui.screenshot("08-reexecuted-from-failure")
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        assert run.parent_run_id == failed.run_id
+        rebuilt = Counter(
+            (e.dagster_event.asset_key.to_user_string(), e.dagster_event.partition)
+            for e in instance.all_logs(new_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+        )
+        assert rebuilt == {(STG, HELD.isoformat()): 1, (FCT, HELD.isoformat()): 1}
+    finally:
+        instance.dispose()
+
+    assert queries.partition_days(dagster_ui, STG)["MATERIALIZED"] == set(DAYS)
+    repaired = Reference(scenario.landing, LATENESS)
+    assert repaired.staging([HELD])[1] == set()  # the oracle now prices every order of the day
+    fact = _lake_rows(scenario, "fact/daily_revenue")
+    assert {(r["country"], r["orders"], r["revenue_usd"]) for r in fact if r["event_date"] == HELD} == {
+        (f.country, f.orders, f.revenue_usd) for f in repaired.fact([HELD])}
+    assert {d: [r for r in fact if r["event_date"] == d] for d in GOOD} == before  # untouched

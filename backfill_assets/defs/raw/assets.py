@@ -7,6 +7,7 @@ from datetime import date
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark import StorageLevel
+from pyspark.sql import functions as F
 
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
@@ -36,6 +37,7 @@ from backfill_assets.defs.reconcile import (
     counts_by,
     fingerprints_and_counts,
     line_fingerprints,
+    line_hash,
     rows_per_partition,
 )
 from backfill_assets.landing import list_landing_files, read_order_lines, read_rate_lines
@@ -92,21 +94,29 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
     lake = pipeline.lake(spark)
     files = list_landing_files(pipeline.landing, "orders", days)
     listed = _listed(files)
-    lines = read_order_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-    validated = validate_orders(lines, pipeline.max_lateness_days).persist(StorageLevel.MEMORY_AND_DISK)
+    lines = read_order_lines(spark, pipeline.landing, files)
     commit = commit_info(context, "raw_orders", days, {})
     before = {table: lake.version(table) for table in ORDER_TABLES}
     raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
+    # Read the landing files once more and parse each record once; cache only what the rest
+    # needs (verdict, typed fields, line hash, payload of rejects), not every payload: the
+    # cache stays small enough for memory however long the range.
+    verdicts = (
+        validate_orders(lines, pipeline.max_lateness_days)
+        .withColumn("line_hash", line_hash())
+        .withColumn("payload", F.when(F.col("reason").isNotNull(), F.col("payload")))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     q_write = lake.replace_partitions(
-        "quarantine/orders", quarantine_rows(validated), "arrival_date", days, commit
+        "quarantine/orders", quarantine_rows(verdicts), "arrival_date", days, commit
     )
     v_write = lake.replace_partitions(
-        VALID_TABLE, valid_orders(validated), "arrival_date", days, commit
+        VALID_TABLE, valid_orders(verdicts), "arrival_date", days, commit
     )
     raw_back, _ = lake.read_partitions("raw/orders", "arrival_date", days, raw_write.version)
     q_back, _ = lake.read_partitions("quarantine/orders", "arrival_date", days, q_write.version)
 
-    expected, expected_reasons = fingerprints_and_counts(validated, "arrival_date", "reason")
+    expected, expected_reasons = fingerprints_and_counts(verdicts, "arrival_date", "reason")
     actual = line_fingerprints(raw_back, "arrival_date")
     actual_reasons = counts_by(q_back, "arrival_date", "reason")
     outcomes = landing_outcomes(
@@ -114,8 +124,7 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
     ) + quarantine_outcomes(
         days, rows_per_partition(actual), expected_reasons, actual_reasons, v_write.rows_by_partition
     )
-    lines.unpersist()
-    validated.unpersist()
+    verdicts.unpersist()
     held = held_days(outcomes)
     for table, schema in ORDER_TABLES.items():
         withdraw(spark, lake, table, "arrival_date", sorted(held), before[table], schema, commit)

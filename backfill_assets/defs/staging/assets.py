@@ -90,8 +90,9 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
     parsed, parsed_version = _read_or_empty(spark, lake, VALID_TABLE, "arrival_date", arrivals, schemas.VALID_ORDERS)
     rates, rates_version = _read_or_empty(spark, lake, "raw/fx_rates", "rate_date", rate_days, schemas.RAW_FX_RATES)
 
-    # The raw step parsed and validated every record; staging reads its valid records.
-    valid = parsed.filter(F.col("event_date").isin(days)).persist(StorageLevel.MEMORY_AND_DISK)
+    # The raw step parsed and validated every record; staging reads its valid records (not
+    # cached: the one other reader, valid_order_ids, reads two columns of them again).
+    valid = parsed.filter(F.col("event_date").isin(days))
     staging = convert_to_usd(latest_wins(valid), rates_on(rates, days))
     staging = staging.persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -108,6 +109,5 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
     outcomes = staging_outcomes(
         days, stats, valid_order_ids(valid), incomplete, schemas.staging_schema_errors(staging)
     )
-    valid.unpersist()
     inputs = {"raw/orders": raw_version, VALID_TABLE: parsed_version, "raw/fx_rates": rates_version}
     return StagingBuild(staging, outcomes, inputs, {d: s["rows"] for d, s in stats.items()})
