@@ -37,23 +37,6 @@ QUARANTINE_ORDERS = _struct(
     ("payload", T.StringType()),
 )
 
-# Internal, not a contract table: the valid records of raw/orders, parsed once by the raw step
-# (which must parse every record anyway to split off the quarantine) and read by staging.
-VALID_ORDERS = _struct(
-    ("arrival_date", T.DateType()),
-    ("source_file", T.StringType()),
-    ("line_number", T.LongType()),
-    ("order_id", T.StringType()),
-    ("customer_id", T.StringType()),
-    ("event_time", T.TimestampType()),
-    ("event_date", T.DateType()),
-    ("updated_at", T.TimestampType()),
-    ("status", T.StringType()),
-    ("amount", MONEY),
-    ("currency", T.StringType()),
-    ("country", T.StringType()),
-)
-
 # Not specified by the contract beyond "one row per landed rate line".
 RAW_FX_RATES = _struct(
     ("rate_date", T.DateType()),
@@ -76,6 +59,14 @@ STAGING_ORDERS = _struct(
     ("country", T.StringType()),
     ("usd_per_unit", RATE),
     ("amount_usd", MONEY),
+)
+
+# Internal, not a contract table: the valid records of raw/orders, parsed once by the raw step
+# (which must parse every record anyway to split off the quarantine) and read by staging:
+# raw's lineage columns, then the order fields staging/orders has before pricing.
+VALID_ORDERS = T.StructType(
+    RAW_ORDERS.fields[:3]
+    + [f for f in STAGING_ORDERS.fields if f.name not in ("usd_per_unit", "amount_usd")]
 )
 
 DAILY_REVENUE = _struct(

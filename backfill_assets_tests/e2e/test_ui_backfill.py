@@ -286,7 +286,7 @@ def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(ui, dagster
         page = ui.page
         with ui.step(f"re-execute run {failed.run_id[:8]} from failure"):
             ui.goto(f"/runs/{failed.run_id}")
-            page.locator('button[class*="dropdownArrow"]').click()
+            page.locator('button[class*="dropdownArrow"]').first.click()
             page.get_by_role("menuitem", name="From failure", exact=True).click()
             page.wait_for_url(lambda url: "/runs/" in url and failed.run_id not in url)
             new_id = page.url.rstrip("/").split("/runs/")[1].split("?")[0]
