@@ -287,13 +287,18 @@ def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(ui, dagster
         with ui.step(f"re-execute run {failed.run_id[:8]} from failure"):
             ui.goto(f"/runs/{failed.run_id}")
             page.locator('button[class*="dropdownArrow"]').first.click()
-            page.get_by_role("menuitem", name="From failure", exact=True).click()
+            page.get_by_text("From failure", exact=True).click()  # the menu under the arrow
+            # The run belongs to a (completed) backfill: Dagster asks to confirm.
+            dialog = page.get_by_role("dialog").filter(has_text="Re-execution within backfill")
+            expect(dialog).to_be_visible()
+            ui.screenshot("08-reexecute-within-backfill")
+            dialog.get_by_role("button", name="Confirm").click()
             page.wait_for_url(lambda url: "/runs/" in url and failed.run_id not in url)
             new_id = page.url.rstrip("/").split("/runs/")[1].split("?")[0]
         with ui.step(f"wait for re-execution {new_id[:8]}"):
             run = _wait_for_run(instance, new_id, BACKFILL_TIMEOUT_S)
             page.reload()
-            ui.screenshot("08-reexecuted-from-failure")
+            ui.screenshot("09-reexecuted-from-failure")
         assert run.status == dg.DagsterRunStatus.SUCCESS
         assert run.parent_run_id == failed.run_id
         rebuilt = Counter(
