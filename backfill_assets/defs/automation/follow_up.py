@@ -14,13 +14,13 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 import dagster as dg
 
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import WHY_TAG, run_request
-from backfill_assets.late_data import EVENT_DAYS, Request, day_ranges
+from backfill_assets.late_data import EVENT_DAYS, Request
 
 FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
 FOLLOW_UP_TAG = "backfill_assets/follow_up"  # on the schedule's raw run: follow it up
@@ -41,14 +41,10 @@ def dump_mark(mark: float) -> str:
     return json.dumps({"followed_until": round(mark, 6)})
 
 
-def event_days_of(run: dg.DagsterRun) -> list[date]:
-    first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
 def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request], float]:
     """Staging + fact for the event days of each of the schedule's raw runs that ended after
-    ``mark`` (oldest first, one ranged run per run of contiguous days), and the new mark."""
+    ``mark`` (oldest first, one ranged run each: the tag holds one contiguous span), and the
+    new mark."""
     records = instance.get_run_records(
         filters=dg.RunsFilter(
             tags={FOLLOW_UP_TAG: EVENT_DAYS},
@@ -63,11 +59,10 @@ def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request]
         run, updated = record.dagster_run, record.update_timestamp.timestamp()
         if updated <= mark or EVENT_DAYS_TAG not in run.tags:
             continue
+        first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
         why = f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})"
-        requests += [
-            Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:after:{run.run_id[:12]}", why)
-            for a, b in day_ranges(event_days_of(run))
-        ]
+        key = f"{EVENT_DAYS}:{first}..{last}:after:{run.run_id[:12]}"
+        requests.append(Request(EVENT_DAYS, first, last, key, why))
         new_mark = max(new_mark, updated)
     return requests, new_mark
 
