@@ -114,8 +114,8 @@ class DeltaRsEngine:
             files = [(path, day) for path, day, _, _ in files]
         return read_files(self.spark, table_dir, spark_schema(table), column, files), table.version()
 
-    def row_counts(self, name, table_dir, column) -> dict[dt.date, int]:
-        table = self.load(table_dir)
+    def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
+        table = self.load(table_dir, version)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         counts: dict[dt.date, int] = {}

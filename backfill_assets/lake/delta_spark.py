@@ -123,8 +123,8 @@ class DeltaSparkEngine:
                 frame = frame.where(F.col(column).isin(list(dates)))
         return frame, pinned
 
-    def row_counts(self, name, table_dir, column) -> dict[dt.date, int]:
-        frame, _ = self.read(name, table_dir, None, None, None)
+    def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
+        frame, _ = self.read(name, table_dir, None, None, version)
         return {row[column]: row["count"] for row in frame.groupBy(column).count().collect()}
 
     def history(self, name, table_dir) -> list[dict]:

@@ -88,11 +88,17 @@ class Lake:
         return self._engine.read(table, str(self.path(table)), None, None,
                                  self._version_arg(version))
 
+    def row_counts(self, table: str, partition_column: str, version: int | None = None) -> dict:
+        """Rows per partition date as of ``version`` (latest when None), from the table's file
+        statistics, not its data. Raises LakeTableMissing when the table does not exist."""
+        return self._engine.row_counts(table, str(self.path(table)), check_column_name(partition_column),
+                                       self._version_arg(version))
+
     def partitions(self, table: str, partition_column: str) -> list[PartitionInfo]:
         """Non-empty partitions, oldest first, with rows and the version that last changed them."""
         column = check_column_name(partition_column)
         table_dir = str(self.path(table))
-        counts = self._engine.row_counts(table, table_dir, column)
+        counts = self.row_counts(table, column)
         versions = last_written_versions(table_dir, column, {date_text(d) for d in counts})
         return [PartitionInfo(day, rows, versions[date_text(day)])
                 for day, rows in sorted(counts.items()) if rows > 0]

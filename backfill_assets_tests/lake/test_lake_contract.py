@@ -50,6 +50,15 @@ def test_lake_rewrite_replaces_partition_not_appends(lake):
     assert lake.version(TABLE) == 2
 
 
+def test_lake_row_counts_are_pinned_to_a_version(lake):
+    write(lake, [(D1, 1, "a"), (D1, 2, "b"), (D2, 3, "c")], [D1, D2])
+    write(lake, [(D1, 4, "d")], [D1])
+    assert lake.row_counts(TABLE, "d", version=0) == {D1: 2, D2: 1}
+    assert lake.row_counts(TABLE, "d") == {D1: 1, D2: 1}
+    with pytest.raises(LakeTableMissing):
+        lake.row_counts("staging/never_written", "d")
+
+
 def test_lake_empty_partition_in_set_removes_old_rows(lake):
     write(lake, [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "keep")], [D1, D2, D3])
     result = write(lake, [(D2, 5, "new")], [D1, D2])

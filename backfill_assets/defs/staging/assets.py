@@ -69,16 +69,16 @@ def _read_or_empty(spark, lake: Lake, table: str, column: str, days: list[date],
         return spark.createDataFrame([], schema), None
 
 
-def unsplit_arrivals(lake: Lake, arrivals: list[date]) -> set[date]:
+def unsplit_arrivals(lake: Lake, arrivals: list[date], versions: dict[str, int | None]) -> set[date]:
     """Arrival dates whose raw rows are not exactly its parsed valid rows plus its quarantine
-    rows (from the lake's own row counts): a raw rebuild that stopped before all three commits,
-    or a lake written before the valid table existed. Staging must not read such a date."""
-    def rows(table: str) -> dict[date, int]:
-        if not lake.exists(table):
-            return {}
-        return {p.partition: p.rows for p in lake.partitions(table, "arrival_date")}
-
-    raw, valid, quarantine = rows("raw/orders"), rows(VALID_TABLE), rows("quarantine/orders")
+    rows, per the lake's row counts at the versions staging read: a raw rebuild that stopped
+    before all three commits, or a lake written before the valid table existed. Staging must
+    not build from such a date."""
+    counts = {
+        table: {} if version is None else lake.row_counts(table, "arrival_date", version)
+        for table, version in versions.items()
+    }
+    raw, valid, quarantine = (counts[t] for t in ("raw/orders", VALID_TABLE, "quarantine/orders"))
     return {a for a in arrivals if raw.get(a, 0) != valid.get(a, 0) + quarantine.get(a, 0)}
 
 
@@ -88,6 +88,8 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
     rate_days = [first - timedelta(days=7 - i) for i in range((last - first).days + 8)]
     raw, raw_version = _read_or_empty(spark, lake, "raw/orders", "arrival_date", arrivals, schemas.RAW_ORDERS)
     parsed, parsed_version = _read_or_empty(spark, lake, VALID_TABLE, "arrival_date", arrivals, schemas.VALID_ORDERS)
+    split_at = {"raw/orders": raw_version, VALID_TABLE: parsed_version,
+                "quarantine/orders": lake.version("quarantine/orders")}
     rates, rates_version = _read_or_empty(spark, lake, "raw/fx_rates", "rate_date", rate_days, schemas.RAW_FX_RATES)
 
     # The raw step parsed and validated every record; staging reads its valid records (not
@@ -98,7 +100,7 @@ def build_staging(spark, lake: Lake, landing, days: list[date], lateness: int) -
 
     read_files = {(r["arrival_date"], r["source_file"]) for r in raw.select("arrival_date", "source_file").distinct().collect()}
     landed = {(f.partition, f.relative_path) for f in list_landing_files(landing, "orders", arrivals)}
-    unsplit = unsplit_arrivals(lake, arrivals)
+    unsplit = unsplit_arrivals(lake, arrivals, split_at)
     incomplete = {
         d: missing_window_files(d, lateness, landed, read_files)
         + [f"{a}: raw rows != valid + quarantine rows" for a in sorted(unsplit)
