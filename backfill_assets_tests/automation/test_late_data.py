@@ -20,17 +20,19 @@ FIRST, LAST, LATENESS = date(2024, 1, 1), date(2024, 3, 31), 7
 D = date.fromisoformat
 
 
-def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0):
-    """One detection; the folders in ``built`` count as built just now, by a run that read them."""
+def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0, built_at=None):
+    """One detection; the folders in ``built`` count as built by a run that started at
+    ``built_at`` (just now by default) and read them."""
     time.sleep(0.01)  # files stamped in the current clock tick (4 ms) wait for the next detection
     now_ns = clock_ns() if now_ns is None else now_ns
+    started = now_ns if built_at is None else built_at
     return detect(
         root,
         FIRST,
         last,
         LATENESS,
         cursor,
-        lambda dataset: dict.fromkeys(built, now_ns),
+        lambda dataset: dict.fromkeys(built, started),
         now_ns,
         settle_ns,
     )
@@ -83,17 +85,7 @@ def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tm
     built_at = clock_ns()
     time.sleep(0.01)
     write_orders(tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")])
-    time.sleep(0.01)
-    found = detect(
-        tmp_path,
-        FIRST,
-        LAST,
-        LATENESS,
-        None,
-        lambda ds: {D("2024-01-12"): built_at} if ds == "orders" else {},
-        clock_ns(),
-        0,
-    )
+    found = tick(tmp_path, None, built={D("2024-01-12")}, built_at=built_at)
     assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
     assert found.group.days == (D("2024-01-10"),)
     assert [f.path for f in found.findings] == ["orders/arrival_date=2024-01-12/b.jsonl"]
@@ -107,17 +99,7 @@ def test_cold_start_takes_a_folder_moved_in_after_its_empty_build_as_new(tmp_pat
     built_at = clock_ns()
     time.sleep(0.01)
     os.rename(staged, tmp_path / "orders" / staged.name)  # its file is older than the build
-    time.sleep(0.01)
-    found = detect(
-        tmp_path,
-        FIRST,
-        LAST,
-        LATENESS,
-        None,
-        lambda ds: {D("2024-01-16"): built_at} if ds == "orders" else {},
-        clock_ns(),
-        0,
-    )
+    found = tick(tmp_path, None, built={D("2024-01-16")}, built_at=built_at)
     assert found.group.days == (D("2024-01-15"),)
     assert found.findings[0].detail.startswith("folder changed after its last build")
 
