@@ -115,6 +115,35 @@ def test_valid_records_kept_for_staging_equal_the_contracts_verdicts(env, refere
     assert kept == expected and expected
 
 
+# CONTRACT.md "Tables (output)", spelled in Delta's type names: the tables as written on disk.
+CONTRACT_TABLES = {
+    "raw/orders": ("arrival_date", [("arrival_date", "date"), ("source_file", "string"),
+                                    ("line_number", "long"), ("payload", "string")]),
+    "quarantine/orders": ("arrival_date", [("arrival_date", "date"), ("source_file", "string"),
+                                           ("line_number", "long"), ("reason", "string"),
+                                           ("payload", "string")]),
+    "staging/orders": ("event_date", [("order_id", "string"), ("customer_id", "string"),
+                                      ("event_time", "timestamp"), ("event_date", "date"),
+                                      ("updated_at", "timestamp"), ("status", "string"),
+                                      ("amount", "decimal(18,2)"), ("currency", "string"),
+                                      ("country", "string"), ("usd_per_unit", "decimal(18,8)"),
+                                      ("amount_usd", "decimal(18,2)")]),
+    "fact/daily_revenue": ("event_date", [("event_date", "date"), ("country", "string"),
+                                          ("orders", "long"), ("placed_orders", "long"),
+                                          ("paid_orders", "long"), ("cancelled_orders", "long"),
+                                          ("revenue_usd", "decimal(18,2)")]),
+}
+
+
+def test_written_tables_have_the_contracts_columns_types_and_partitioning(env, first_backfill):
+    from deltalake import DeltaTable
+
+    for table, (partitioned_by, columns) in CONTRACT_TABLES.items():
+        written = DeltaTable(str(env.settings.lake_dir / table))
+        assert [(f.name, f.type.type) for f in written.schema().fields] == columns, table
+        assert written.metadata().partition_columns == [partitioned_by], table
+
+
 def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, first_backfill):
     expected, held = reference.staging(GOOD)
     assert held == set()
