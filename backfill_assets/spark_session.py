@@ -32,7 +32,7 @@ def spark_config(
         "spark.sql.shuffle.partitions": str(
             shuffle_partitions or os.environ.get("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "8")
         ),
-        "spark.driver.memory": driver_memory or os.environ.get("BACKFILL_SPARK_DRIVER_MEMORY", "4g"),
+        "spark.driver.memory": driver_memory or os.environ.get("BACKFILL_SPARK_DRIVER_MEMORY", "2g"),
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",

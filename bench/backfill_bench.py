@@ -61,21 +61,67 @@ spark.stop()
 '''
 
 
+# Dagster's cost per stored event on this instance's storage: a ranged run of one partitioned
+# asset that reports one blocking check evaluation per partition, as the pipeline's steps do.
+EVENT_COST_JOB = r'''
+import sys, time, warnings
+import dagster as dg
+n = int(sys.argv[1])
+days = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+keys = days.get_partition_keys(current_time=None)[:n]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    check = dg.AssetCheckSpec("probe_check", asset="probe", blocking=True, partitions_def=days)
+took = {}
+
+@dg.multi_asset(specs=[dg.AssetSpec("probe", skippable=True)], check_specs=[check],
+                partitions_def=days, backfill_policy=dg.BackfillPolicy.single_run())
+def probe(context):
+    began = time.monotonic()
+    for key in keys:
+        yield dg.AssetCheckEvaluation(asset_key=dg.AssetKey("probe"), check_name="probe_check",
+                                      passed=True, partition=key, blocking=True)
+    for key in keys:
+        yield dg.AssetMaterialization(asset_key="probe", partition=key)
+    took["s"] = time.monotonic() - began
+    for name in context.assets_def.check_specs_by_output_name:
+        yield dg.Output(None, output_name=name)
+
+result = dg.materialize([probe], instance=dg.DagsterInstance.get(), tags={
+    "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
+    run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+print(f"{took['s'] / (2 * n) * 1000:.1f}")
+'''
+
+
 class PeakRss:
-    """Peak RSS of a process tree (the driver and its JVM), sampled every 100 ms."""
+    """Peak RSS of a process tree (the driver, its JVM, Spark's Python workers), sampled every
+    100 ms, with the share of each kind of process at the peak."""
 
     def __init__(self, pid: int) -> None:
         self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self.at_peak: dict[str, int] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _kind(self, p: psutil.Process) -> str:
+        if p.pid == self.proc.pid:
+            return "driver"
+        return "jvm" if p.name() == "java" else "workers"
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            kinds: dict[str, int] = {}
             try:
-                tree = [self.proc, *self.proc.children(recursive=True)]
-                self.peak = max(self.peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+                for p in [self.proc, *self.proc.children(recursive=True)]:
+                    try:
+                        kinds[self._kind(p)] = kinds.get(self._kind(p), 0) + p.memory_info().rss
+                    except psutil.Error:
+                        pass
             except psutil.Error:
                 pass
+            if sum(kinds.values()) > self.peak:
+                self.peak, self.at_peak = sum(kinds.values()), kinds
             time.sleep(0.1)
 
     def stop(self) -> int:
@@ -83,14 +129,18 @@ class PeakRss:
         self._thread.join()
         return self.peak
 
+    def split(self) -> str:
+        return ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(self.at_peak.items()))
 
-def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, int, int]:
+
+def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, PeakRss, int]:
     began = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         rss = PeakRss(proc.pid)
         code = proc.wait()
-    return time.monotonic() - began, rss.stop(), code
+    rss.stop()
+    return time.monotonic() - began, rss, code
 
 
 def pipeline_env(work: Path, name: str, landing: Path, start: date) -> dict:
@@ -108,7 +158,35 @@ def ours(work: Path, name: str, landing: Path, feed_start: date, start: date, en
     seconds, rss, code = timed(cmd, env, work / f"{name}.log")
     if code != 0:
         print(f"warning: {name} exited {code}; see {work / (name + '.log')}")
-    return seconds, rss
+    print(f"{name}: {seconds:.1f}s, peak RSS {rss.peak / 2**20:.0f} MiB ({rss.split()} MiB at the peak)")
+    print("\n".join(run_breakdown(env)), flush=True)
+    return seconds, rss.peak
+
+
+def run_breakdown(env: dict) -> list[str]:
+    """What each run of ``ours`` took, and how many events it stored in Dagster's event log."""
+    import dagster as dg
+
+    lines = []
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        for record in sorted(instance.get_run_records(), key=lambda r: r.start_time or 0):
+            run = record.dagster_run
+            assets = "+".join(sorted(k.to_user_string() for k in run.asset_selection or ()))
+            events = len(instance.all_logs(run.run_id))
+            seconds = (record.end_time or 0) - (record.start_time or 0)
+            lines.append(f"  {assets}: {seconds:.1f}s, {events} Dagster events")
+    return lines
+
+
+def event_cost_ms(work: Path, events: int = 300) -> float:
+    """Milliseconds Dagster takes to store one per-partition event in a fresh instance here."""
+    home = work / "event-cost"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    out = subprocess.run([sys.executable, "-c", EVENT_COST_JOB, str(events // 2)], cwd=ROOT,
+                         env={**os.environ, "DAGSTER_HOME": str(home)},
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: list[date]) -> float:
@@ -148,13 +226,12 @@ def main() -> None:
     floor_s, floor_rss, code = timed(
         [sys.executable, "-c", FLOOR_JOB, str(landing), str(work / "floor"), str(start), str(end), "7"],
         env, work / "floor.log")
-    print(f"floor: {floor_s:.1f}s (exit {code}), peak RSS {floor_rss / 2**20:.0f} MiB", flush=True)
+    print(f"floor: {floor_s:.1f}s (exit {code}), peak RSS {floor_rss.peak / 2**20:.0f} MiB", flush=True)
 
     ours_s, ours_rss = ours(work, "ours", landing, feed_start, start, end)
-    print(f"ours:  {ours_s:.1f}s, peak RSS {ours_rss / 2**20:.0f} MiB", flush=True)
     days30 = min(30, args.days)
     _, rss30 = ours(work, "ours30", landing, feed_start, start, start + timedelta(days=days30 - 1))
-    print(f"ours over {days30} days: peak RSS {rss30 / 2**20:.0f} MiB", flush=True)
+    print(f"dagster: {event_cost_ms(work):.1f} ms to store one per-partition event", flush=True)
 
     step = max(1, args.days // (args.naive_sample + 1))
     sample = [start + timedelta(days=step * (i + 1)) for i in range(args.naive_sample)]
