@@ -2,7 +2,8 @@
 
 Spark is configured in one place so that tests exercise the session the
 pipeline uses: UTC everywhere, ANSI mode on (untrusted input goes through
-``try_`` functions), no UI, and a driver heap large enough for a ranged run.
+``try_`` functions), no UI, and a fixed driver heap (2 GiB by default): a long range
+spills to disk instead of growing the driver, so its memory does not depend on the range.
 """
 
 from __future__ import annotations
