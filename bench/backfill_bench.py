@@ -117,7 +117,8 @@ class PeakRss:
             try:
                 for p in [self.proc, *self.proc.children(recursive=True)]:
                     try:
-                        kinds[self._kind(p)] = kinds.get(self._kind(p), 0) + p.memory_info().rss
+                        kind, rss = self._kind(p), p.memory_info().rss
+                        kinds[kind] = kinds.get(kind, 0) + rss
                     except psutil.Error:
                         pass
             except psutil.Error:
@@ -126,10 +127,9 @@ class PeakRss:
                 self.peak, self.at_peak = sum(kinds.values()), kinds
             time.sleep(0.1)
 
-    def stop(self) -> int:
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        return self.peak
 
     def split(self) -> str:
         return ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(self.at_peak.items()))

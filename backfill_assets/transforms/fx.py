@@ -7,7 +7,7 @@ from datetime import date
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from backfill_assets.transforms.schemas import MONEY, RATE, STAGING_ORDERS
+from backfill_assets.transforms.schemas import MONEY, ORDER_FIELDS, RATE
 
 RATE_TEXT = r"^\d{1,6}(\.\d{1,8})?\z"
 CURRENCY = r"^[A-Z]{3}\z"
@@ -89,9 +89,8 @@ def convert_to_usd(orders: DataFrame, rates: DataFrame) -> DataFrame:
     product = F.try_multiply(F.col("amount"), F.col("usd_per_unit"))
     # round() on a decimal is HALF_UP (bround would be HALF_EVEN).
     amount_usd = F.round(product, 2).try_cast(MONEY)
-    order_columns = [f.name for f in STAGING_ORDERS.fields][:-2]  # all but the two priced here
     return priced.select(
-        *order_columns,
+        *(f.name for f in ORDER_FIELDS),
         F.col("usd_per_unit").cast(RATE).alias("usd_per_unit"),
         amount_usd.alias("amount_usd"),
     )

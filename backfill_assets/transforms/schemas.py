@@ -61,13 +61,14 @@ STAGING_ORDERS = _struct(
     ("amount_usd", MONEY),
 )
 
+# The columns of staging/orders that FX conversion adds; the others are the order's own fields.
+PRICED_COLUMNS = ("usd_per_unit", "amount_usd")
+ORDER_FIELDS = [f for f in STAGING_ORDERS.fields if f.name not in PRICED_COLUMNS]
+
 # Internal, not a contract table: the valid records of raw/orders, parsed once by the raw step
 # (which must parse every record anyway to split off the quarantine) and read by staging:
-# raw's lineage columns, then the order fields staging/orders has before pricing.
-VALID_ORDERS = T.StructType(
-    RAW_ORDERS.fields[:3]
-    + [f for f in STAGING_ORDERS.fields if f.name not in ("usd_per_unit", "amount_usd")]
-)
+# raw's lineage columns, then the order's own fields.
+VALID_ORDERS = T.StructType(RAW_ORDERS.fields[:3] + ORDER_FIELDS)
 
 DAILY_REVENUE = _struct(
     ("event_date", T.DateType()),
