@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dagster as dg
 
+from backfill_assets.catalog import BACKFILL_JOB
 from backfill_assets.defs.automation import build_automation
-from backfill_assets.defs.event_days import build_event_day_assets
+from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
 from backfill_assets.resources import build_resources
 from backfill_assets.settings import Settings
-
-BACKFILL_JOB = "backfill_job"
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
+from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.landing.layout import DATASETS, FX_HEADER
+
 _DAY_MS = 86_400_000
-_HEADER = "currency,usd_per_unit"
 _HOUR_MS = 3_600_000
 # country, currency, zone written in event_time, zone offset in ms
 _COUNTRIES = (
@@ -219,7 +221,7 @@ def _write_day(root: Path, feed: _DayFeed, rng: random.Random) -> tuple[int, int
         lines = bucket + feed.resends[offset]
         if not lines:
             continue
-        folder = root / "orders" / f"arrival_date={feed.day + timedelta(days=offset)}"
+        folder = root / DATASETS[ORDERS_DATASET].relative_folder(feed.day + timedelta(days=offset))
         folder.mkdir(parents=True, exist_ok=True)
         parts = 1 if offset else (1, 1, 1, 2, 2, 3)[int(rng.random() * 6)]
         size = -(-len(bucket) // parts)
@@ -244,14 +246,14 @@ def _write_rates(root: Path, day: date, seed: int) -> int:
     rates = {cur: usd * (1 + 0.02 * (rng.random() - 0.5)) for cur, usd in _USD_PER_UNIT.items()}
     omitted = rng.choice(sorted(rates)) if day.weekday() == 2 else None
     corrected = rng.choice(sorted(rates))
-    folder = root / "fx_rates" / f"rate_date={day}"
+    folder = root / DATASETS[FX_RATES_DATASET].relative_folder(day)
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [_HEADER] + [f"{c},{_rate_text(r)}" for c, r in rates.items() if c != omitted]
+    lines = [FX_HEADER] + [f"{c},{_rate_text(r)}" for c, r in rates.items() if c != omitted]
     (folder / "fx-rates-1.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if day.weekday() != 1:
         return 1
     fixed = f"{corrected},{_rate_text(rates[corrected] * 1.004)}"
-    (folder / "fx-rates-2.csv").write_text(f"{_HEADER}\n{fixed}\n", encoding="utf-8")
+    (folder / "fx-rates-2.csv").write_text(f"{FX_HEADER}\n{fixed}\n", encoding="utf-8")
     return 2
 
 

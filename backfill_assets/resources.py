@@ -27,7 +27,7 @@ class PipelineResource(dg.ConfigurableResource):
 
     landing_dir: str
     lake_dir: str
-    max_lateness_days: int = 7
+    max_lateness_days: int
     lake_engine: str = "auto"
 
     @property

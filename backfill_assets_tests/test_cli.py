@@ -8,10 +8,11 @@ from datetime import date
 
 import pytest
 
-from backfill_assets.cli import main, run_backfill
-from backfill_assets.defs.raw.checks import RAW_ORDERS
+from backfill_assets.catalog import RAW_ORDERS
+from backfill_assets.cli.main import main, run_backfill
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
-from backfill_assets.runner import RunPlan, execute
 from backfill_assets_tests.pipeline_env import pipeline_env
 
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from backfill_assets.landing import (
-    LandingFile,
-    landed_partitions,
-    list_landing_files,
-    read_order_lines,
-    read_rate_lines,
-)
+from backfill_assets.landing.layout import LandingFile, landed_partitions, list_landing_files
+from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
 
 JAN2, JAN3, JAN4, JAN5 = date(2024, 1, 2), date(2024, 1, 3), date(2024, 1, 4), date(2024, 1, 5)

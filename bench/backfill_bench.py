@@ -43,7 +43,8 @@ import sys, time
 from datetime import date, timedelta
 from pyspark.sql import functions as F
 from backfill_assets.spark_session import build_session, spark_config
-from backfill_assets.landing import list_landing_files, read_order_lines, read_rate_lines
+from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.transforms.orders import latest_wins, valid_orders, validate_orders
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
 from backfill_assets.transforms.revenue import daily_revenue
@@ -56,7 +57,7 @@ rate_days = [start - timedelta(days=7 - i) for i in range(7)] + days
 raw = read_order_lines(spark, landing, list_landing_files(landing, "orders", arrivals))
 rates = read_rate_lines(spark, landing, list_landing_files(landing, "fx_rates", rate_days))
 valid = valid_orders(validate_orders(raw, lateness)).filter(F.col("event_date").isin(days))
-staging = convert_to_usd(latest_wins(valid), rates_on(rates, days)).cache()
+staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, 7)).cache()
 staging.write.mode("overwrite").partitionBy("event_date").parquet(out + "/staging")
 daily_revenue(staging).write.mode("overwrite").partitionBy("event_date").parquet(out + "/fact")
 spark.stop()

@@ -71,7 +71,7 @@ def bench_detection(root: Path, last: date, repeat: int) -> None:
     from backfill_assets.late_data.scan import clock_ns
 
     def run(cursor, built):
-        return detect(root, FIRST, last, 7, cursor, built, clock_ns(), 0)
+        return detect(root, FIRST, last, 7, 7, cursor, built, clock_ns(), 0)
 
     built_now = clock_ns()
     all_built = {
@@ -107,7 +107,7 @@ def bench_detection(root: Path, last: date, repeat: int) -> None:
     seconds, _ = timed(lambda: run(cursor, None), repeat)
     print(
         f"detect, warm, 1 file + 1 folder  {seconds * 1000:8.1f} ms  "
-        f"({[f'{r.layer} {r.start}..{r.end}' for r in new.raw]}, "
+        f"({[f'{r.step} {r.start}..{r.end}' for r in new.raw]}, "
         f"event days {[str(d) for d in new.group.days]})"
     )
 
@@ -115,9 +115,9 @@ def bench_detection(root: Path, last: date, repeat: int) -> None:
 def bench_sensor(root: Path, last: date, repeat: int) -> None:
     import dagster as dg
 
+    from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
     from backfill_assets.defs.automation.sensors import build_late_data_sensor
     from backfill_assets.defs.automation.settings import AutomationSettings
-    from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
     from backfill_assets.settings import Settings
 
     home = root.parent / "home"

@@ -12,13 +12,16 @@ from backfill_assets.resources import code_version
 
 
 def commit_info(
-    context: dg.AssetExecutionContext, asset: str, days: list[date], input_versions: Mapping[str, int | None]
+    context: dg.AssetExecutionContext,
+    asset: dg.AssetKey,
+    days: list[date],
+    input_versions: Mapping[str, int | None],
 ) -> CommitInfo:
     return CommitInfo(
         run_id=context.run_id,
         code_version=code_version(),
         input_versions={k: v for k, v in input_versions.items() if v is not None},
-        extra={"asset": asset, "dagster_partitions": f"{days[0].isoformat()}..{days[-1].isoformat()}"},
+        extra={"asset": asset.to_user_string(), "dagster_partitions": f"{days[0].isoformat()}..{days[-1].isoformat()}"},
     )
 
 

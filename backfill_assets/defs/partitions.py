@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
@@ -13,6 +14,11 @@ def daily_partitions(settings: Settings) -> dg.DailyPartitionsDefinition:
     return dg.DailyPartitionsDefinition(
         start_date=settings.start_date.isoformat(), timezone="UTC", fmt="%Y-%m-%d"
     )
+
+
+def last_partition() -> date:
+    """Daily partitions end with yesterday (UTC): today is not complete yet."""
+    return datetime.now(UTC).date() - timedelta(days=1)
 
 
 def arrivals_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:

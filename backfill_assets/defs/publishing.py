@@ -1,14 +1,18 @@
-"""Per-partition publication inside a ranged run.
+"""Per-partition publication inside a ranged run: the protocol every asset step walks.
 
 Dagster, left alone, attributes a ranged run's check results to no partition and
 fails every downstream partition when one day fails a blocking check. Here each
 asset step computes its whole range in one Spark job, audits every day, writes
-only the days that pass, and reports exactly those days to Dagster:
+only the days that pass, and reports exactly those days to Dagster. ``Publication``
+is that protocol, which the asset bodies call:
 
-- one ``AssetCheckEvaluation`` per (check, partition), blocking;
-- one ``AssetMaterialization`` per published partition (specs are ``skippable``);
-- the step then fails naming the held days, without retries, so the run ends
-  failed and "re-execute from failure" redoes only what was held.
+- ``days_to_build``: the step's days, less those an earlier attempt of this run published;
+- ``audit``: one ``AssetCheckEvaluation`` per (check, partition), blocking; returns the
+  days that passed and remembers the held ones;
+- ``published``: one ``AssetMaterialization`` per published partition (specs are
+  ``skippable``);
+- ``finish``: the step's check outputs closed, then the step fails naming the held days,
+  without retries, so the run ends failed and "re-execute from failure" redoes only them.
 """
 
 from __future__ import annotations
@@ -124,7 +128,41 @@ def fail_if_held(held: Mapping[date, list[str]]) -> None:
     )
 
 
-def materialization(
-    asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]
-) -> dg.AssetMaterialization:
-    return dg.AssetMaterialization(asset_key=asset_key, partition=day.isoformat(), metadata=dict(metadata))
+class Publication:
+    """One asset step's walk through the publish protocol (see the module docstring)."""
+
+    def __init__(self, context: dg.AssetExecutionContext) -> None:
+        self.context = context
+        self.held: dict[date, list[str]] = {}
+        self._events: list = []
+
+    def days_to_build(self, asset_key: dg.AssetKey, days: list[date] | None = None) -> list[date]:
+        """``days`` (default: the step's partitions) less those earlier attempts published."""
+        done = published_by_earlier_attempts(self.context, asset_key)
+        return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
+
+    def audit(self, days: list[date], outcomes: list[CheckOutcome]) -> list[date]:
+        """Report every outcome; the days of ``days`` that passed every check, in order."""
+        self._events += report(self.context, outcomes)
+        for day, checks in held_days(outcomes).items():
+            self.hold(day, *checks)
+        return [d for d in days if d not in self.held]
+
+    def hold(self, day: date, *reasons: str) -> None:
+        self.held.setdefault(day, []).extend(reasons)
+
+    def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
+        self._events.append(
+            dg.AssetMaterialization(asset_key=asset_key, partition=day.isoformat(), metadata=dict(metadata))
+        )
+
+    def drain(self) -> Iterator:
+        """The evaluations and materializations so far, for Dagster to record now."""
+        events, self._events = self._events, []
+        yield from events
+
+    def finish(self) -> Iterator:
+        """The rest of the events, the check outputs, then a failure naming any held day."""
+        yield from self.drain()
+        yield from close_check_outputs(self.context)
+        fail_if_held(self.held)

@@ -35,8 +35,8 @@ from pyspark.sql.types import StructField, StructType
 from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
 from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.lake.pause import pause_point
 from backfill_assets.lake.spark_files import check_readable, read_files, spark_schema
+from backfill_assets.testing.faults import pause_point
 
 MAX_ATTEMPTS = 12
 

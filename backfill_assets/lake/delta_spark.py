@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
 from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
-from backfill_assets.lake.pause import pause_point
+from backfill_assets.testing.faults import pause_point
 
 MAX_ATTEMPTS = 8
 # Errors delta-spark raises when a concurrent commit invalidated what this one read.

@@ -156,7 +156,7 @@ class _PartitionSink:
         self.pending, self.pending_rows = [], 0
 
     def _close_file(self) -> None:
-        from backfill_assets.lake.pause import pause_point
+        from backfill_assets.testing.faults import pause_point
 
         self._flush()
         if self.writer is None:

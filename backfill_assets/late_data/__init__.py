@@ -1,9 +1,8 @@
-"""Late data, without Dagster: which landed files are new since a cursor, which raw partitions
+"""Late data, without Dagster's APIs: which landed files are new since a cursor, which raw partitions
 and which event days they change. The sensor, the schedule and ``catch-up`` share it."""
 
 from backfill_assets.late_data.cursor import LandingCursor, PendingGroup, day_ranges
 from backfill_assets.late_data.detect import (
-    EVENT_DAYS,
     Detection,
     Finding,
     Request,
@@ -13,7 +12,6 @@ from backfill_assets.late_data.detect import (
 )
 
 __all__ = [
-    "EVENT_DAYS",
     "Detection",
     "Finding",
     "LandingCursor",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
 VERSION = 1
-DATASETS = ("orders", "fx_rates")
+
 
 
 def day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:

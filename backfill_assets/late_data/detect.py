@@ -27,17 +27,12 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from pathlib import Path
 
-from backfill_assets.late_data.cursor import DATASETS, LandingCursor, PendingGroup, day_ranges
-from backfill_assets.late_data.effects import (
-    RATE_MAX_AGE_DAYS,
-    RateFolders,
-    order_file_effect,
-    rate_effects,
-)
-from backfill_assets.late_data.scan import LAYOUT, FolderScan, scan_dataset
+from backfill_assets.catalog import EVENT_DAYS_STEP, ORDERS_DATASET, RAW_STEP_OF_DATASET
+from backfill_assets.landing.layout import DATASETS
+from backfill_assets.late_data.cursor import LandingCursor, PendingGroup, day_ranges
+from backfill_assets.late_data.effects import RateFolders, order_file_effect, rate_effects
+from backfill_assets.late_data.scan import FolderScan, scan_dataset
 
-RAW_LAYER = {"orders": "raw_orders", "fx_rates": "raw_fx_rates"}
-EVENT_DAYS = "event_days"
 WHY_LENGTH = 240
 # A cold start is a backfill: its raw runs span gaps of a few days without folders (weekends
 # without rates), building those days empty, rather than becoming a run per week.
@@ -46,9 +41,9 @@ COLD_BRIDGE_DAYS = 3
 
 @dataclass(frozen=True)
 class Request:
-    """One ranged run to request: a layer (raw_orders, raw_fx_rates, event_days) over days."""
+    """One ranged run to request: a step (``catalog.STEP_ASSETS``) over days."""
 
-    layer: str
+    step: str
     start: date
     end: date
     key: str
@@ -91,13 +86,15 @@ def _shorten(parts: list[str]) -> str:
     return text[: WHY_LENGTH - 12].rstrip() + f" … ({len(parts)})"
 
 
-def _window(folder: FolderScan, first: date, last: date, lateness: int) -> tuple[date, ...]:
+def _window(
+    folder: FolderScan, first: date, last: date, lateness: int, rate_max_age: int
+) -> tuple[date, ...]:
     """Every event day a folder's records could reach: arrival - lateness .. arrival for orders,
-    R .. R + 7 for rates; used for folders never built, whose files are not read."""
-    if folder.dataset == "orders":
+    R .. R + rate window for rates; used for folders never built, whose files are not read."""
+    if folder.dataset == ORDERS_DATASET:
         low, high = folder.day - timedelta(days=lateness), folder.day
     else:
-        low, high = folder.day, min(folder.day + timedelta(days=RATE_MAX_AGE_DAYS), last)
+        low, high = folder.day, min(folder.day + timedelta(days=rate_max_age), last)
     days = (low + timedelta(days=i) for i in range((high - low).days + 1))
     return tuple(d for d in days if d >= first)
 
@@ -135,11 +132,12 @@ def _folder_findings(
     lateness: int,
     rates: RateFolders,
 ) -> list[Finding]:
-    relative = f"{folder.dataset}/{LAYOUT[folder.dataset][0]}={folder.day.isoformat()}/"
+    relative = DATASETS[folder.dataset].relative_folder(folder.day) + "/"
     if whole:
         detail = f"never built, {len(folder.files)} file(s): its whole window"
-        return [Finding(relative, _window(folder, first, last, lateness), detail)]
-    if folder.dataset == "orders":
+        window = _window(folder, first, last, lateness, rates.max_age_days)
+        return [Finding(relative, window, detail)]
+    if folder.dataset == ORDERS_DATASET:
         found = _order_findings(root, folder, first, lateness)
     else:
         found = _rate_findings(folder, first, last, rates)
@@ -151,12 +149,12 @@ def _raw_requests(
 ) -> list[Request]:
     requests = []
     for dataset in DATASETS:
-        layer = RAW_LAYER[dataset]
+        step = RAW_STEP_OF_DATASET[dataset]
         why = _shorten(
             [f"{f.path} {f.detail}" for f in findings if f.path.startswith(dataset + "/")]
         )
         for a, b in _bridged(day_ranges(raw_days[dataset]), bridge_days):
-            requests.append(Request(layer, a, b, f"{layer}:{a}..{b}:{gid}", why))
+            requests.append(Request(step, a, b, f"{step}:{a}..{b}:{gid}", why))
     return requests
 
 
@@ -188,6 +186,7 @@ def detect(
     first: date,
     last: date,
     lateness: int,
+    rate_max_age: int,
     cursor: LandingCursor | None,
     built: Callable[[str], dict[date, int]],
     now_ns: int,
@@ -196,13 +195,14 @@ def detect(
     """New files since ``cursor`` among partitions ``first .. last``: raw requests, pending group.
 
     ``built(dataset)`` maps the dates whose raw partition was materialized to when the run that
-    did it started (ns); it is asked only on a cold start.
+    did it started (ns); it is asked only on a cold start. ``lateness`` and ``rate_max_age``
+    are the settings' windows (days).
     """
     root = Path(root)
     cold = cursor is None
     hw_old = 0 if cold else cursor.high_water_ns
     hw_new = max(now_ns - settle_ns, hw_old)
-    rates = RateFolders(root)
+    rates = RateFolders(root, rate_max_age)
     counts, raw_days, findings, keyed = {}, {d: [] for d in DATASETS}, [], []
     for dataset in DATASETS:
         previous = None if cold else cursor.counts.get(dataset, {})
@@ -244,7 +244,8 @@ def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:
     why = _shorten([g.why for g in groups])
     days = {d for g in groups for d in g.days}
     return [
-        Request(EVENT_DAYS, a, b, f"{EVENT_DAYS}:{a}..{b}:{gid}", why) for a, b in day_ranges(days)
+        Request(EVENT_DAYS_STEP, a, b, f"{EVENT_DAYS_STEP}:{a}..{b}:{gid}", why)
+        for a, b in day_ranges(days)
     ]
 
 

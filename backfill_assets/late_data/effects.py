@@ -7,7 +7,8 @@ them in quarantine as ``too_late``) and change no day. The other validation rule
 repeated here: a record rejected for another reason can at worst make its day rebuild for
 nothing, which is safe, whereas a second copy of every rule could drift from the pipeline's.
 
-Rate files: a rate listed at R for currency C is the rate of C on the days R .. R + 7, up to
+Rate files: a rate listed at R for currency C is the rate of C on the days R .. R + 7 (the
+settings' rate window), up to
 the next rate date that lists C, and only if the new file is the one that wins at R (within a
 rate date, the file whose name sorts last).
 """
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from backfill_assets.catalog import FX_RATES_DATASET
+from backfill_assets.landing.layout import DATASETS, FX_HEADER
 from backfill_assets.late_data.scan import LandedFile, complete_files
 
-RATE_MAX_AGE_DAYS = 7
-RATE_HEADER = "currency,usd_per_unit"
 _TIMESTAMP = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::\d{2}(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))"
 )
@@ -85,7 +86,7 @@ def order_file_effect(path: Path, arrival: date, first: date, lateness: int) -> 
 def rate_file_currencies(path: Path) -> set[str]:
     """The currencies a rate file lists validly (USD, always 1, excepted)."""
     lines = list(_lines(path))
-    if not lines or lines[0] != RATE_HEADER:
+    if not lines or lines[0] != FX_HEADER:
         return set()
     listed = set()
     for line in lines[1:]:
@@ -102,19 +103,21 @@ def rate_file_currencies(path: Path) -> set[str]:
 
 
 class RateFolders:
-    """The currencies each rate file lists, read once per detection."""
+    """The currencies each rate file lists, read once per detection; a rate listed at R is the
+    rate of R .. R + ``max_age_days`` (the contract's as-of window, from ``Settings``)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, max_age_days: int) -> None:
         self.root = Path(root)
+        self.max_age_days = max_age_days
         self._files: dict[date, list[LandedFile]] = {}
         self._listed: dict[str, set[str]] = {}
 
     def files(self, day: date) -> list[LandedFile]:
         if day not in self._files:
-            name = f"rate_date={day.isoformat()}"
-            folder = self.root / "fx_rates" / name
+            ds = DATASETS[FX_RATES_DATASET]
+            folder = self.root / ds.relative_folder(day)
             self._files[day] = (
-                complete_files(str(folder), f"fx_rates/{name}", ".csv") if folder.is_dir() else []
+                complete_files(str(folder), ds.relative_folder(day), ds) if folder.is_dir() else []
             )
         return self._files[day]
 
@@ -140,7 +143,7 @@ def rate_effects(
     for currency, path in sorted(winners.items()):
         if path not in new_paths:
             continue
-        end = min(rate_date + timedelta(days=RATE_MAX_AGE_DAYS), last)
+        end = min(rate_date + timedelta(days=folders.max_age_days), last)
         for later in range(1, (end - rate_date).days + 1):
             if folders.lists(rate_date + timedelta(days=later), currency):
                 end = rate_date + timedelta(days=later - 1)

@@ -24,15 +24,14 @@ safe, missing a file is not.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-LAYOUT = {"orders": ("arrival_date", ".jsonl"), "fx_rates": ("rate_date", ".csv")}
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+from backfill_assets.landing.layout import Dataset, dataset, folder_day, is_complete
+
 _CLOCK_REALTIME_COARSE = 5  # <linux/time.h>; Python does not name it
 
 
@@ -78,26 +77,13 @@ def clock_ns() -> int:
     return time.time_ns()
 
 
-def folder_day(name: str, prefix: str) -> date | None:
-    """The date of a ``prefix=YYYY-MM-DD`` folder name, None for anything else."""
-    text = name[len(prefix) + 1 :] if name.startswith(prefix + "=") else ""
-    if not _DAY.fullmatch(text):
-        return None
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        return None
-
-
-def complete_files(folder: str, relative: str, suffix: str) -> list[LandedFile]:
+def complete_files(folder: str, relative: str, ds: Dataset) -> list[LandedFile]:
     """The complete files of one folder, by name; in-flight ``_``/``.`` files are not there yet."""
     found = []
     with os.scandir(folder) as entries:
         for entry in entries:
-            name = entry.name
-            if name.startswith(("_", ".")) or not name.endswith(suffix) or not entry.is_file():
-                continue
-            found.append(LandedFile(f"{relative}/{name}", entry.stat().st_ctime_ns))
+            if is_complete(entry.name, ds) and entry.is_file():
+                found.append(LandedFile(f"{relative}/{entry.name}", entry.stat().st_ctime_ns))
     return sorted(found, key=lambda f: f.path)
 
 
@@ -116,28 +102,28 @@ def _changes(known: int | None, files: list[LandedFile], hw_old: int, hw_new: in
 
 def scan_dataset(
     root: str | Path,
-    dataset: str,
+    name: str,
     first: date,
     last: date,
     previous: dict[date, int] | None,
     hw_old: int,
     hw_new: int,
 ) -> DatasetScan:
-    """Folders of ``dataset`` dated ``first .. last`` with new files, and every folder's count.
+    """Folders of dataset ``name`` dated ``first .. last`` with new files, and every folder's count.
 
     ``previous`` is the cursor's counts (None on a cold start: every folder is a first look).
     Folders after ``last`` are not partitions yet and stay unknown until they are.
     """
-    prefix, suffix = LAYOUT[dataset]
+    ds = dataset(name)
     counts: dict[date, int] = {}
     changed: list[FolderScan] = []
     try:
-        listing = os.scandir(Path(root) / dataset)
+        listing = os.scandir(Path(root) / ds.name)
     except FileNotFoundError:
         return DatasetScan([], {})
     with listing:
         for entry in listing:
-            day = folder_day(entry.name, prefix)
+            day = folder_day(entry.name, ds)
             if day is None or not first <= day <= last or not entry.is_dir():
                 continue
             stamp = entry.stat().st_ctime_ns
@@ -147,8 +133,8 @@ def scan_dataset(
                 continue
             if known is None and stamp >= hw_new:
                 continue  # still settling: taken as a whole by a later tick
-            files = complete_files(entry.path, f"{dataset}/{entry.name}", suffix)
+            files = complete_files(entry.path, f"{ds.name}/{entry.name}", ds)
             counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
             if new or how in ("first look", "new folder"):  # an empty folder is a landed day too
-                changed.append(FolderScan(dataset, day, tuple(files), tuple(new), how, stamp))
+                changed.append(FolderScan(ds.name, day, tuple(files), tuple(new), how, stamp))
     return DatasetScan(sorted(changed, key=lambda c: c.day), counts)

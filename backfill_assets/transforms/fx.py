@@ -11,7 +11,6 @@ from backfill_assets.transforms.schemas import MONEY, ORDER_FIELDS, RATE
 
 RATE_TEXT = r"^\d{1,6}(\.\d{1,8})?\z"
 CURRENCY = r"^[A-Z]{3}\z"
-MAX_RATE_AGE_DAYS = 7
 USD = "USD"
 
 
@@ -31,16 +30,17 @@ def valid_rates(raw_rates: DataFrame) -> DataFrame:
     )
 
 
-def rates_on(raw_rates: DataFrame, dates: list[date]) -> DataFrame:
+def rates_on(raw_rates: DataFrame, dates: list[date], max_age_days: int) -> DataFrame:
     """The rate of each currency on each of ``dates`` (rate_on, currency, usd_per_unit).
 
-    The greatest rate_date R <= D with D - R <= 7 that lists the currency; within
+    The greatest rate_date R <= D with D - R <= ``max_age_days`` (the contract's 7, from
+    ``Settings``) that lists the currency; within
     R the file whose name sorts last wins, within a file the later line. USD is
     always 1, whatever the files say.
     """
     spark = raw_rates.sparkSession
     wanted = spark.createDataFrame([(d,) for d in sorted(set(dates))], "rate_on date")
-    # Each rate can serve only the 8 days from its rate_date: expanding to them
+    # Each rate can serve only the days rate_date .. rate_date + max age: expanding to them
     # turns the as-of lookup into an equi-join.
     candidates = (
         valid_rates(raw_rates)
@@ -48,7 +48,7 @@ def rates_on(raw_rates: DataFrame, dates: list[date]) -> DataFrame:
         .withColumn(
             "rate_on",
             F.explode(
-                F.sequence(F.col("rate_date"), F.date_add(F.col("rate_date"), MAX_RATE_AGE_DAYS))
+                F.sequence(F.col("rate_date"), F.date_add(F.col("rate_date"), F.lit(max_age_days)))
             ),
         )
         .join(wanted, on="rate_on", how="inner")

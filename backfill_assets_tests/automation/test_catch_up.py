@@ -14,13 +14,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from backfill_assets.defs.automation.catch_up import run_catch_up
+from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
+from backfill_assets.cli.catch_up import run_catch_up
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
-from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.defs.staging.checks import STG_ORDERS
 from backfill_assets.generate import generate_feed
-from backfill_assets.runner import RunOutcome, RunPlan, execute
 from backfill_assets.settings import Settings
 from backfill_assets_tests.automation.landing_files import oracle_event_days, order, write_orders
 from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env

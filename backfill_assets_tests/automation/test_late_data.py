@@ -17,6 +17,7 @@ from backfill_assets_tests.automation.landing_files import (
 )
 
 FIRST, LAST, LATENESS = date(2024, 1, 1), date(2024, 3, 31), 7
+RATE_MAX_AGE = 7  # the contract's rate window
 D = date.fromisoformat
 
 
@@ -31,6 +32,7 @@ def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0, b
         FIRST,
         last,
         LATENESS,
+        RATE_MAX_AGE,
         cursor,
         lambda dataset: dict.fromkeys(built, started),
         now_ns,
@@ -39,7 +41,7 @@ def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0, b
 
 
 def raw(detection):
-    return [(r.layer, r.start, r.end) for r in detection.raw]
+    return [(r.step, r.start, r.end) for r in detection.raw]
 
 
 def baseline(root):
@@ -247,7 +249,7 @@ def test_release_merges_contiguous_days_of_ready_groups_with_stable_run_keys():
     c = PendingGroup("c", (D("2024-01-04"),), ("kc",), 0.0, "why c")
     cursor = LandingCursor(1, {}, (a, b, c))
     requests, rest = release(cursor, lambda g: g.id != "c")
-    assert [(r.layer, r.start, r.end) for r in requests] == [
+    assert [(r.step, r.start, r.end) for r in requests] == [
         ("event_days", D("2024-01-01"), D("2024-01-03")),
         ("event_days", D("2024-01-07"), D("2024-01-07")),
     ]

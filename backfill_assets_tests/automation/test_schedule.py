@@ -7,14 +7,14 @@ from datetime import UTC, date, datetime
 import dagster as dg
 from dagster._core.utils import make_new_run_id
 
+from backfill_assets.catalog import FCT_DAILY_REVENUE, RANGE_END, RANGE_START, STG_ORDERS
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
-from backfill_assets.defs.staging.checks import STG_ORDERS
 from backfill_assets.generate import generate_feed
-from backfill_assets.runner import RANGE_END, RANGE_START, RunPlan, execute
 from backfill_assets.settings import Settings
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference

@@ -9,12 +9,11 @@ from decimal import Decimal
 import dagster as dg
 import pytest
 
-from backfill_assets.cli import run_backfill
-from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
-from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
+from backfill_assets.cli.main import run_backfill
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.generate import generate_feed, remove_rates
-from backfill_assets.runner import RunPlan, execute, reexecute_from_failure
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
@@ -68,7 +67,7 @@ def test_progress_counts_partitions_and_rows_through_the_range(reference, first_
 
     _, output = first_backfill
     progress = re.findall(r"^\[(\d+)/(\d+)\] (\S+): run \w+ \w+; ([\d,]+) rows published; "
-                          r"elapsed \d+s, ~\d+s remaining$", output, flags=re.M)
+                          r"elapsed \d+s, ~\d+s remaining$", output, flags=re.MULTILINE)
     assert [p[2] for p in progress] == ["raw_orders", "raw_fx_rates", "stg_orders+fct_daily_revenue"]
     done = [int(p[0]) for p in progress]
     assert done == sorted(done) and done[-1] == int(progress[-1][1])
@@ -211,7 +210,7 @@ def test_backfilling_the_range_again_leaves_identical_tables(env, first_backfill
 
 
 def test_status_shows_published_rows_and_the_held_day(env, reference, first_backfill, capsys):
-    from backfill_assets.status import print_status
+    from backfill_assets.cli.status import print_status
 
     assert print_status(env.settings, START, END) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
@@ -279,7 +278,7 @@ def test_a_landed_file_missing_from_raw_holds_the_event_day(env, first_backfill)
 def test_an_arrival_whose_valid_records_did_not_commit_holds_its_event_days(env, spark, first_backfill):
     """A raw rebuild that stopped after raw and quarantine committed, before the parsed valid
     records did: staging must not read the gap as "no orders"."""
-    from backfill_assets.defs.raw.checks import VALID_TABLE
+    from backfill_assets.catalog import VALID_ORDERS_TABLE
     from backfill_assets.lake import CommitInfo, Lake
     from backfill_assets.transforms.schemas import VALID_ORDERS
 
@@ -287,7 +286,7 @@ def test_an_arrival_whose_valid_records_did_not_commit_holds_its_event_days(env,
     staging_before = [r for r in env.rows("staging/orders") if r["event_date"] == day]
     assert staging_before
     lake = Lake(env.settings.lake_dir, spark)
-    lake.replace_partitions(VALID_TABLE, spark.createDataFrame([], VALID_ORDERS), "arrival_date",
+    lake.replace_partitions(VALID_ORDERS_TABLE.path, spark.createDataFrame([], VALID_ORDERS), "arrival_date",
                             [arrival], CommitInfo(run_id="test", code_version="test"))
     outcome = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance)
     assert not outcome.success

@@ -9,9 +9,10 @@ from datetime import date
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-from backfill_assets.defs.raw.checks import RAW_FX_RATES
+from backfill_assets.catalog import RAW_FX_RATES
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
-from backfill_assets.runner import RunPlan, execute
 from backfill_assets_tests.pipeline_env import pipeline_env
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)

@@ -7,6 +7,7 @@ from datetime import date
 from deltalake import DeltaTable
 from pyspark.sql import types as T
 
+from backfill_assets.catalog import Table
 from backfill_assets.defs.raw.assets import withdraw
 from backfill_assets.lake import CommitInfo, Lake
 
@@ -27,7 +28,7 @@ def test_held_day_is_restored_and_the_rest_kept(spark, tmp_path):
     new = spark.createDataFrame([(A, "a-new"), (B, "b-new")], SCHEMA)
     lake.replace_partitions("t", new, "day", [A, B], COMMIT)
 
-    withdraw(spark, lake, "t", "day", [A], before, SCHEMA, COMMIT)
+    withdraw(spark, lake, Table("t", "day"), [A], before, SCHEMA, COMMIT)
     assert _rows(lake.path("t")) == {(A, "a-old"), (B, "b-new")}
 
 
@@ -36,5 +37,5 @@ def test_held_day_of_a_new_table_ends_empty(spark, tmp_path):
     new = spark.createDataFrame([(A, "a-new"), (B, "b-new")], SCHEMA)
     lake.replace_partitions("t", new, "day", [A, B], COMMIT)
 
-    withdraw(spark, lake, "t", "day", [A], None, SCHEMA, COMMIT)
+    withdraw(spark, lake, Table("t", "day"), [A], None, SCHEMA, COMMIT)
     assert _rows(lake.path("t")) == {(B, "b-new")}

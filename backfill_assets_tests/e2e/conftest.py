@@ -11,8 +11,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.runner import RunPlan, execute
+from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path
 from backfill_assets_tests.e2e.landing_data import (
     DAYS,

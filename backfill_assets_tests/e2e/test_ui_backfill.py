@@ -12,8 +12,9 @@ import pytest
 from deltalake import DeltaTable
 from playwright.sync_api import expect
 
-from backfill_assets.defs.raw.checks import RAW_FX_RATES
-from backfill_assets.runner import RunPlan, execute
+from backfill_assets.catalog import RAW_FX_RATES
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
 from backfill_assets_tests.e2e import queries
 from backfill_assets_tests.e2e.landing_data import DAYS, GOOD, HELD, LATENESS, RANGE_TEXT
 from backfill_assets_tests.reference import Reference

@@ -9,6 +9,7 @@ from backfill_assets.transforms.fx import convert_to_usd, rates_on, valid_rates
 from backfill_assets.transforms.schemas import RAW_FX_RATES, STAGING_ORDERS
 
 FRI, MON, TUE = date(2024, 1, 5), date(2024, 1, 8), date(2024, 1, 9)
+RATE_MAX_AGE_DAYS = 7  # the contract's as-of window
 
 
 def _rate(rate_date: date, file: str, line: int, currency, usd_per_unit):
@@ -70,7 +71,7 @@ def test_valid_rates_keep_only_lines_obeying_the_contract(spark):
 
 
 def test_rates_on_follows_the_as_of_rule(spark):
-    rates = rates_on(spark.createDataFrame(RAW_RATES, RAW_FX_RATES), [MON, TUE])
+    rates = rates_on(spark.createDataFrame(RAW_RATES, RAW_FX_RATES), [MON, TUE], RATE_MAX_AGE_DAYS)
     assert [(f.name, f.dataType.simpleString()) for f in rates.schema] == [
         ("rate_on", "date"),
         ("currency", "string"),
@@ -92,7 +93,7 @@ def test_rates_on_follows_the_as_of_rule(spark):
 
 def test_usd_has_rate_one_without_any_rate_file(spark):
     no_rates = spark.createDataFrame([], RAW_FX_RATES)
-    got = [tuple(r) for r in rates_on(no_rates, [FRI]).collect()]
+    got = [tuple(r) for r in rates_on(no_rates, [FRI], RATE_MAX_AGE_DAYS).collect()]
     assert got == [(FRI, "USD", Decimal("1.00000000"))]
 
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from pyspark.sql import functions as F
 
-from backfill_assets.defs.staging.checks import staging_stats
+from backfill_assets.transforms.audit import staging_stats
 from backfill_assets.transforms.schemas import (
     DAILY_REVENUE,
     QUARANTINE_ORDERS,

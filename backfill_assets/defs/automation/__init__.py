@@ -1,4 +1,5 @@
-"""Late-data automation: the sensor, the daily schedule and ``catch-up``, over ``late_data``."""
+"""Late-data automation: the sensor, the daily schedule and its follow-up, over ``late_data``
+(``backfill-assets catch-up`` runs the same detection from the command line)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dagster as dg
 
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
-from backfill_assets.defs.automation.sensors import BACKFILL_JOB, build_late_data_sensor
+from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.settings import Settings
 
@@ -22,6 +23,6 @@ class Automation:
 def build_automation(settings: Settings, auto: AutomationSettings | None = None) -> Automation:
     auto = auto or AutomationSettings.from_env()
     return Automation(
-        [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto, BACKFILL_JOB)],
+        [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto)],
         [build_daily_schedule(settings, auto)],
     )

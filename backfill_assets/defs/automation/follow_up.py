@@ -18,13 +18,18 @@ from datetime import UTC, date, datetime
 
 import dagster as dg
 
+from backfill_assets.catalog import (
+    BACKFILL_JOB,
+    EVENT_DAYS_STEP,
+    EVENT_DAYS_TAG,
+    FOLLOW_UP_SENSOR,
+    FOLLOW_UP_TAG,
+    WHY_TAG,
+)
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import WHY_TAG, run_request
-from backfill_assets.late_data import EVENT_DAYS, Request
+from backfill_assets.defs.automation.state import run_request
+from backfill_assets.late_data import Request
 
-FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
-FOLLOW_UP_TAG = "backfill_assets/follow_up"  # on the schedule's raw run: follow it up
-EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" event days
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 # A first tick follows up the schedule's raw runs that ended in the last day, no further back.
 FOLLOW_BACK_SECONDS = 86_400.0
@@ -47,7 +52,7 @@ def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request]
     new mark."""
     records = instance.get_run_records(
         filters=dg.RunsFilter(
-            tags={FOLLOW_UP_TAG: EVENT_DAYS},
+            tags={FOLLOW_UP_TAG: EVENT_DAYS_STEP},
             statuses=FINISHED,
             updated_after=datetime.fromtimestamp(mark, tz=UTC),
         ),
@@ -61,13 +66,13 @@ def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request]
             continue
         first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
         why = f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})"
-        key = f"{EVENT_DAYS}:{first}..{last}:after:{run.run_id[:12]}"
-        requests.append(Request(EVENT_DAYS, first, last, key, why))
+        key = f"{EVENT_DAYS_STEP}:{first}..{last}:after:{run.run_id[:12]}"
+        requests.append(Request(EVENT_DAYS_STEP, first, last, key, why))
         new_mark = max(new_mark, updated)
     return requests, new_mark
 
 
-def build_follow_up_sensor(auto: AutomationSettings, job_name: str) -> dg.SensorDefinition:
+def build_follow_up_sensor(auto: AutomationSettings) -> dg.SensorDefinition:
     def daily_refresh_follow_up(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         """Once a raw run of the daily_refresh schedule has ended (succeeded or not), requests
         staging and fact of the event days it reaches, so the schedule rebuilds every layer
@@ -83,7 +88,7 @@ def build_follow_up_sensor(auto: AutomationSettings, job_name: str) -> dg.Sensor
 
     return dg.sensor(
         name=FOLLOW_UP_SENSOR,
-        job_name=job_name,
+        job_name=BACKFILL_JOB,
         minimum_interval_seconds=auto.sensor_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=inspect.cleandoc(daily_refresh_follow_up.__doc__),  # what the UI shows

@@ -7,16 +7,24 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
-from backfill_assets.defs.automation.follow_up import EVENT_DAYS_TAG, FOLLOW_UP_TAG
-from backfill_assets.defs.automation.sensors import BACKFILL_JOB
+from backfill_assets.catalog import (
+    BACKFILL_JOB,
+    DAILY_SCHEDULE,
+    EVENT_DAYS_STEP,
+    EVENT_DAYS_TAG,
+    FOLLOW_UP_TAG,
+    RANGE_END,
+    RANGE_START,
+    RAW_FX_RATES_STEP,
+    RAW_ORDERS_STEP,
+    REQUEST_TAG,
+    STEP_ASSETS,
+    WHY_TAG,
+)
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import LAYER_ASSETS, REQUEST_TAG, WHY_TAG
-from backfill_assets.late_data import EVENT_DAYS
-from backfill_assets.runner import RANGE_END, RANGE_START
 from backfill_assets.settings import Settings
 
-DAILY_SCHEDULE = "daily_refresh"
-RAW_LAYERS = [*LAYER_ASSETS["raw_orders"], *LAYER_ASSETS["raw_fx_rates"]]
+RAW_ASSETS = [*STEP_ASSETS[RAW_ORDERS_STEP], *STEP_ASSETS[RAW_FX_RATES_STEP]]
 
 
 def daily_ranges(
@@ -53,11 +61,11 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         key = f"daily:{end.isoformat()}"
         return dg.RunRequest(
             run_key=key,
-            asset_selection=RAW_LAYERS,
+            asset_selection=RAW_ASSETS,
             tags={
                 RANGE_START: raw_start.isoformat(),
                 RANGE_END: end.isoformat(),
-                FOLLOW_UP_TAG: EVENT_DAYS,
+                FOLLOW_UP_TAG: EVENT_DAYS_STEP,
                 EVENT_DAYS_TAG: f"{days_start}..{end}",
                 REQUEST_TAG: key,
                 WHY_TAG: f"daily refresh: arrivals {raw_start}..{end}, "

@@ -8,17 +8,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from backfill_assets.catalog import BACKFILL_JOB, LATE_DATA_SENSOR
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import (
-    LATE_DATA_SENSOR,
-    detect_now,
-    group_ready,
-    run_request,
-)
+from backfill_assets.defs.automation.state import detect_now, group_ready, run_request
 from backfill_assets.late_data import Detection, LandingCursor, Request, release
 from backfill_assets.settings import Settings
-
-BACKFILL_JOB = "backfill_job"  # definitions.BACKFILL_JOB; not imported, definitions imports us
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,17 @@ from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.events import DagsterEventType
 from dagster._core.scheduler.instigation import SensorInstigatorData
 
-from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
-from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.defs.staging.checks import STG_ORDERS
+from backfill_assets.catalog import (
+    CURSOR_KEY,
+    LATE_DATA_SENSOR,
+    RANGE_END,
+    RANGE_START,
+    RAW_ASSET_OF_DATASET,
+    REQUEST_TAG,
+    STEP_ASSETS,
+    WHY_TAG,
+)
+from backfill_assets.defs.partitions import last_partition
 from backfill_assets.late_data import (
     Detection,
     LandingCursor,
@@ -28,19 +36,8 @@ from backfill_assets.late_data import (
     detect,
 )
 from backfill_assets.late_data.scan import clock_ns
-from backfill_assets.runner import RANGE_END, RANGE_START, last_partition
 from backfill_assets.settings import Settings
 
-LATE_DATA_SENSOR = "late_data_sensor"
-CURSOR_KEY = "backfill_assets/late_data_cursor"
-REQUEST_TAG = "backfill_assets/request"
-WHY_TAG = "backfill_assets/why"
-LAYER_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
-    "raw_orders": (RAW_ORDERS,),
-    "raw_fx_rates": (RAW_FX_RATES,),
-    "event_days": (STG_ORDERS, FCT_DAILY_REVENUE),
-}
-RAW_ASSET = {"orders": RAW_ORDERS, "fx_rates": RAW_FX_RATES}
 # A raw run that never appeared this long after its request (the daemon dropped it, the
 # sensor was stopped mid-way) no longer holds its event days back: they are requested, and
 # staging's window check holds any day whose raw partitions did not land.
@@ -102,7 +99,7 @@ def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, 
 def built_partitions(instance: dg.DagsterInstance):
     """``built(dataset)``: per date whose raw partition is materialized, when the run that last
     materialized it started (ns); that run listed every file stamped before."""
-    return lambda dataset: _build_starts(instance, RAW_ASSET[dataset])
+    return lambda dataset: _build_starts(instance, RAW_ASSET_OF_DATASET[dataset])
 
 
 def detect_now(
@@ -115,6 +112,7 @@ def detect_now(
         settings.start_date,
         last_partition(),
         settings.max_lateness_days,
+        settings.rate_max_age_days,
         cursor,
         built_partitions(instance),
         clock_ns(),
@@ -147,6 +145,6 @@ def run_request(request: Request) -> dg.RunRequest:
     """A ranged run of ``backfill_job`` over the request's days (one run, not one per day)."""
     return dg.RunRequest(
         run_key=request.key,
-        asset_selection=list(LAYER_ASSETS[request.layer]),
+        asset_selection=list(STEP_ASSETS[request.step]),
         tags=tags_for(request),
     )

@@ -9,60 +9,52 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from backfill_assets.catalog import (
+    FX_RATES_DATASET,
+    ORDERS_DATASET,
+    QUARANTINE_TABLE,
+    RAW_FX_RATES,
+    RAW_FX_RATES_STEP,
+    RAW_FX_RATES_TABLE,
+    RAW_ORDERS,
+    RAW_ORDERS_STEP,
+    RAW_ORDERS_TABLE,
+    VALID_ORDERS_TABLE,
+    Table,
+)
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.publishing import (
-    RETRY_TRANSIENT,
-    close_check_outputs,
-    fail_if_held,
-    held_days,
-    materialization,
-    partition_dates,
-    partitioned,
-    published_by_earlier_attempts,
-    report,
-)
+from backfill_assets.defs.publishing import RETRY_TRANSIENT, Publication, partitioned
 from backfill_assets.defs.raw.checks import (
     RATES_MATCH_LANDING,
-    RAW_FX_RATES,
     RAW_FX_RATES_CHECKS,
     RAW_MATCHES_LANDING,
-    RAW_ORDERS,
     RAW_ORDERS_CHECKS,
-    VALID_TABLE,
     landing_outcomes,
     quarantine_outcomes,
 )
-from backfill_assets.defs.reconcile import (
+from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
+from backfill_assets.resources import PipelineResource
+from backfill_assets.settings import Settings
+from backfill_assets.transforms import schemas
+from backfill_assets.transforms.audit import (
     counts_by,
     fingerprints_and_counts,
     line_fingerprints,
     line_hash,
     rows_per_partition,
 )
-from backfill_assets.landing import list_landing_files, read_order_lines, read_rate_lines
-from backfill_assets.resources import PipelineResource
-from backfill_assets.settings import Settings
 from backfill_assets.transforms.orders import quarantine_rows, valid_orders, validate_orders
-from backfill_assets.transforms.schemas import QUARANTINE_ORDERS as QUARANTINE_SCHEMA
-from backfill_assets.transforms.schemas import RAW_FX_RATES as RAW_FX_RATES_SCHEMA
-from backfill_assets.transforms.schemas import RAW_ORDERS as RAW_ORDERS_SCHEMA
-from backfill_assets.transforms.schemas import VALID_ORDERS as VALID_ORDERS_SCHEMA
 
 KINDS = {"spark", "delta"}
 
-
 # The tables the raw orders step writes, each with its schema (for withdrawing held days).
-ORDER_TABLES = {
-    "raw/orders": RAW_ORDERS_SCHEMA,
-    "quarantine/orders": QUARANTINE_SCHEMA,
-    VALID_TABLE: VALID_ORDERS_SCHEMA,
+ORDER_TABLES: dict[Table, object] = {
+    RAW_ORDERS_TABLE: schemas.RAW_ORDERS,
+    QUARANTINE_TABLE: schemas.QUARANTINE_ORDERS,
+    VALID_ORDERS_TABLE: schemas.VALID_ORDERS,
 }
-
-
-def _days_to_build(context: dg.AssetExecutionContext, key: dg.AssetKey) -> list[date]:
-    done = published_by_earlier_attempts(context, key)
-    return [d for d in partition_dates(context) if d not in done]
 
 
 def _listed(files) -> dict[date, set[str]]:
@@ -72,32 +64,38 @@ def _listed(files) -> dict[date, set[str]]:
     return listed
 
 
-def withdraw(spark, lake, table: str, column: str, days: list[date], before: int | None, schema, commit) -> None:
+def withdraw(spark, lake, table: Table, days: list[date], before: int | None, schema, commit) -> None:
     """Put held days back as they were before this step wrote them, so the lake never holds
     a raw day that Dagster does not report as materialized."""
     if not days:
         return
     if before is None:
-        lake.replace_partitions(table, spark.createDataFrame([], schema), column, days, commit)
+        empty = spark.createDataFrame([], schema)
+        lake.replace_partitions(table.path, empty, table.partition_column, days, commit)
     else:
-        lake.restore_partitions(table, column, days, before, commit)
+        lake.restore_partitions(table.path, table.partition_column, days, before, commit)
 
 
 def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
     """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
     keep the valid ones parsed, for staging), then prove the tables against the landing files
     before reporting a day published. Every record is parsed once, here."""
-    days = _days_to_build(context, RAW_ORDERS)
-    if not days:
-        yield from close_check_outputs(context)
-        return
+    step = Publication(context)
+    days = step.days_to_build(RAW_ORDERS)
+    if days:
+        _build_raw_orders(step, spark, pipeline, days)
+    yield from step.finish()
+
+
+def _build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
     lake = pipeline.lake(spark)
-    files = list_landing_files(pipeline.landing, "orders", days)
+    raw, quarantine, valid = RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE
+    files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
     lines = read_order_lines(spark, pipeline.landing, files)
-    commit = commit_info(context, "raw_orders", days, {})
-    before = {table: lake.version(table) for table in ORDER_TABLES}
-    raw_write = lake.replace_partitions("raw/orders", lines, "arrival_date", days, commit)
+    commit = commit_info(step.context, RAW_ORDERS, days, {})
+    before = {table: lake.version(table.path) for table in ORDER_TABLES}
+    raw_write = lake.replace_partitions(raw.path, lines, raw.partition_column, days, commit)
     # Read the landing files once more and parse each record once; cache only what the rest
     # needs (verdict, typed fields, line hash, payload of rejects), not every payload: the
     # cache stays small enough for memory however long the range.
@@ -108,31 +106,30 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     q_write = lake.replace_partitions(
-        "quarantine/orders", quarantine_rows(verdicts), "arrival_date", days, commit
+        quarantine.path, quarantine_rows(verdicts), quarantine.partition_column, days, commit
     )
     v_write = lake.replace_partitions(
-        VALID_TABLE, valid_orders(verdicts), "arrival_date", days, commit
+        valid.path, valid_orders(verdicts), valid.partition_column, days, commit
     )
-    raw_back, _ = lake.read_partitions("raw/orders", "arrival_date", days, raw_write.version)
-    q_back, _ = lake.read_partitions("quarantine/orders", "arrival_date", days, q_write.version)
+    raw_back, _ = lake.read_partitions(raw.path, raw.partition_column, days, raw_write.version)
+    q_back, _ = lake.read_partitions(quarantine.path, quarantine.partition_column, days, q_write.version)
 
-    expected, expected_reasons = fingerprints_and_counts(verdicts, "arrival_date", "reason")
-    actual = line_fingerprints(raw_back, "arrival_date")
-    actual_reasons = counts_by(q_back, "arrival_date", "reason")
+    expected, expected_reasons = fingerprints_and_counts(verdicts, raw.partition_column, "reason")
+    actual = line_fingerprints(raw_back, raw.partition_column)
+    actual_reasons = counts_by(q_back, quarantine.partition_column, "reason")
     outcomes = landing_outcomes(
         RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual
     ) + quarantine_outcomes(
         days, rows_per_partition(actual), expected_reasons, actual_reasons, v_write.rows_by_partition
     )
     verdicts.unpersist()
-    held = held_days(outcomes)
+    good = step.audit(days, outcomes)
     for table, schema in ORDER_TABLES.items():
-        withdraw(spark, lake, table, "arrival_date", sorted(held), before[table], schema, commit)
-    yield from report(context, outcomes)
-    for day in (d for d in days if d not in held):
+        withdraw(spark, lake, table, sorted(step.held), before[table], schema, commit)
+    for day in good:
         reasons = actual_reasons.get(day, {})
-        yield materialization(RAW_ORDERS, day, {
-            **write_metadata(raw_write, day, {}, RAW_ORDERS_SCHEMA),
+        step.published(RAW_ORDERS, day, {
+            **write_metadata(raw_write, day, {}, schemas.RAW_ORDERS),
             "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
             "valid_records": dg.MetadataValue.int(v_write.rows_by_partition.get(day, 0)),
             "quarantined": dg.MetadataValue.int(sum(reasons.values())),
@@ -140,34 +137,34 @@ def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: Pipeline
             "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
             "quarantine_delta_version": dg.MetadataValue.int(q_write.version),
         })
-    yield from close_check_outputs(context)
-    fail_if_held(held)
 
 
 def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
     """Copy the rate lines of each rate date as landed, proven against the landing files."""
-    days = _days_to_build(context, RAW_FX_RATES)
-    if not days:
-        yield from close_check_outputs(context)
-        return
-    lake = pipeline.lake(spark)
-    files = list_landing_files(pipeline.landing, "fx_rates", days)
+    step = Publication(context)
+    days = step.days_to_build(RAW_FX_RATES)
+    if days:
+        _build_raw_fx_rates(step, spark, pipeline, days)
+    yield from step.finish()
+
+
+def _build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
+    lake, table = pipeline.lake(spark), RAW_FX_RATES_TABLE
+    files = list_landing_files(pipeline.landing, FX_RATES_DATASET, days)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-    commit, before = commit_info(context, "raw_fx_rates", days, {}), lake.version("raw/fx_rates")
-    write = lake.replace_partitions("raw/fx_rates", lines, "rate_date", days, commit)
-    back, _ = lake.read_partitions("raw/fx_rates", "rate_date", days, write.version)
+    commit, before = commit_info(step.context, RAW_FX_RATES, days, {}), lake.version(table.path)
+    write = lake.replace_partitions(table.path, lines, table.partition_column, days, commit)
+    back, _ = lake.read_partitions(table.path, table.partition_column, days, write.version)
     outcomes = landing_outcomes(
         RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
-        line_fingerprints(lines, "rate_date"), line_fingerprints(back, "rate_date"),
+        line_fingerprints(lines, table.partition_column),
+        line_fingerprints(back, table.partition_column),
     )
     lines.unpersist()
-    held = held_days(outcomes)
-    withdraw(spark, lake, "raw/fx_rates", "rate_date", sorted(held), before, RAW_FX_RATES_SCHEMA, commit)
-    yield from report(context, outcomes)
-    for day in (d for d in days if d not in held):
-        yield materialization(RAW_FX_RATES, day, write_metadata(write, day, {}, RAW_FX_RATES_SCHEMA))
-    yield from close_check_outputs(context)
-    fail_if_held(held)
+    good = step.audit(days, outcomes)
+    withdraw(spark, lake, table, sorted(step.held), before, schemas.RAW_FX_RATES, commit)
+    for day in good:
+        step.published(RAW_FX_RATES, day, write_metadata(write, day, {}, schemas.RAW_FX_RATES))
 
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -180,7 +177,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     )
 
     @dg.multi_asset(
-        name="raw_orders",
+        name=RAW_ORDERS_STEP,
         specs=[
             dg.AssetSpec(
                 RAW_ORDERS,
@@ -188,10 +185,10 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 group_name="raw",
                 kinds=KINDS,
                 description="Every order record that landed on arrival date A, verbatim "
-                "(Delta table raw/orders), and the rejected ones with their reason "
-                "(quarantine/orders), and the valid ones parsed for staging "
-                "(raw/orders_valid, internal). Partitioned by arrival date.",
-                metadata={"tables": "raw/orders, quarantine/orders, raw/orders_valid"},
+                f"(Delta table {RAW_ORDERS_TABLE.path}), and the rejected ones with their reason "
+                f"({QUARANTINE_TABLE.path}), and the valid ones parsed for staging "
+                f"({VALID_ORDERS_TABLE.path}, internal). Partitioned by arrival date.",
+                metadata={"tables": ", ".join(t.path for t in ORDER_TABLES)},
             )
         ],
         check_specs=partitioned(RAW_ORDERS_CHECKS, partitions),
@@ -201,7 +198,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         yield from load_raw_orders(context, spark.spark_session, pipeline)
 
     @dg.multi_asset(
-        name="raw_fx_rates",
+        name=RAW_FX_RATES_STEP,
         specs=[
             dg.AssetSpec(
                 RAW_FX_RATES,
@@ -209,8 +206,8 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 group_name="raw",
                 kinds=KINDS,
                 description="Every exchange-rate line published for rate date R, as landed "
-                "(Delta table raw/fx_rates). Partitioned by rate date.",
-                metadata={"tables": "raw/fx_rates"},
+                f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date.",
+                metadata={"tables": RAW_FX_RATES_TABLE.path},
             )
         ],
         check_specs=partitioned(RAW_FX_RATES_CHECKS, partitions),

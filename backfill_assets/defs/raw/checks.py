@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 
 import dagster as dg
 
+from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.defs.publishing import CheckOutcome
-from backfill_assets.defs.reconcile import compare_files
-
-RAW_ORDERS = dg.AssetKey("raw_orders")
-RAW_FX_RATES = dg.AssetKey("raw_fx_rates")
-# Internal table: the raw step's parsed valid records, which staging reads (see schemas.VALID_ORDERS).
-VALID_TABLE = "raw/orders_valid"
+from backfill_assets.transforms.audit import FileKey
 
 RAW_MATCHES_LANDING = "raw_matches_landing"
 QUARANTINE_RECONCILES = "quarantine_reconciles"
@@ -95,3 +92,24 @@ def quarantine_outcomes(
             )
         )
     return outcomes
+
+
+def compare_files(
+    day: date,
+    listed_files: set[str],
+    expected: dict[FileKey, tuple[int, Decimal]],
+    actual: dict[FileKey, tuple[int, Decimal]],
+) -> tuple[bool, dict]:
+    """Raw[day] against the landing files of ``day``: same files, same counts, same payloads."""
+    exp = {f: v for (d, f), v in expected.items() if d == day}
+    act = {f: v for (d, f), v in actual.items() if d == day}
+    unknown = sorted(set(act) - listed_files)
+    mismatched = sorted(f for f in listed_files if exp.get(f, (0, None)) != act.get(f, (0, None)))
+    metadata = {
+        "landing_files": len(listed_files),
+        "expected_records": sum(v[0] for v in exp.values()),
+        "actual_records": sum(v[0] for v in act.values()),
+        "files_not_in_landing": unknown[:10],
+        "mismatched_files": mismatched[:10],
+    }
+    return (not unknown and not mismatched), metadata

@@ -1,14 +1,16 @@
-"""Test-only pause points, so crash and concurrency tests can stop a writer at a known moment,
-and retry tests can make it fail there as a transient I/O error would.
+"""Fault injection for tests: pause points in the lake's write path, so crash and concurrency
+tests can stop a writer at a known moment, and retry tests can make it fail there as a
+transient I/O error would.
 
-Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set. At a point named in
-``BACKFILL_LAKE_PAUSE_AT`` (comma-separated: ``before_files``, ``mid_files``,
-``after_files``, ``before_commit``, ``after_commit``) the process creates
+Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set: until then a pause point costs one
+environment look-up and does nothing. At a point named in ``BACKFILL_LAKE_PAUSE_AT``
+(comma-separated: ``before_files``, ``mid_files``, ``after_files``, ``before_commit``,
+``after_commit``) the process creates
 ``<dir>/<point>.<n>.reached`` (n counts visits of that point) and waits until
 ``<dir>/<point>.<n>.resume`` exists, or forever if never resumed: the test then
 SIGKILLs it. ``before_commit`` pauses only a write's first commit attempt, so
-a writer that lost a race retries without waiting again. Works in executors too, since Python workers inherit the driver's
-environment.
+a writer that lost a race retries without waiting again. Works in executors too, since
+Python workers inherit the driver's environment.
 
 ``BACKFILL_LAKE_FAIL_AT`` names points that raise ``OSError`` instead, the first
 ``BACKFILL_LAKE_FAIL_TIMES`` (default 1) times any process reaches them, counted with

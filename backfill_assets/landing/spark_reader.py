@@ -1,99 +1,26 @@
-"""The immutable landing zone: list its files on the driver, read their lines with Spark.
-
-Layout (CONTRACT.md):
-``<landing>/orders/arrival_date=YYYY-MM-DD/<name>.jsonl`` and
-``<landing>/fx_rates/rate_date=YYYY-MM-DD/<name>.csv``. Files whose name starts
-with ``_`` or ``.`` are still being written and are ignored.
+"""Read landed files' lines with Spark, as raw rows: the only Spark code that touches the landing zone.
 
 Lines are split on ``\\n``, one trailing ``\\r`` is dropped, whitespace-only
 lines are skipped but still counted, so ``line_number`` is the 1-based
-position of the line in its file.
+position of the line in its file. Which files exist is ``layout``'s business.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import date
 from pathlib import Path, PurePosixPath
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
 
-# dataset -> (partition folder prefix, file suffix)
-DATASETS: dict[str, tuple[str, str]] = {
-    "orders": ("arrival_date", ".jsonl"),
-    "fx_rates": ("rate_date", ".csv"),
-}
-FX_HEADER = "currency,usd_per_unit"
-
-_DATE_FOLDER = re.compile(r"(\d{4}-\d{2}-\d{2})")
 # Whitespace as Python's str.isspace() knows it (Java's \s alone misses NBSP and friends).
 _BLANK_LINE = r"^[\s\x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*\z"
 # Hadoop reads paths as globs: escape its metacharacters so odd file names are read literally.
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
-
-
-@dataclass(frozen=True)
-class LandingFile:
-    """One landed file: its partition date and its path relative to the landing root."""
-
-    partition: date
-    relative_path: str
-    size_bytes: int
-
-
-def _layout(dataset: str) -> tuple[str, str]:
-    try:
-        return DATASETS[dataset]
-    except KeyError:
-        raise ValueError(f"unknown landing dataset {dataset!r}; expected one of {sorted(DATASETS)}")
-
-
-def _folder_date(name: str, prefix: str) -> date | None:
-    if not name.startswith(f"{prefix}="):
-        return None
-    match = _DATE_FOLDER.fullmatch(name[len(prefix) + 1 :])
-    if match is None:
-        return None
-    try:
-        return date.fromisoformat(match.group(1))
-    except ValueError:
-        return None
-
-
-def landed_partitions(landing_root: str | Path, dataset: str) -> list[date]:
-    """Dates whose partition folder exists (an empty folder is a landed day with no data)."""
-    prefix, _ = _layout(dataset)
-    base = Path(landing_root) / dataset
-    if not base.is_dir():
-        return []
-    found = {_folder_date(child.name, prefix) for child in base.iterdir() if child.is_dir()}
-    return sorted(d for d in found if d is not None)
-
-
-def list_landing_files(
-    landing_root: str | Path, dataset: str, dates: Iterable[date]
-) -> list[LandingFile]:
-    """The complete files of ``dataset`` landed on ``dates``, sorted by (partition, path)."""
-    prefix, suffix = _layout(dataset)
-    root = Path(landing_root)
-    files: list[LandingFile] = []
-    for day in sorted(set(dates)):
-        folder_name = f"{prefix}={day.isoformat()}"
-        folder = root / dataset / folder_name
-        if not folder.is_dir():
-            continue
-        for child in folder.iterdir():
-            name = child.name
-            if name.startswith(("_", ".")) or not name.endswith(suffix) or not child.is_file():
-                continue
-            relative = f"{dataset}/{folder_name}/{name}"
-            files.append(LandingFile(day, relative, child.stat().st_size))
-    return sorted(files, key=lambda f: (f.partition, f.relative_path))
 
 
 def _relative_path_of_input() -> Column:
@@ -170,7 +97,7 @@ def read_order_lines(
     """raw/orders rows (RAW_ORDERS schema): one row per record of the given .jsonl files."""
     if not files:
         return spark.createDataFrame([], RAW_ORDERS)
-    lines = _read_lines(spark, landing_root, files, DATASETS["orders"][1])
+    lines = _read_lines(spark, landing_root, files, DATASETS[ORDERS_DATASET].suffix)
     return lines.select(
         F.col("partition").alias("arrival_date"),
         F.col("source_file"),
@@ -190,7 +117,7 @@ def read_rate_lines(
     """
     if not files:
         return spark.createDataFrame([], RAW_FX_RATES)
-    lines = _read_lines(spark, landing_root, files, DATASETS["fx_rates"][1])
+    lines = _read_lines(spark, landing_root, files, DATASETS[FX_RATES_DATASET].suffix)
     has_header = F.col("first_line") == F.lit(FX_HEADER)
     comma = F.instr(F.col("line"), ",")
 

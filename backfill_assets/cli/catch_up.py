@@ -14,19 +14,19 @@ import time
 
 import dagster as dg
 
+from backfill_assets.catalog import CLI_TAG, REQUEST_TAG, STEP_ASSETS, WHY_TAG
+from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.report import report_outcomes
+from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import (
-    LAYER_ASSETS,
-    REQUEST_TAG,
-    WHY_TAG,
     detect_now,
     load_cursor,
     save_cursor,
     sensor_is_running,
 )
 from backfill_assets.late_data import Detection, Request, event_day_requests
-from backfill_assets.report import report_outcomes
-from backfill_assets.runner import RunOutcome, RunPlan, ensure_dagster_home, execute
 from backfill_assets.settings import Settings
 
 
@@ -49,10 +49,10 @@ def _explain(detection: Detection, requests: list[Request]) -> None:
 def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[RunOutcome]:
     outcomes, began = [], time.monotonic()
     for n, request in enumerate(requests, start=1):
-        names = "+".join(k.to_user_string() for k in LAYER_ASSETS[request.layer])
+        names = "+".join(k.to_user_string() for k in STEP_ASSETS[request.step])
         print(f"[{n}/{len(requests)}] {names} {request.start}..{request.end} ...", flush=True)
-        plan = RunPlan(LAYER_ASSETS[request.layer], request.start, request.end)
-        tags = {REQUEST_TAG: request.key, WHY_TAG: request.why, "backfill_assets/cli": "catch-up"}
+        plan = RunPlan(STEP_ASSETS[request.step], request.start, request.end)
+        tags = {REQUEST_TAG: request.key, WHY_TAG: request.why, CLI_TAG: "catch-up"}
         outcome = execute(plan, instance, tags=tags)
         outcomes.append(outcome)
         print(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from backfill_assets.runner import LAYERS, RunOutcome
+from backfill_assets.catalog import LAYERS
+from backfill_assets.cli.runner import RunOutcome
 
 
 def render(outcomes: list[RunOutcome]) -> tuple[str, list[str]]:

@@ -7,20 +7,14 @@ from datetime import date, timedelta
 import dagster as dg
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from backfill_assets.defs.fact.checks import FACT_CHECKS
+from backfill_assets.catalog import ASSET_TABLES, LAYERS
+from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
+from backfill_assets.defs.partitions import last_partition
 from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
-from backfill_assets.defs.staging.checks import STAGING_CHECKS
 from backfill_assets.lake import Lake
-from backfill_assets.runner import LAYERS, last_partition
 from backfill_assets.settings import Settings
 
 CHECK_SPECS = RAW_ORDERS_CHECKS + RAW_FX_RATES_CHECKS + STAGING_CHECKS + FACT_CHECKS
-TABLES = {
-    "raw_orders": ("raw/orders", "arrival_date"),
-    "raw_fx_rates": ("raw/fx_rates", "rate_date"),
-    "stg_orders": ("staging/orders", "event_date"),
-    "fct_daily_revenue": ("fact/daily_revenue", "event_date"),
-}
 
 
 def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str]]:
@@ -39,10 +33,12 @@ def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str
 def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
     """Rows per partition of each layer's table, from the Delta logs (no Spark needed)."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
-    return {
-        asset: {p.partition: p.rows for p in lake.partitions(table, column)} if lake.exists(table) else {}
-        for asset, (table, column) in TABLES.items()
-    }
+    rows = {}
+    for key in LAYERS:
+        table = ASSET_TABLES[key][0]
+        partitions = lake.partitions(table.path, table.partition_column) if lake.exists(table.path) else []
+        rows[key.to_user_string()] = {p.partition: p.rows for p in partitions}
+    return rows
 
 
 def print_status(settings: Settings, start: date | None, end: date | None) -> int:

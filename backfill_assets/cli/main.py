@@ -7,13 +7,8 @@ import sys
 import time
 from datetime import date, timedelta
 
-from backfill_assets.report import report_outcomes
-from backfill_assets.runner import (
-    ensure_dagster_home,
-    execute,
-    last_partition,
-    plan_backfill,
-)
+from backfill_assets.catalog import CLI_TAG
+from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.settings import Settings
 
 
@@ -39,12 +34,15 @@ def cmd_generate(args, settings: Settings) -> int:
 def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False) -> int:
     import dagster as dg
 
-    from backfill_assets.planning import (
+    from backfill_assets.cli.planning import (
         gone_raw_partitions,
         input_files,
+        plan_backfill,
         record_throughput,
         would_wipe,
     )
+    from backfill_assets.cli.report import report_outcomes
+    from backfill_assets.cli.runner import execute
 
     ensure_dagster_home()
     plans = plan_backfill(settings, start, end)
@@ -62,7 +60,7 @@ def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwri
             names = "+".join(k.to_user_string() for k in plan.assets)
             print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
             run_began = time.monotonic()
-            outcome = execute(plan, instance, tags={"backfill_assets/cli": "backfill"})
+            outcome = execute(plan, instance, tags={CLI_TAG: "backfill"})
             if outcome.success:
                 record_throughput(sum(f.size_bytes for f in input_files(settings, plan)),
                                   time.monotonic() - run_began)
@@ -82,7 +80,7 @@ def cmd_backfill(args, settings: Settings) -> int:
 
 
 def cmd_plan(args, settings: Settings) -> int:
-    from backfill_assets.planning import make_plan, render_plan
+    from backfill_assets.cli.planning import make_plan, render_plan
 
     ensure_dagster_home()
     print(render_plan(make_plan(settings, args.start, args.end)))
@@ -93,7 +91,8 @@ def cmd_reexecute(args, settings: Settings) -> int:
     """Re-execute a failed ranged run from failure: only its held days are rebuilt."""
     import dagster as dg
 
-    from backfill_assets.runner import reexecute_from_failure
+    from backfill_assets.cli.report import report_outcomes
+    from backfill_assets.cli.runner import reexecute_from_failure
 
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
@@ -102,6 +101,7 @@ def cmd_reexecute(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
+    from backfill_assets.defs.partitions import last_partition
     from backfill_assets.generate import generate_feed
 
     end = min(settings.start_date + timedelta(days=args.days - 1), last_partition())
@@ -114,13 +114,13 @@ def cmd_demo(args, settings: Settings) -> int:
 
 
 def cmd_catch_up(args, settings: Settings) -> int:
-    from backfill_assets.defs.automation.catch_up import run_catch_up
+    from backfill_assets.cli.catch_up import run_catch_up
 
     return run_catch_up(settings)
 
 
 def cmd_status(args, settings: Settings) -> int:
-    from backfill_assets.status import print_status
+    from backfill_assets.cli.status import print_status
 
     ensure_dagster_home()
     return print_status(settings, args.start, args.end)
@@ -172,6 +172,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"backfill-assets: {exc}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

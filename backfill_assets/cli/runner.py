@@ -1,4 +1,4 @@
-"""Turn a requested event-date range into ranged Dagster runs, execute them, read back the outcome.
+"""Execute ranged runs of the code location's job and read back their outcome.
 
 The CLI, the benchmarks and the tests go through here, so every run they start is
 a real run of the code location's job in the instance at ``DAGSTER_HOME``: it shows
@@ -8,38 +8,19 @@ in the UI and can be re-executed from there.
 from __future__ import annotations
 
 import os
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
+from datetime import date
 
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-from backfill_assets.defs.fact.checks import FCT_DAILY_REVENUE
-from backfill_assets.defs.raw.checks import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.defs.staging.checks import STG_ORDERS
-from backfill_assets.landing import landed_partitions
-from backfill_assets.settings import Settings
+from backfill_assets.catalog import RANGE_END, RANGE_START
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.definitions import backfill_job
 
-LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE)
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
 QUIET = {"loggers": {"console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}}}
-RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """One ranged run: some assets over one contiguous partition range."""
-
-    assets: tuple[dg.AssetKey, ...]
-    start: date
-    end: date
-
-    @property
-    def days(self) -> list[date]:
-        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days + 1)]
 
 
 @dataclass
@@ -52,51 +33,7 @@ class RunOutcome:
     error: str | None = None
 
 
-
-def last_partition() -> date:
-    """Daily partitions end with yesterday (UTC): today is not complete yet."""
-    return datetime.now(UTC).date() - timedelta(days=1)
-
-
-def contiguous(days: list[date]) -> list[tuple[date, date]]:
-    ranges: list[tuple[date, date]] = []
-    for day in sorted(days):
-        if ranges and day == ranges[-1][1] + timedelta(days=1):
-            ranges[-1] = (ranges[-1][0], day)
-        else:
-            ranges.append((day, day))
-    return ranges
-
-
-def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
-    """Raw for every landed arrival date in [start, end + lateness], rates for
-    [start - 7, end], then staging and fact for [start, end]."""
-    first, last = settings.start_date, last_partition()
-    if start > end:
-        raise ValueError(f"--start {start} is after --end {end}")
-    if start < first or end > last:
-        raise ValueError(f"the range must lie within the partitions {first} .. {last}")
-    arrival_end = min(end + timedelta(days=settings.max_lateness_days), last)
-    landed = [d for d in landed_partitions(settings.landing_dir, "orders") if start <= d <= arrival_end]
-    plans = [RunPlan((RAW_ORDERS,), a, b) for a, b in contiguous(landed)]
-    plans.append(RunPlan((RAW_FX_RATES,), max(start - timedelta(days=7), first), end))
-    plans.append(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), start, end))
-    return plans
-
-
-def ensure_dagster_home(project_dir: Path | None = None) -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
-    project_yaml = (project_dir or Path.cwd()) / "dagster.yaml"
-    if not (home / "dagster.yaml").exists() and project_yaml.exists():
-        shutil.copy(project_yaml, home / "dagster.yaml")
-    return home
-
-
 def execute(plan: RunPlan, instance: dg.DagsterInstance, tags: dict[str, str] | None = None) -> RunOutcome:
-    from backfill_assets.definitions import backfill_job
-
     run_tags = {RANGE_START: plan.start.isoformat(), RANGE_END: plan.end.isoformat(), **(tags or {})}
     with dg.execute_job(
         dg.reconstructable(backfill_job),
@@ -111,8 +48,6 @@ def execute(plan: RunPlan, instance: dg.DagsterInstance, tags: dict[str, str] | 
 
 def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
     """Re-execute a failed ranged run's failed steps; its published days are kept, the held redone."""
-    from backfill_assets.definitions import backfill_job
-
     parent = instance.get_run_by_id(run_id)
     if parent is None:
         raise ValueError(f"no run {run_id!r} in this Dagster instance")

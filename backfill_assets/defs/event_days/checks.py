@@ -1,4 +1,5 @@
-"""Staging checks, evaluated on each event day before it is published."""
+"""The event-day step's checks: staging's and the fact's, evaluated on each event day before
+it is published. The figures they compare come from ``transforms.audit``."""
 
 from __future__ import annotations
 
@@ -6,13 +7,10 @@ from collections.abc import Iterable
 from datetime import date, timedelta
 
 import dagster as dg
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from backfill_assets.catalog import FCT_DAILY_REVENUE, STG_ORDERS
 from backfill_assets.defs.publishing import CheckOutcome
-from backfill_assets.transforms.schemas import staging_row_rules
-
-STG_ORDERS = dg.AssetKey("stg_orders")
+from backfill_assets.transforms.audit import EMPTY_DAY, ZERO
 
 UNIQUE_ORDER_IDS = "unique_order_ids"
 ONE_ROW_PER_VALID_ORDER = "one_row_per_valid_order"
@@ -37,50 +35,17 @@ STAGING_CHECKS = [
                       "columns and types, and every priced row each of the model's data rules."),
 ]
 
+TOTALS_MATCH_STAGING = "totals_match_staging"
 
-def staging_stats(staging: DataFrame) -> dict[date, dict]:
-    """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
-    and how many priced rows break each data rule of the contract's schema (an order without a
-    rate is fx_rate_present's to report, not the schema's).
-
-    Two plain aggregations, per (day, order id) then per day, rather than a distinct count
-    beside the others (which makes Spark expand and shuffle every row twice); staging arrives
-    partitioned by (day, order id) from its dedupe, so the first needs no shuffle."""
-    no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
-    rules = staging_row_rules()
-    per_id = staging.groupBy("event_date", "order_id").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
-        F.max(F.when(no_rate, F.concat_ws(":", "order_id", "currency"))).alias("no_rate_example"),
-        *[
-            F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
-            for i, broken in enumerate(rules.values())
-        ],
+FACT_CHECKS = [
+    dg.AssetCheckSpec(
+        TOTALS_MATCH_STAGING,
+        asset=FCT_DAILY_REVENUE,
+        blocking=True,
+        description="fact[D] totals equal staging[D]: orders, each status count, and paid "
+        "revenue to the cent.",
     )
-    rows = (
-        per_id.groupBy("event_date")
-        .agg(
-            F.sum("rows").alias("rows"),
-            F.count(F.lit(1)).alias("distinct_ids"),
-            F.sum("without_rate").alias("without_rate"),
-            F.slice(F.sort_array(F.collect_list("no_rate_example")), 1, 5).alias("first_without_rate"),
-            *[F.sum(f"_rule_{i}").alias(f"_rule_{i}") for i in range(len(rules))],
-        )
-        .collect()
-    )
-    stats = {}
-    for r in rows:
-        broken = {name: r[f"_rule_{i}"] for i, name in enumerate(rules) if r[f"_rule_{i}"]}
-        stats[r["event_date"]] = {**{k: r[k] for k in EMPTY_DAY}, "rule_violations": broken}
-    return stats
-
-
-EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
-
-
-def valid_order_ids(valid: DataFrame) -> dict[date, int]:
-    rows = valid.groupBy("event_date").agg(F.count_distinct("order_id").alias("ids")).collect()
-    return {r["event_date"]: r["ids"] for r in rows}
+]
 
 
 def missing_window_files(
@@ -118,4 +83,16 @@ def staging_outcomes(
                          {"schema_errors": dg.MetadataValue.json(schema_errors[:10]),
                           "rows_breaking_rules": dg.MetadataValue.json(violations)}),
         ]
+    return outcomes
+
+
+def fact_outcomes(days: list[date], expected: dict[date, dict], actual: dict[date, dict]) -> list[CheckOutcome]:
+    outcomes = []
+    for day in days:
+        exp, act = expected.get(day, ZERO), actual.get(day, ZERO)
+        metadata = {
+            **{f"expected_{k}": (str(v) if k == "revenue_usd" else v) for k, v in exp.items()},
+            **{f"actual_{k}": (str(v) if k == "revenue_usd" else v) for k, v in act.items()},
+        }
+        outcomes.append(CheckOutcome(FCT_DAILY_REVENUE, TOTALS_MATCH_STAGING, day, exp == act, metadata))
     return outcomes

@@ -1,6 +1,7 @@
-"""`backfill-assets plan`: what a backfill would build, from what, and how long it should take.
+"""Which ranged runs a backfill makes, and ``backfill-assets plan``: what they would build, from
+what, and how long they should take.
 
-A dry run: it lists files and reads Delta logs, and changes nothing. Time is
+The plan is a dry run: it lists files and reads Delta logs, and changes nothing. Time is
 estimated from the throughput of real runs on this machine, recorded under
 ``DAGSTER_HOME`` by every run the CLI executes.
 """
@@ -13,15 +14,59 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
+import dagster as dg
+
+from backfill_assets.catalog import (
+    EVENT_DAYS_STEP,
+    FX_RATES_DATASET,
+    ORDERS_DATASET,
+    RAW_FX_RATES,
+    RAW_ORDERS,
+    RAW_ORDERS_TABLE,
+    STEP_ASSETS,
+)
+from backfill_assets.defs.partitions import last_partition
 from backfill_assets.lake import Lake
-from backfill_assets.landing import list_landing_files
-from backfill_assets.runner import RunPlan, plan_backfill
+from backfill_assets.landing.layout import landed_partitions, list_landing_files
+from backfill_assets.late_data import day_ranges
 from backfill_assets.settings import Settings
 
 # Until a run has been measured here: ~10 s to start a run and its Spark session,
 # then ~2 MB/s of landed JSON through all checks (measured on the 2-core CI machine).
 DEFAULT_RUN_OVERHEAD_S = 10.0
 DEFAULT_BYTES_PER_S = 2_000_000.0
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One ranged run: some assets over one contiguous partition range."""
+
+    assets: tuple[dg.AssetKey, ...]
+    start: date
+    end: date
+
+    @property
+    def days(self) -> list[date]:
+        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days + 1)]
+
+
+def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
+    """Raw for every landed arrival date in [start, end + lateness], rates for
+    [start - rate window, end], then staging and fact for [start, end]."""
+    first, last = settings.start_date, last_partition()
+    if start > end:
+        raise ValueError(f"--start {start} is after --end {end}")
+    if start < first or end > last:
+        raise ValueError(f"the range must lie within the partitions {first} .. {last}")
+    arrival_end = min(end + timedelta(days=settings.max_lateness_days), last)
+    landed = [
+        d for d in landed_partitions(settings.landing_dir, ORDERS_DATASET) if start <= d <= arrival_end
+    ]
+    plans = [RunPlan((RAW_ORDERS,), a, b) for a, b in day_ranges(landed)]
+    rates_start = max(start - timedelta(days=settings.rate_max_age_days), first)
+    plans.append(RunPlan((RAW_FX_RATES,), rates_start, end))
+    plans.append(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], start, end))
+    return plans
 
 
 @dataclass
@@ -68,31 +113,30 @@ def _rate() -> tuple[float, float, bool]:
 
 def input_files(settings: Settings, run: RunPlan):
     """The landing files a run reads: its own dates for raw, the arrival window for staging."""
-    name = run.assets[0].to_user_string()
-    if name == "raw_fx_rates":
-        return list_landing_files(settings.landing_dir, "fx_rates", run.days)
-    if name == "raw_orders":
-        return list_landing_files(settings.landing_dir, "orders", run.days)
+    if run.assets[0] == RAW_FX_RATES:
+        return list_landing_files(settings.landing_dir, FX_RATES_DATASET, run.days)
+    if run.assets[0] == RAW_ORDERS:
+        return list_landing_files(settings.landing_dir, ORDERS_DATASET, run.days)
     window = run.days + [run.end + timedelta(days=i + 1) for i in range(settings.max_lateness_days)]
-    return list_landing_files(settings.landing_dir, "orders", window)
+    return list_landing_files(settings.landing_dir, ORDERS_DATASET, window)
 
 
 def gone_raw_partitions(settings: Settings, start: date, end: date) -> dict[date, int]:
     """Raw partitions of arrivals [start, end + lateness] that hold rows but whose landing
     files are gone: rebuilding one would replace real rows with emptiness."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
-    if not lake.exists("raw/orders"):
+    if not lake.exists(RAW_ORDERS_TABLE.path):
         return {}
     last = end + timedelta(days=settings.max_lateness_days)
-    rows = {p.partition: p.rows for p in lake.partitions("raw/orders", "arrival_date")
+    rows = {p.partition: p.rows for p in lake.partitions(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column)
             if start <= p.partition <= last and p.rows > 0}
-    files = {f.partition for f in list_landing_files(settings.landing_dir, "orders", sorted(rows))}
+    files = {f.partition for f in list_landing_files(settings.landing_dir, ORDERS_DATASET, sorted(rows))}
     return {d: n for d, n in rows.items() if d not in files}
 
 
 def would_wipe(runs: list[RunPlan], gone: dict[date, int]) -> list[date]:
     """Gone partitions that a raw run of the plan would rebuild (their folder exists, empty)."""
-    raw_days = {d for r in runs if r.assets[0].to_user_string() == "raw_orders" for d in r.days}
+    raw_days = {d for r in runs if r.assets[0] == RAW_ORDERS for d in r.days}
     return sorted(d for d in gone if d in raw_days)
 
 

@@ -1,0 +1,72 @@
+"""Every name the pipeline shares, spelled once: asset keys, tables, layers, the job, run tags.
+
+A leaf module: it imports nothing of the project, so everything may import it. No other
+module spells a table path, an asset key, the job's name or a run tag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+
+@dataclass(frozen=True)
+class Table:
+    """A Delta table under the lake root, and the date column it is partitioned by."""
+
+    path: str
+    partition_column: str
+
+
+# The contract's tables (docs: README "Architecture"), and one internal table.
+RAW_ORDERS_TABLE = Table("raw/orders", "arrival_date")
+QUARANTINE_TABLE = Table("quarantine/orders", "arrival_date")
+VALID_ORDERS_TABLE = Table("raw/orders_valid", "arrival_date")  # internal: the parsed valid records
+RAW_FX_RATES_TABLE = Table("raw/fx_rates", "rate_date")
+STAGING_TABLE = Table("staging/orders", "event_date")
+FACT_TABLE = Table("fact/daily_revenue", "event_date")
+
+# Asset keys, in layer order.
+RAW_ORDERS = dg.AssetKey("raw_orders")
+RAW_FX_RATES = dg.AssetKey("raw_fx_rates")
+STG_ORDERS = dg.AssetKey("stg_orders")
+FCT_DAILY_REVENUE = dg.AssetKey("fct_daily_revenue")
+LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE)
+
+# What each asset writes; the first table is the one its partitions are counted in.
+ASSET_TABLES: dict[dg.AssetKey, tuple[Table, ...]] = {
+    RAW_ORDERS: (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE),
+    RAW_FX_RATES: (RAW_FX_RATES_TABLE,),
+    STG_ORDERS: (STAGING_TABLE,),
+    FCT_DAILY_REVENUE: (FACT_TABLE,),
+}
+
+# The landing datasets (see ``landing.layout``) and the raw asset that copies each.
+ORDERS_DATASET, FX_RATES_DATASET = "orders", "fx_rates"
+RAW_ASSET_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS, FX_RATES_DATASET: RAW_FX_RATES}
+
+# Steps: the unit a run request names. Staging and fact are one step (defs/event_days/).
+RAW_ORDERS_STEP, RAW_FX_RATES_STEP, EVENT_DAYS_STEP = "raw_orders", "raw_fx_rates", "event_days"
+STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
+    RAW_ORDERS_STEP: (RAW_ORDERS,),
+    RAW_FX_RATES_STEP: (RAW_FX_RATES,),
+    EVENT_DAYS_STEP: (STG_ORDERS, FCT_DAILY_REVENUE),
+}
+RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX_RATES_STEP}
+
+# The one job, and the sensors and schedule that request its runs.
+BACKFILL_JOB = "backfill_job"
+LATE_DATA_SENSOR = "late_data_sensor"
+FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
+DAILY_SCHEDULE = "daily_refresh"
+
+# Run tags. Dagster's own pair makes a run ranged; ours say who asked and why.
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+REQUEST_TAG = "backfill_assets/request"  # the request's key: one run per detection
+WHY_TAG = "backfill_assets/why"
+FOLLOW_UP_TAG = "backfill_assets/follow_up"  # on the schedule's raw run: follow it up
+EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" event days
+CLI_TAG = "backfill_assets/cli"  # the command that started the run
+CURSOR_KEY = "backfill_assets/late_data_cursor"  # catch-up's cursor while the sensor has none

@@ -1,0 +1,178 @@
+"""``stg_orders`` and ``fct_daily_revenue``: one multi-asset step, published day by day.
+
+Why one step: see this package's docstring.
+"""
+
+# No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
+# the asset is defined, and cannot read a postponed annotation.
+from datetime import date
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import functions as F
+
+from backfill_assets.catalog import (
+    FACT_TABLE,
+    FCT_DAILY_REVENUE,
+    RAW_FX_RATES,
+    RAW_ORDERS,
+    STAGING_TABLE,
+    STG_ORDERS,
+)
+from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
+from backfill_assets.defs.event_days.fact import build_fact, fact_metadata, previous_fact_totals
+from backfill_assets.defs.event_days.staging import build_staging
+from backfill_assets.defs.lineage import commit_info, write_metadata
+from backfill_assets.defs.partitions import (
+    arrivals_of_event_day,
+    daily_partitions,
+    rates_of_event_day,
+)
+from backfill_assets.defs.publishing import (
+    RETRY_TRANSIENT,
+    Publication,
+    partition_dates,
+    partitioned,
+)
+from backfill_assets.lake import Lake
+from backfill_assets.resources import PipelineResource
+from backfill_assets.settings import Settings
+from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
+
+KINDS = {"spark", "delta"}
+
+
+class LakeWriteMismatch(Exception):
+    """The lake committed a different number of rows than the step computed: never a data issue."""
+
+
+def _verify_rows(write, expected: dict[date, int]) -> None:
+    got = {d: write.rows_by_partition.get(d, 0) for d in expected}
+    if got != expected:
+        raise LakeWriteMismatch(f"{write.table} v{write.version}: expected rows {expected}, committed {got}")
+
+
+def publish_staging(step: Publication, spark, lake: Lake, settings: Settings) -> tuple[set[date], int | None]:
+    """Build, audit and publish this step's staging days: (days published in this run or an
+    earlier attempt of it, the Delta version written)."""
+    days = step.days_to_build(STG_ORDERS)
+    done = set(partition_dates(step.context)) - set(days)
+    if not days:
+        return done, None
+    build = build_staging(spark, lake, settings, days)
+    good = step.audit(days, build.outcomes)
+    version = None
+    if good:
+        write = lake.replace_partitions(
+            STAGING_TABLE.path,
+            build.staging.filter(F.col(STAGING_TABLE.partition_column).isin(good)),
+            STAGING_TABLE.partition_column,
+            good,
+            commit_info(step.context, STG_ORDERS, good, build.input_versions),
+        )
+        _verify_rows(write, {d: build.rows.get(d, 0) for d in good})
+        version = write.version
+        for d in good:
+            step.published(STG_ORDERS, d, write_metadata(write, d, build.input_versions, STAGING_ORDERS))
+    build.release()
+    step.context.log.info(f"stg_orders: published {len(good)} of {len(days)} day(s)")
+    return set(good) | done, version
+
+
+def publish_fact(step: Publication, lake: Lake, candidates: list[date], staging_version: int | None) -> None:
+    days = step.days_to_build(FCT_DAILY_REVENUE, candidates)
+    if not days:
+        return
+    table = STAGING_TABLE
+    staging, version = lake.read_partitions(table.path, table.partition_column, days, staging_version)
+    build = build_fact(staging, days)
+    good = step.audit(days, build.outcomes)
+    if not good:
+        return
+    inputs = {STAGING_TABLE.path: version}
+    before, replaced_version = previous_fact_totals(lake, good)
+    write = lake.replace_partitions(
+        FACT_TABLE.path,
+        build.fact.filter(F.col(FACT_TABLE.partition_column).isin(good)),
+        FACT_TABLE.partition_column,
+        good,
+        commit_info(step.context, FCT_DAILY_REVENUE, good, inputs),
+    )
+    for d in good:
+        step.published(FCT_DAILY_REVENUE, d, {
+            **write_metadata(write, d, inputs, DAILY_REVENUE),
+            **fact_metadata(build.expected.get(d, {}), before.get(d), replaced_version),
+        })
+
+
+def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, settings: Settings):
+    """Staging then fact for the selected event days; a day held in staging is held in fact."""
+    step = Publication(context)
+    selected = context.selected_asset_keys
+    staging_version = None
+    if STG_ORDERS in selected:
+        published, staging_version = publish_staging(step, spark, lake, settings)
+        yield from step.drain()  # staging is committed: record it before the fact runs
+    else:
+        published = {date.fromisoformat(k) for k in context.instance.get_materialized_partitions(STG_ORDERS)}
+    if FCT_DAILY_REVENUE in selected:
+        candidates = []
+        for d in partition_dates(context):
+            if d in step.held:
+                continue
+            if d in published:
+                candidates.append(d)
+            else:
+                step.hold(d, f"{STG_ORDERS.to_user_string()} not published")
+        publish_fact(step, lake, candidates, staging_version)
+    yield from step.finish()
+
+
+def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
+    partitions = daily_partitions(settings)
+
+    @dg.multi_asset(
+        name="staging_and_fact",
+        specs=[
+            dg.AssetSpec(
+                STG_ORDERS,
+                skippable=True,
+                group_name="staging",
+                kinds=KINDS,
+                description=f"One row per order and event day (Delta table {STAGING_TABLE.path}): "
+                "valid records of arrivals D .. D + max lateness, deduplicated latest-wins, "
+                "converted to USD at the rate of the event's own day. A day with an order "
+                "lacking a rate is held.",
+                deps=[
+                    dg.AssetDep(RAW_ORDERS, partition_mapping=arrivals_of_event_day(settings)),
+                    dg.AssetDep(RAW_FX_RATES, partition_mapping=rates_of_event_day(settings)),
+                ],
+                metadata={"table": STAGING_TABLE.path},
+            ),
+            dg.AssetSpec(
+                FCT_DAILY_REVENUE,
+                skippable=True,
+                group_name="fact",
+                kinds=KINDS,
+                description=f"Daily revenue (Delta table {FACT_TABLE.path}): per event date and "
+                "country, orders by final status and the USD revenue of paid orders. Published "
+                "only for days whose staging passed its checks.",
+                deps=[STG_ORDERS],
+                metadata={"table": FACT_TABLE.path},
+            ),
+        ],
+        check_specs=partitioned(STAGING_CHECKS + FACT_CHECKS, partitions),
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        can_subset=True,
+        retry_policy=RETRY_TRANSIENT,
+        pool="spark",
+    )
+    def staging_and_fact(
+        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
+    ):
+        """Staging then fact for the selected event days, each day audited before publishing."""
+        session = spark.spark_session
+        yield from publish_event_days(context, session, pipeline.lake(session), settings)
+
+    return [staging_and_fact]

@@ -1,0 +1,1 @@
+"""The immutable landing zone: its layout (``layout``) and its Spark reader (``spark_reader``)."""

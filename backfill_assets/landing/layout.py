@@ -1,0 +1,102 @@
+"""The landing zone's layout, in one place: the Spark reader, the sensor's scanner, ``plan`` and
+the generator all name folders and files through here. No Spark, no Dagster.
+
+``<landing>/orders/arrival_date=YYYY-MM-DD/<name>.jsonl`` and
+``<landing>/fx_rates/rate_date=YYYY-MM-DD/<name>.csv`` (docs/contract.md). A file whose name
+starts with ``_`` or ``.`` is still being written and is not there yet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A landed dataset: its folder under the root, its partition folders' prefix, its files'."""
+
+    name: str
+    partition_prefix: str
+    suffix: str
+
+    def folder_name(self, day: date) -> str:
+        return f"{self.partition_prefix}={day.isoformat()}"
+
+    def relative_folder(self, day: date) -> str:
+        return f"{self.name}/{self.folder_name(day)}"
+
+
+DATASETS: dict[str, Dataset] = {
+    ORDERS_DATASET: Dataset(ORDERS_DATASET, "arrival_date", ".jsonl"),
+    FX_RATES_DATASET: Dataset(FX_RATES_DATASET, "rate_date", ".csv"),
+}
+FX_HEADER = "currency,usd_per_unit"  # the first line of every rate file
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class LandingFile:
+    """One landed file: its partition date and its path relative to the landing root."""
+
+    partition: date
+    relative_path: str
+    size_bytes: int
+
+
+def dataset(name: str) -> Dataset:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ValueError(f"unknown landing dataset {name!r}; expected one of {sorted(DATASETS)}")
+
+
+def folder_day(name: str, ds: Dataset) -> date | None:
+    """The date of a ``prefix=YYYY-MM-DD`` folder name, None for anything else."""
+    prefix = ds.partition_prefix + "="
+    text = name[len(prefix) :] if name.startswith(prefix) else ""
+    if not _DAY.fullmatch(text):
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def is_complete(name: str, ds: Dataset) -> bool:
+    """A landed file of ``ds`` by name: not in flight (``_``/``.``), with the dataset's suffix."""
+    return not name.startswith(("_", ".")) and name.endswith(ds.suffix)
+
+
+def landed_partitions(landing_root: str | Path, name: str) -> list[date]:
+    """Dates whose partition folder exists (an empty folder is a landed day with no data)."""
+    ds = dataset(name)
+    base = Path(landing_root) / ds.name
+    if not base.is_dir():
+        return []
+    found = {folder_day(child.name, ds) for child in base.iterdir() if child.is_dir()}
+    return sorted(d for d in found if d is not None)
+
+
+def list_landing_files(
+    landing_root: str | Path, name: str, dates: Iterable[date]
+) -> list[LandingFile]:
+    """The complete files of dataset ``name`` landed on ``dates``, sorted by (partition, path)."""
+    ds = dataset(name)
+    root = Path(landing_root)
+    files: list[LandingFile] = []
+    for day in sorted(set(dates)):
+        folder = root / ds.relative_folder(day)
+        if not folder.is_dir():
+            continue
+        for child in folder.iterdir():
+            if is_complete(child.name, ds) and child.is_file():
+                relative = f"{ds.relative_folder(day)}/{child.name}"
+                files.append(LandingFile(day, relative, child.stat().st_size))
+    return sorted(files, key=lambda f: (f.partition, f.relative_path))

@@ -1,0 +1,1 @@
+"""Seams for tests only. Inert unless a test sets their environment variables."""

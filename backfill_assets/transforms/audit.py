@@ -1,0 +1,150 @@
+"""The per-partition figures the checks compare, as Spark aggregations: one pass per side,
+collected small, returned as plain Python values (no Dagster).
+
+Each check compares an expected side with an actual side and shows both in Dagster; these
+functions compute the sides. Raw: per-file record counts and order-independent checksums of
+(line number, payload), and counts by reason. Staging: rows, distinct ids, orders without a
+rate and rule violations per event day. Fact: totals per event day.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date
+from decimal import Decimal
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from backfill_assets.transforms.schemas import staging_row_rules
+
+FileKey = tuple[date, str]
+
+
+def line_hash():
+    """A record's hash: its line number and payload (summed per file, order-independent)."""
+    return F.xxhash64(F.col("line_number"), F.col("payload")).cast("decimal(20,0)")
+
+
+def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tuple[int, Decimal]]:
+    """(partition, source_file) -> (records, order-independent checksum of line numbers + payloads)."""
+    rows = (
+        df.groupBy(F.col(partition_column).alias("partition"), F.col("source_file"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum(line_hash()).alias("checksum"))
+        .collect()
+    )
+    return {(r["partition"], r["source_file"]): (r["records"], r["checksum"]) for r in rows}
+
+
+def fingerprints_and_counts(
+    df: DataFrame, partition_column: str, column: str
+) -> tuple[dict[FileKey, tuple[int, Decimal]], dict[date, dict]]:
+    """``line_fingerprints`` and ``counts_by(column)`` of ``df`` in one pass over it; ``df``
+    carries each record's ``line_hash()`` in a column of that name, not the payload."""
+    rows = (
+        df.groupBy(F.col(partition_column).alias("partition"), "source_file", column)
+        .agg(F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum"))
+        .collect()
+    )
+    fingerprints: dict[FileKey, tuple[int, Decimal]] = {}
+    counts: dict[date, dict] = defaultdict(lambda: defaultdict(int))
+    for r in rows:
+        key = (r["partition"], r["source_file"])
+        records, checksum = fingerprints.get(key, (0, 0))
+        fingerprints[key] = (records + r["records"], checksum + int(r["checksum"]))  # exact ints
+        counts[r["partition"]][r[column]] += r["records"]
+    return fingerprints, {day: dict(by_value) for day, by_value in counts.items()}
+
+
+def counts_by(df: DataFrame, partition_column: str, column: str) -> dict[date, dict[str, int]]:
+    """partition -> {value of ``column``: rows}."""
+    out: dict[date, dict[str, int]] = defaultdict(dict)
+    for r in df.groupBy(partition_column, column).count().collect():
+        out[r[partition_column]][r[column]] = r["count"]
+    return out
+
+
+def rows_per_partition(fingerprints: dict[FileKey, tuple[int, Decimal]]) -> dict[date, int]:
+    totals: dict[date, int] = defaultdict(int)
+    for (partition, _), (records, _) in fingerprints.items():
+        totals[partition] += records
+    return totals
+
+
+def staging_stats(staging: DataFrame) -> dict[date, dict]:
+    """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
+    and how many priced rows break each data rule of the contract's schema (an order without a
+    rate is fx_rate_present's to report, not the schema's).
+
+    Two plain aggregations, per (day, order id) then per day, rather than a distinct count
+    beside the others (which makes Spark expand and shuffle every row twice); staging arrives
+    partitioned by (day, order id) from its dedupe, so the first needs no shuffle."""
+    no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
+    rules = staging_row_rules()
+    per_id = staging.groupBy("event_date", "order_id").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
+        F.max(F.when(no_rate, F.concat_ws(":", "order_id", "currency"))).alias("no_rate_example"),
+        *[
+            F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
+            for i, broken in enumerate(rules.values())
+        ],
+    )
+    rows = (
+        per_id.groupBy("event_date")
+        .agg(
+            F.sum("rows").alias("rows"),
+            F.count(F.lit(1)).alias("distinct_ids"),
+            F.sum("without_rate").alias("without_rate"),
+            F.slice(F.sort_array(F.collect_list("no_rate_example")), 1, 5).alias("first_without_rate"),
+            *[F.sum(f"_rule_{i}").alias(f"_rule_{i}") for i in range(len(rules))],
+        )
+        .collect()
+    )
+    stats = {}
+    for r in rows:
+        broken = {name: r[f"_rule_{i}"] for i, name in enumerate(rules) if r[f"_rule_{i}"]}
+        stats[r["event_date"]] = {**{k: r[k] for k in EMPTY_DAY}, "rule_violations": broken}
+    return stats
+
+
+EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
+
+
+def valid_order_ids(valid: DataFrame) -> dict[date, int]:
+    rows = valid.groupBy("event_date").agg(F.count_distinct("order_id").alias("ids")).collect()
+    return {r["event_date"]: r["ids"] for r in rows}
+
+
+TOTAL_FIELDS = ("orders", "placed_orders", "paid_orders", "cancelled_orders", "revenue_usd")
+ZERO = {"orders": 0, "placed_orders": 0, "paid_orders": 0, "cancelled_orders": 0, "revenue_usd": Decimal("0.00")}
+
+
+def _status(name: str):
+    return F.sum(F.when(F.col("status") == name, 1).otherwise(0))
+
+
+def staging_totals(staging: DataFrame) -> dict[date, dict]:
+    rows = (
+        staging.groupBy("event_date")
+        .agg(
+            F.count(F.lit(1)).alias("orders"),
+            _status("placed").alias("placed_orders"),
+            _status("paid").alias("paid_orders"),
+            _status("cancelled").alias("cancelled_orders"),
+            F.sum(F.when(F.col("status") == "paid", F.col("amount_usd"))).alias("revenue_usd"),
+        )
+        .collect()
+    )
+    return {r["event_date"]: _normalise(r.asDict()) for r in rows}
+
+
+def fact_totals(fact: DataFrame) -> dict[date, dict]:
+    rows = fact.groupBy("event_date").agg(*[F.sum(c).alias(c) for c in TOTAL_FIELDS]).collect()
+    return {r["event_date"]: _normalise(r.asDict()) for r in rows}
+
+
+def _normalise(row: dict) -> dict:
+    out = {k: int(row[k] or 0) for k in TOTAL_FIELDS[:-1]}
+    out["revenue_usd"] = Decimal(row["revenue_usd"] or 0).quantize(Decimal("0.01"))
+    return out

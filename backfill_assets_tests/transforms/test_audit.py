@@ -1,0 +1,113 @@
+"""The checks' Spark aggregations on inline rows, against the same figures counted in plain Python."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date, datetime
+from decimal import Decimal
+
+from pyspark.sql import functions as F
+
+from backfill_assets.transforms.audit import (
+    counts_by,
+    fact_totals,
+    fingerprints_and_counts,
+    line_fingerprints,
+    line_hash,
+    rows_per_partition,
+    staging_stats,
+    staging_totals,
+    valid_order_ids,
+)
+from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
+
+A, B = date(2024, 1, 1), date(2024, 1, 2)
+LINES = [
+    (A, "orders/a/1.jsonl", 1, '{"x": 1}', None),
+    (A, "orders/a/1.jsonl", 2, '{"x": 2}', "invalid_value"),
+    (A, "orders/a/2.jsonl", 1, "not json", "malformed_json"),
+    (B, "orders/b/1.jsonl", 3, '{"x": 3}', None),
+]
+SCHEMA = "arrival_date date, source_file string, line_number bigint, payload string, reason string"
+
+
+def test_fingerprints_count_records_per_file_and_ignore_row_order(spark):
+    forward = line_fingerprints(spark.createDataFrame(LINES, SCHEMA), "arrival_date")
+    backward = line_fingerprints(spark.createDataFrame(LINES[::-1], SCHEMA), "arrival_date")
+    assert forward == backward
+    assert {k: v[0] for k, v in forward.items()} == dict(Counter((r[0], r[1]) for r in LINES))
+    assert rows_per_partition(forward) == {A: 3, B: 1}
+
+
+def test_fingerprints_change_with_a_payload_or_a_line_number(spark):
+    base = line_fingerprints(spark.createDataFrame(LINES, SCHEMA), "arrival_date")
+    edited = [LINES[0][:3] + ('{"x": 9}', None), *LINES[1:]]
+    moved = [LINES[0][:2] + (7,) + LINES[0][3:], *LINES[1:]]
+    for rows in (edited, moved):
+        other = line_fingerprints(spark.createDataFrame(rows, SCHEMA), "arrival_date")
+        key = (A, "orders/a/1.jsonl")
+        assert other[key][0] == base[key][0] and other[key][1] != base[key][1]
+        assert {k: v for k, v in other.items() if k != key} == {k: v for k, v in base.items() if k != key}
+
+
+def test_one_pass_gives_the_fingerprints_and_the_counts_by_reason(spark):
+    df = spark.createDataFrame(LINES, SCHEMA)
+    with_hash = df.withColumn("line_hash", line_hash()).drop("payload")
+    fingerprints, reasons = fingerprints_and_counts(with_hash, "arrival_date", "reason")
+    assert fingerprints == {k: (n, int(c)) for k, (n, c) in line_fingerprints(df, "arrival_date").items()}
+    expected = {}
+    for day, _, _, _, reason in LINES:
+        expected.setdefault(day, Counter())[reason] += 1
+    assert reasons == {day: dict(c) for day, c in expected.items()}
+    quarantined = counts_by(df.filter(F.col("reason").isNotNull()), "arrival_date", "reason")
+    assert quarantined == {A: {"invalid_value": 1, "malformed_json": 1}}
+
+
+def _order(order_id, day=A, status="paid", amount="10.00", rate="1.10000000", usd="11.00", **kw):
+    ts = datetime(day.year, day.month, day.day, 12)
+    return (order_id, kw.get("customer", "c-1"), ts, day, ts, status, Decimal(amount),
+            kw.get("currency", "EUR"), kw.get("country", "DE"),
+            None if rate is None else Decimal(rate), None if usd is None else Decimal(usd))
+
+
+ORDERS = [
+    _order("o-1"),
+    _order("o-2", status="placed", usd="22.00"),
+    _order("o-3", status="cancelled"),
+    _order("o-3", status="paid", usd="5.55"),  # a duplicate id: two rows, one distinct id
+    _order("o-4", rate=None, usd=None),
+    _order("o-5", day=B, usd="0.01"),
+    _order("o-6", day=B, country="FR", usd="3.33"),
+]
+
+
+def test_staging_stats_count_rows_ids_and_orders_without_a_rate(spark):
+    stats = staging_stats(spark.createDataFrame(ORDERS, STAGING_ORDERS))
+    for day in (A, B):
+        rows = [o for o in ORDERS if o[3] == day]
+        assert stats[day]["rows"] == len(rows)
+        assert stats[day]["distinct_ids"] == len({o[0] for o in rows})
+        assert stats[day]["without_rate"] == sum(1 for o in rows if o[9] is None)
+    assert list(stats[A]["first_without_rate"]) == ["o-4:EUR"]
+
+
+def test_valid_order_ids_counts_distinct_ids_per_event_day(spark):
+    valid = spark.createDataFrame(ORDERS, STAGING_ORDERS).select("event_date", "order_id")
+    assert valid_order_ids(valid) == {A: 4, B: 2}
+
+
+def test_staging_totals_and_fact_totals_agree_on_the_same_orders(spark):
+    orders = [o for o in ORDERS if o[10] is not None]
+    expected = {}
+    for o in orders:
+        t = expected.setdefault(o[3], {"orders": 0, "placed_orders": 0, "paid_orders": 0,
+                                       "cancelled_orders": 0, "revenue_usd": Decimal("0.00")})
+        t["orders"] += 1
+        t[f"{o[5]}_orders"] += 1
+        if o[5] == "paid":
+            t["revenue_usd"] += o[10]
+    assert staging_totals(spark.createDataFrame(orders, STAGING_ORDERS)) == expected
+
+    fact_rows = [(day, "DE", t["orders"], t["placed_orders"], t["paid_orders"],
+                  t["cancelled_orders"], t["revenue_usd"]) for day, t in expected.items()]
+    assert fact_totals(spark.createDataFrame(fact_rows, DAILY_REVENUE)) == expected
