@@ -57,7 +57,7 @@ def test_follow_up_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tm
     [raw] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=UTC)).run_requests
     (tmp_path / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
-        sensor = build_follow_up_sensor(AutomationSettings(), "backfill_job")
+        sensor = build_follow_up_sensor(AutomationSettings())
         first = sensor(dg.build_sensor_context(instance=instance))
         assert first.run_requests == []
         run = dg.DagsterRun(
@@ -105,7 +105,7 @@ def test_schedule_and_its_follow_up_rebuild_every_layer_with_the_late_data_senso
         assert (first, last) == (date(2024, 1, 1), date(2024, 1, 7))
         assert execute(RunPlan(tuple(raw.asset_selection), first, last), env.instance, raw.tags).success
 
-        sensor = build_follow_up_sensor(AutomationSettings(), "backfill_job")
+        sensor = build_follow_up_sensor(AutomationSettings())
         tick = sensor(dg.build_sensor_context(instance=env.instance))
         [request] = tick.run_requests
         plan = RunPlan(tuple(request.asset_selection), date.fromisoformat(request.tags[RANGE_START]),
