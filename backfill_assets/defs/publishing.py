@@ -1,18 +1,23 @@
-"""Per-partition publication inside a ranged run: the protocol every asset step walks.
+"""Per-partition write-audit-publish inside a ranged run: the protocol every asset step walks.
 
 Dagster, left alone, attributes a ranged run's check results to no partition and
 fails every downstream partition when one day fails a blocking check. Here each
-asset step computes its whole range in one Spark job, audits every day, writes
-only the days that pass, and reports exactly those days to Dagster. ``Publication``
-is that protocol, which the asset bodies call:
+asset step computes its whole range in one Spark job, stages it in the lake where
+no reader sees it, audits every day against what was staged, publishes only the
+days that pass, and reports exactly those days to Dagster. Nothing is visible to a
+reader of a table before its checks passed. ``Publication`` is that protocol, which
+the asset bodies call:
 
 - ``days_to_build``: the step's days, less those an earlier attempt of this run published;
+- ``stage`` / ``read_staged``: write the range beside the table; read back what was written;
 - ``audit``: one ``AssetCheckEvaluation`` per (check, partition), blocking; returns the
   days that passed and remembers the held ones;
+- ``publish``: one commit per table swapping in the staged files of the passing days;
 - ``published``: one ``AssetMaterialization`` per published partition (specs are
   ``skippable``);
 - ``finish``: the step's check outputs closed, then the step fails naming the held days,
-  without retries, so the run ends failed and "re-execute from failure" redoes only them.
+  without retries, so the run ends failed and "re-execute from failure" redoes only them;
+- leaving the ``with`` block discards what was staged and not published.
 """
 
 from __future__ import annotations
@@ -21,9 +26,14 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Self
 
 import dagster as dg
 from dagster._core.events import DagsterEventType
+from pyspark.sql import DataFrame
+
+from backfill_assets.catalog import Table
+from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
 
 RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
@@ -129,17 +139,39 @@ def fail_if_held(held: Mapping[date, list[str]]) -> None:
 
 
 class Publication:
-    """One asset step's walk through the publish protocol (see the module docstring)."""
+    """One asset step's walk through the write-audit-publish protocol (see the module
+    docstring). A context manager: on leaving it, every version the step staged is
+    discarded, so the files of held days (or of a step that raised) never linger."""
 
-    def __init__(self, context: dg.AssetExecutionContext) -> None:
+    def __init__(self, context: dg.AssetExecutionContext, lake: Lake) -> None:
         self.context = context
+        self.lake = lake
         self.held: dict[date, list[str]] = {}
         self._events: list = []
+        self._staged: list[StagedVersion] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for staged in self._staged:
+            self.lake.discard(staged)
+        self._staged = []
 
     def days_to_build(self, asset_key: dg.AssetKey, days: list[date] | None = None) -> list[date]:
         """``days`` (default: the step's partitions) less those earlier attempts published."""
         done = published_by_earlier_attempts(self.context, asset_key)
         return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
+
+    def stage(self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo) -> StagedVersion:
+        """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers."""
+        staged = self.lake.stage(table.path, df, table.partition_column, days, commit)
+        self._staged.append(staged)
+        return staged
+
+    def read_staged(self, staged: StagedVersion) -> DataFrame:
+        """What would be published: the checks read this, not the DataFrame that was written."""
+        return self.lake.read_staged(staged)
 
     def audit(self, days: list[date], outcomes: list[CheckOutcome]) -> list[date]:
         """Report every outcome; the days of ``days`` that passed every check, in order."""
@@ -150,6 +182,10 @@ class Publication:
 
     def hold(self, day: date, *reasons: str) -> None:
         self.held.setdefault(day, []).extend(reasons)
+
+    def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
+        """One commit that makes the staged files of ``days`` (audited, passed) the table's."""
+        return self.lake.publish(staged, days)
 
     def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
         self._events.append(

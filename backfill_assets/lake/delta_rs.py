@@ -30,12 +30,14 @@ from deltalake.transaction import (
     create_table_with_add_actions,
 )
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
 from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
-from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.log import touched_after
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.lake.spark_files import check_readable, read_files, spark_schema
+from backfill_assets.lake.spark_files import check_readable, nullable, read_files, spark_schema
+from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.testing.faults import pause_point
 
 MAX_ATTEMPTS = 12
@@ -66,14 +68,29 @@ class DeltaRsEngine:
 
     def replace(self, name, table_dir, df: DataFrame, column, dates, commit: CommitInfo):
         pause_point("before_files")
-        new_schema = _nullable(df.schema)
+        new_schema = nullable(df.schema)
         existing = self.load(table_dir)
         if existing is not None:
             _check_target(existing, name, new_schema, column)
         os.makedirs(table_dir, exist_ok=True)
         files = write_files(df, table_dir, column, dates)
         pause_point("after_files")
-        rows = {day: 0 for day in dates}
+        return self._overwrite(name, table_dir, new_schema, column, dates, files, commit,
+                               "replace_partitions", base_version=None)
+
+    def publish(self, name, table_dir, staged: StagedVersion, dates, commit: CommitInfo):
+        """One commit: the current files of ``dates`` out, the staged files of ``dates`` in.
+
+        Refused with LakeConflict when a commit after the version the staged data was staged
+        (and audited) against touched one of ``dates``: its data would be replaced unseen."""
+        schema = StructType.fromJson(json.loads(staged.schema_json))
+        return self._overwrite(name, table_dir, schema, staged.column, dates, staged.files_of(dates),
+                               commit, "publish_staged", base_version=staged.base_version,
+                               check_base=True)
+
+    def _overwrite(self, name, table_dir, schema, column, dates, files, commit, operation,
+                   base_version, check_base=False):
+        rows = dict.fromkeys(dates, 0)
         for f in files:
             rows[f.partition] += f.rows
         adds = [
@@ -84,11 +101,17 @@ class DeltaRsEngine:
         texts = [date_text(day) for day in dates]
 
         def actions(table: DeltaTable):
-            _check_target(table, name, new_schema, column)
+            _check_target(table, name, schema, column)
+            if check_base:
+                changed = touched_after(table_dir, column, base_version, set(texts))
+                if changed:
+                    raise LakeConflict(
+                        f"{name}: partitions {sorted(changed)} changed after version "
+                        f"{base_version} that the staged data was audited against; stage again")
             return adds, "overwrite", [(column, "in", texts)]
 
-        metadata = encode_metadata(commit, self.name, "replace_partitions", rows)
-        delta_schema = DeltaSchema.from_json(new_schema.json())
+        metadata = encode_metadata(commit, self.name, operation, rows)
+        delta_schema = DeltaSchema.from_json(schema.json())
         version, attempts = self._commit(table_dir, column, delta_schema, adds, actions, metadata)
         pause_point("after_commit")
         return WriteResult(name, version, rows, len(adds), attempts)
@@ -217,12 +240,6 @@ class DeltaRsEngine:
                 last_error = exc
             time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
         raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
-
-
-def _nullable(schema: StructType) -> StructType:
-    # Like Spark's own file writers: every column nullable, so later writes whose
-    # nullability differs (an outer join, a literal) still fit the table.
-    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:

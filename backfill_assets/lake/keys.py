@@ -24,6 +24,11 @@ class LakeTableMissing(LakeError):
     """The table does not exist (no Delta log at its path)."""
 
 
+class LakeConflict(LakeError):
+    """A staged version's partitions changed in the table after it was staged: publishing it
+    would replace data its audit never compared with. Stage and audit again."""
+
+
 def parse_partition_dates(keys: Iterable[object]) -> list[dt.date]:
     """Dates from date objects or 'YYYY-MM-DD' strings, sorted and de-duplicated."""
     if isinstance(keys, (str, bytes, dt.date)):

@@ -37,6 +37,26 @@ def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> 
     return {value: found.get(value, oldest) for value in partitions}
 
 
+def touched_after(table_dir: str, column: str, version: int | None, partitions: set[str]) -> set[str]:
+    """The partitions of ``partitions`` that a commit after ``version`` (any commit when None)
+    added or removed a file in. A commit file already cleaned up counts as touching all of
+    them: the answer must never be "unchanged" when it cannot be known."""
+    log_dir = os.path.join(table_dir, "_delta_log")
+    if not os.path.isdir(log_dir):
+        return set()
+    newer = sorted(
+        v for name in os.listdir(log_dir)
+        if (m := _COMMIT_FILE.fullmatch(name)) and (v := int(m.group(1))) > (-1 if version is None else version)
+    )
+    expected_first = 0 if version is None else version + 1
+    if newer and newer[0] != expected_first:
+        return set(partitions)
+    touched: set[str] = set()
+    for v in newer:
+        touched |= _touched(os.path.join(log_dir, f"{v:020d}.json"), column) & partitions
+    return touched
+
+
 def _touched(commit_file: str, column: str) -> set[str]:
     touched: set[str] = set()
     try:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from backfill_assets.lake.keys import LakeError, date_text
 
@@ -39,6 +39,12 @@ def check_readable(table, table_name: str) -> None:
             "that the delta-rs engine cannot honour when Spark reads its files; "
             "read it with the native delta-spark engine"
         )
+
+
+def nullable(schema: StructType) -> StructType:
+    """Every column nullable, like Spark's own file writers, so that later writes whose
+    nullability differs (an outer join, a literal) still fit the table."""
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
 
 def spark_schema(table) -> StructType:

@@ -3,25 +3,39 @@
 Validates every input (table names, partition keys, commit info) and hands
 dates, never raw strings, to an engine: delta-rs by default, native
 delta-spark when the Spark session carries Delta's extension and jars.
+
+Two ways to write: ``replace_partitions`` (write and commit at once), and write-audit-publish
+for data that must be checked before anyone reads it: ``stage``, ``read_staged``,
+``publish``, ``discard`` (see ``staged.py``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
+from backfill_assets.lake import staged as manifests
 from backfill_assets.lake.commit import CommitInfo, PartitionInfo, WriteResult, decode_metadata
 from backfill_assets.lake.keys import (
+    LakeConflict,
     LakeError,
     check_column_name,
     check_table_name,
     date_text,
     parse_partition_dates,
 )
-from backfill_assets.lake.log import last_written_versions
+from backfill_assets.lake.log import last_written_versions, touched_after
+from backfill_assets.lake.parquet_writer import write_files
+from backfill_assets.lake.spark_files import nullable, read_files
+from backfill_assets.lake.staged import StagedFile, StagedVersion
+from backfill_assets.testing.faults import STAGED, pause_point
 
 ENGINES = ("auto", "delta-rs", "delta-spark")
 
@@ -128,10 +142,127 @@ class Lake:
                                     self._version_arg(version, required=True), commit)
 
     def vacuum(self, table: str, retention_hours: float) -> list[str]:
-        """Delete files no version needs (incl. a killed writer's) older than the retention."""
+        """Delete files no version needs (incl. a killed writer's) older than the retention.
+
+        Refused while a staged version older than the retention is open: its files are in no
+        version yet, and vacuum would delete them. Discard or expire it first."""
         if not isinstance(retention_hours, (int, float)) or retention_hours < 0:
             raise LakeError(f"retention_hours must be >= 0, got {retention_hours!r}")
+        cutoff_ms = (time.time() - retention_hours * 3600) * 1000
+        at_risk = [s.id for s in self.staged_versions(table) if s.created_ms <= cutoff_ms]
+        if at_risk:
+            raise LakeError(f"{table}: vacuum with {retention_hours} h retention would delete the "
+                            f"files of open staged versions {at_risk}; discard or expire them first")
         return self._engine.vacuum(table, str(self.path(table)), retention_hours)
+
+    # Write-audit-publish -------------------------------------------------------------------
+
+    def stage(
+        self, table: str, df: DataFrame, partition_column: str, partitions, commit: CommitInfo,
+        stage_id: str | None = None,
+    ) -> StagedVersion:
+        """Write ``df``'s rows of ``partitions`` into the table's storage without committing
+        them: no reader of the table sees them until ``publish``. Rows outside the set raise
+        LakeError before anything is recorded."""
+        dates = self._dates(partitions)
+        column = check_column_name(partition_column)
+        if not isinstance(commit, CommitInfo):
+            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        table_dir = str(self.path(table))
+        stage_id = manifests.check_id(stage_id) if stage_id else manifests.new_id()
+        if manifests.load(table_dir, stage_id) is not None:
+            raise LakeError(f"{table}: a staged version {stage_id!r} is already open")
+        base = self.version(table)
+        pause_point("before_files")
+        os.makedirs(table_dir, exist_ok=True)
+        written = write_files(df, table_dir, column, dates)
+        pause_point("after_files")
+        staged = StagedVersion(
+            table=table,
+            id=stage_id,
+            column=column,
+            dates=tuple(dates),
+            files=tuple(StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time)
+                        for f in written),
+            schema_json=nullable(df.schema).json(),
+            commit=commit,
+            base_version=base,
+            created_ms=int(time.time() * 1000),
+        )
+        manifests.save(table_dir, staged)
+        try:
+            pause_point(STAGED)
+        except BaseException:
+            manifests.remove(table_dir, staged)  # the caller never learns of it: nothing staged
+            raise
+        return staged
+
+    def read_staged(self, staged: StagedVersion, partitions=None) -> DataFrame:
+        """The staged rows (of ``partitions``, all by default): exactly what would be published."""
+        files = staged.files if partitions is None else staged.files_of(self._dates(partitions))
+        schema = StructType.fromJson(json.loads(staged.schema_json))
+        return read_files(self.spark, str(self.path(staged.table)), schema, staged.column,
+                          [(f.path, f.partition) for f in files])
+
+    def publish(self, staged: StagedVersion, partitions=None, commit: CommitInfo | None = None) -> WriteResult:
+        """Make the staged files of ``partitions`` (all by default) the table's content of those
+        partitions, in one commit that swaps files and copies no data. Raises LakeConflict when
+        a commit after the staged version's base touched one of them."""
+        dates = list(staged.dates) if partitions is None else self._dates(partitions)
+        unknown = sorted(set(dates) - set(staged.dates))
+        if unknown:
+            raise LakeError(f"{staged.table}: {unknown} are not partitions of staged version {staged.id}")
+        table_dir = str(self.path(staged.table))
+        current = manifests.load(table_dir, staged.id)
+        if current is None:
+            raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        commit = commit or staged.commit
+        engine_publish = getattr(self._engine, "publish", None)
+        if engine_publish is not None:
+            result = engine_publish(staged.table, table_dir, current, dates, commit)
+        else:
+            result = self._publish_by_copy(current, dates, commit)
+        manifests.save(table_dir, replace(current, published={
+            **current.published, **dict.fromkeys(dates, result.version)}))
+        return result
+
+    def _publish_by_copy(self, staged: StagedVersion, dates, commit: CommitInfo) -> WriteResult:
+        """For an engine that cannot commit files it did not write: check for conflicts, then
+        replace the partitions with a copy of the staged rows (one commit, data rewritten)."""
+        table_dir = str(self.path(staged.table))
+        changed = touched_after(table_dir, staged.column, staged.base_version,
+                                {date_text(d) for d in dates})
+        if changed:
+            raise LakeConflict(f"{staged.table}: partitions {sorted(changed)} changed after "
+                               f"version {staged.base_version}; stage again")
+        return self._engine.replace(staged.table, table_dir, self.read_staged(staged, dates),
+                                    staged.column, dates, commit)
+
+    def discard(self, staged: StagedVersion) -> int:
+        """Close a staged version: delete the files of partitions it never published, and its
+        manifest. Returns the files deleted. Published partitions are not touched."""
+        table_dir = str(self.path(staged.table))
+        current = manifests.load(table_dir, staged.id)
+        return 0 if current is None else manifests.remove(table_dir, current)
+
+    def staged_versions(self, table: str) -> list[StagedVersion]:
+        """The open staged versions of ``table``."""
+        return manifests.open_versions(str(self.path(table)))
+
+    def maintain(self, table: str, retention_hours: float) -> tuple[list[str], list[str]]:
+        """Close the staged versions older than the retention, then vacuum with it: (staged
+        version ids expired, files deleted). Open versions younger than the retention, and
+        every file a version within it needs, stay."""
+        expired = self.expire_staged(table, retention_hours)
+        return expired, self.vacuum(table, retention_hours)
+
+    def expire_staged(self, table: str, retention_hours: float) -> list[str]:
+        """Discard the staged versions opened more than ``retention_hours`` ago; their ids."""
+        cutoff_ms = (time.time() - retention_hours * 3600) * 1000
+        expired = [s for s in self.staged_versions(table) if s.created_ms < cutoff_ms]
+        for s in expired:
+            self.discard(s)
+        return [s.id for s in expired]
 
     @staticmethod
     def _dates(partitions) -> list[dt.date]:

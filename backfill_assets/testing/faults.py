@@ -23,6 +23,8 @@ import os
 import time
 
 POINTS = ("before_files", "mid_files", "after_files", "before_commit", "after_commit")
+# Reached only by ``Lake.stage``, once its manifest is saved: between stage and publish.
+STAGED = "staged"
 _visits: dict[str, int] = {}
 
 

@@ -1,7 +1,8 @@
 """A writer process for the multi-process lake tests: runs jobs from a JSON spec, reports results.
 
 Usage: ``python -m backfill_assets_tests.lake.lake_worker spec.json``. Each job
-replaces a partition set with inline rows ``[date, id, tag]``; one JSON line per
+replaces a partition set with inline rows ``[date, id, tag]`` (with ``"wap": true``, by
+staging, then publishing, then discarding the staged version); one JSON line per
 job goes to ``spec["results"]``, with the table's content when ``read_back`` is set.
 """
 
@@ -30,13 +31,13 @@ def main(spec_path: str) -> None:
     for job in spec["jobs"]:
         rows = [(dt.date.fromisoformat(d), i, tag) for d, i, tag in job["rows"]]
         df = spark.createDataFrame(rows, "d date, id bigint, tag string")
-        result = lake.replace_partitions(
-            job["table"],
-            df,
-            "d",
-            job["partitions"],
-            CommitInfo(run_id=job["run_id"], code_version="test"),
-        )
+        commit = CommitInfo(run_id=job["run_id"], code_version="test")
+        if job.get("wap"):
+            staged = lake.stage(job["table"], df, "d", job["partitions"], commit)
+            result = lake.publish(staged)
+            lake.discard(staged)
+        else:
+            result = lake.replace_partitions(job["table"], df, "d", job["partitions"], commit)
         report = {
             "run_id": job["run_id"],
             "version": result.version,

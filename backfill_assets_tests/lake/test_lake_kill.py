@@ -1,4 +1,5 @@
-"""SIGKILL of a writing process at each pause point: the table stays at the old or the new version, never between."""
+"""SIGKILL of a writing process at each pause point: the table stays at the old or the new version, never
+between; killed between stage and publish, it keeps the old version and an open staged version."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets.lake import CommitInfo, Lake, LakeError
 from backfill_assets_tests.lake.lake_support import (
     kill_group,
     log_tail,
@@ -23,6 +24,7 @@ from backfill_assets_tests.lake.lake_support import (
 pytestmark = pytest.mark.slow
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 POINTS = ["before_files", "mid_files", "after_files", "before_commit", "after_commit"]
+STAGED = "staged"  # a write-audit-publish writer, killed between stage and publish
 OLD = [("2024-01-01", 1, "old"), ("2024-01-02", 2, "old")]
 NEW = [["2024-01-01", 10, "new"], ["2024-01-01", 11, "new"], ["2024-01-02", 20, "new"]]
 
@@ -35,7 +37,7 @@ def killed(spark, tmp_path_factory):
     old = spark.createDataFrame([(D1, 1, "old"), (D2, 2, "old")], "d date, id bigint, tag string")
     procs = {}
     try:
-        for point in POINTS:
+        for point in [*POINTS, STAGED]:
             lake.replace_partitions(f"kill/{point}", old, "d", [D1, D2], CommitInfo("setup", "t"))
             pause = base / f"pause-{point}"
             pause.mkdir()
@@ -43,7 +45,8 @@ def killed(spark, tmp_path_factory):
             spec.write_text(json.dumps({
                 "root": str(base / "lake"), "results": str(base / f"{point}.out"),
                 "jobs": [{"table": f"kill/{point}", "partitions": ["2024-01-01", "2024-01-02"],
-                          "rows": NEW, "run_id": f"killed-{point}"}]}))
+                          "rows": NEW, "run_id": f"killed-{point}",
+                          "wap": point == STAGED}]}))
             env = subprocess_env(BACKFILL_LAKE_PAUSE_DIR=str(pause), BACKFILL_LAKE_PAUSE_AT=point)
             procs[point] = start([sys.executable, "-m", "backfill_assets_tests.lake.lake_worker",
                                   str(spec)], env, base / f"{point}.log")
@@ -112,3 +115,20 @@ def test_kill_then_next_writer_succeeds(killed):
     assert result.version == before + 1 and result.attempts == 1
     assert table_state(lake, "before_commit")[1] == [("2024-01-01", 1, "old"),
                                                     ("2024-01-02", 99, "after")]
+
+
+def test_kill_between_stage_and_publish_leaves_the_table_unchanged(killed):
+    lake, table = killed, f"kill/{STAGED}"
+    assert table_state(lake, STAGED) == (0, OLD)
+    assert [h["version"] for h in lake.history(table)] == [0]
+    (open_version,) = lake.staged_versions(table)
+    assert open_version.rows_by_partition == {D1: 2, D2: 1}
+    assert open_version.base_version == 0 and open_version.published == {}
+    staged_files = {f.path for f in open_version.files}
+    assert staged_files == orphans(lake, STAGED)  # on disk, in no version
+    with pytest.raises(LakeError, match="open staged versions"):
+        lake.vacuum(table, retention_hours=0)
+    assert lake.expire_staged(table, retention_hours=0) == [open_version.id]
+    assert lake.staged_versions(table) == [] and orphans(lake, STAGED) == set()
+    assert table_state(lake, STAGED) == (0, OLD)
+

@@ -9,7 +9,6 @@ from datetime import date
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from pyspark.sql import functions as F
 
 from backfill_assets.catalog import (
     FACT_TABLE,
@@ -42,62 +41,43 @@ from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
 KINDS = {"spark", "delta"}
 
 
-class LakeWriteMismatch(Exception):
-    """The lake committed a different number of rows than the step computed: never a data issue."""
-
-
-def _verify_rows(write, expected: dict[date, int]) -> None:
-    got = {d: write.rows_by_partition.get(d, 0) for d in expected}
-    if got != expected:
-        raise LakeWriteMismatch(f"{write.table} v{write.version}: expected rows {expected}, committed {got}")
-
-
-def publish_staging(step: Publication, spark, lake: Lake, settings: Settings) -> tuple[set[date], int | None]:
-    """Build, audit and publish this step's staging days: (days published in this run or an
-    earlier attempt of it, the Delta version written)."""
+def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[date], int | None]:
+    """Build, stage, audit and publish this step's staging days: (days published in this run or
+    an earlier attempt of it, the Delta version written)."""
     days = step.days_to_build(STG_ORDERS)
     done = set(partition_dates(step.context)) - set(days)
     if not days:
         return done, None
-    build = build_staging(spark, lake, settings, days)
-    good = step.audit(days, build.outcomes)
-    version = None
-    if good:
-        write = lake.replace_partitions(
-            STAGING_TABLE.path,
-            build.staging.filter(F.col(STAGING_TABLE.partition_column).isin(good)),
-            STAGING_TABLE.partition_column,
-            good,
-            commit_info(step.context, STG_ORDERS, good, build.input_versions),
-        )
-        _verify_rows(write, {d: build.rows.get(d, 0) for d in good})
-        version = write.version
-        for d in good:
-            step.published(STG_ORDERS, d, write_metadata(write, d, build.input_versions, STAGING_ORDERS))
-    build.release()
-    step.context.log.info(f"stg_orders: published {len(good)} of {len(days)} day(s)")
-    return set(good) | done, version
+    build = build_staging(spark, step.lake, settings, days)
+    staged = step.stage(STAGING_TABLE, build.staging, days,
+                        commit_info(step.context, STG_ORDERS, days, build.input_versions))
+    good = step.audit(days, build.audit(days, step.read_staged(staged)))
+    step.context.log.info(f"{STG_ORDERS.to_user_string()}: publishing {len(good)} of {len(days)} day(s)")
+    if not good:
+        return done, None
+    write = step.publish(staged, good)
+    for d in good:
+        step.published(STG_ORDERS, d, write_metadata(write, d, build.input_versions, STAGING_ORDERS))
+    return set(good) | done, write.version
 
 
-def publish_fact(step: Publication, lake: Lake, candidates: list[date], staging_version: int | None) -> None:
+def publish_fact(step: Publication, candidates: list[date], staging_version: int | None) -> None:
+    """Fact of the published staging days ``candidates``, staged, audited against that
+    staging, and published."""
     days = step.days_to_build(FCT_DAILY_REVENUE, candidates)
     if not days:
         return
-    table = STAGING_TABLE
-    staging, version = lake.read_partitions(table.path, table.partition_column, days, staging_version)
-    build = build_fact(staging, days)
-    good = step.audit(days, build.outcomes)
+    lake, source = step.lake, STAGING_TABLE
+    staging, version = lake.read_partitions(source.path, source.partition_column, days, staging_version)
+    inputs = {source.path: version}
+    build = build_fact(staging)
+    staged = step.stage(FACT_TABLE, build.fact, days,
+                        commit_info(step.context, FCT_DAILY_REVENUE, days, inputs))
+    good = step.audit(days, build.audit(days, step.read_staged(staged)))
     if not good:
         return
-    inputs = {STAGING_TABLE.path: version}
     before, replaced_version = previous_fact_totals(lake, good)
-    write = lake.replace_partitions(
-        FACT_TABLE.path,
-        build.fact.filter(F.col(FACT_TABLE.partition_column).isin(good)),
-        FACT_TABLE.partition_column,
-        good,
-        commit_info(step.context, FCT_DAILY_REVENUE, good, inputs),
-    )
+    write = step.publish(staged, good)
     for d in good:
         step.published(FCT_DAILY_REVENUE, d, {
             **write_metadata(write, d, inputs, DAILY_REVENUE),
@@ -107,25 +87,27 @@ def publish_fact(step: Publication, lake: Lake, candidates: list[date], staging_
 
 def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, settings: Settings):
     """Staging then fact for the selected event days; a day held in staging is held in fact."""
-    step = Publication(context)
-    selected = context.selected_asset_keys
-    staging_version = None
-    if STG_ORDERS in selected:
-        published, staging_version = publish_staging(step, spark, lake, settings)
-        yield from step.drain()  # staging is committed: record it before the fact runs
-    else:
-        published = {date.fromisoformat(k) for k in context.instance.get_materialized_partitions(STG_ORDERS)}
-    if FCT_DAILY_REVENUE in selected:
-        candidates = []
-        for d in partition_dates(context):
-            if d in step.held:
-                continue
-            if d in published:
-                candidates.append(d)
-            else:
-                step.hold(d, f"{STG_ORDERS.to_user_string()} not published")
-        publish_fact(step, lake, candidates, staging_version)
-    yield from step.finish()
+    with Publication(context, lake) as step:
+        selected = context.selected_asset_keys
+        staging_version = None
+        if STG_ORDERS in selected:
+            published, staging_version = publish_staging(step, spark, settings)
+            yield from step.drain()  # staging is published: record it before the fact runs
+        else:
+            published = {
+                date.fromisoformat(k) for k in context.instance.get_materialized_partitions(STG_ORDERS)
+            }
+        if FCT_DAILY_REVENUE in selected:
+            candidates = []
+            for d in partition_dates(context):
+                if d in step.held:
+                    continue
+                if d in published:
+                    candidates.append(d)
+                else:
+                    step.hold(d, f"{STG_ORDERS.to_user_string()} not published")
+            publish_fact(step, candidates, staging_version)
+        yield from step.finish()
 
 
 def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:

@@ -18,16 +18,19 @@ from backfill_assets.transforms.revenue import daily_revenue
 
 @dataclass
 class FactBuild:
+    """The fact of a range of days computed, and the staging totals it must match."""
+
     fact: DataFrame
-    outcomes: list[CheckOutcome]
     expected: dict[date, dict]
 
+    def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
+        """The fact checks, on ``staged``: the fact rows as staged, not as computed."""
+        return fact_outcomes(days, self.expected, fact_totals(staged))
 
-def build_fact(staging: DataFrame, days: list[date]) -> FactBuild:
-    """``staging`` is the published staging of ``days``, read back pinned from the lake."""
-    fact = daily_revenue(staging)
-    expected = staging_totals(staging)
-    return FactBuild(fact, fact_outcomes(days, expected, fact_totals(fact)), expected)
+
+def build_fact(staging: DataFrame) -> FactBuild:
+    """``staging`` is the published staging of the days, read back pinned from the lake."""
+    return FactBuild(daily_revenue(staging), staging_totals(staging))
 
 
 def previous_fact_totals(lake: Lake, days: list[date]) -> tuple[dict[date, dict], int | None]:

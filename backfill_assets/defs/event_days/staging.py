@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -34,15 +33,19 @@ from backfill_assets.transforms.orders import latest_wins
 
 @dataclass
 class StagingBuild:
-    """A range of event days computed but not yet published."""
+    """A range of event days computed, and what its checks compare the staged rows with."""
 
     staging: DataFrame
-    outcomes: list[CheckOutcome]
     input_versions: dict[str, int | None]
-    rows: dict[date, int]  # rows computed per day, to verify what the lake commits
+    valid_ids: dict[date, int]  # distinct order ids among the valid records, per event day
+    incomplete: dict[date, list[str]]  # per day, the arrivals of its window raw does not hold
+    schema_errors: list[str]
 
-    def release(self) -> None:
-        self.staging.unpersist()
+    def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
+        """The staging checks, on ``staged``: the rows as staged, not as computed."""
+        return staging_outcomes(
+            days, staging_stats(staged), self.valid_ids, self.incomplete, self.schema_errors
+        )
 
 
 def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
@@ -90,7 +93,6 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     # cached: the one other reader, valid_order_ids, reads two columns of them again).
     valid = parsed.filter(F.col("event_date").isin(days))
     staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, settings.rate_max_age_days))
-    staging = staging.persist(StorageLevel.MEMORY_AND_DISK)
 
     read_files = {
         (r["arrival_date"], r["source_file"])
@@ -107,10 +109,8 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
            if d <= a <= d + timedelta(days=lateness)]
         for d in days
     }
-    stats = staging_stats(staging)
-    outcomes = staging_outcomes(
-        days, stats, valid_order_ids(valid), incomplete, schemas.staging_schema_errors(staging)
-    )
     inputs = {RAW_ORDERS_TABLE.path: raw_version, VALID_ORDERS_TABLE.path: parsed_version,
               RAW_FX_RATES_TABLE.path: rates_version}
-    return StagingBuild(staging, outcomes, inputs, {d: s["rows"] for d, s in stats.items()})
+    return StagingBuild(
+        staging, inputs, valid_order_ids(valid), incomplete, schemas.staging_schema_errors(staging)
+    )

@@ -20,7 +20,6 @@ from backfill_assets.catalog import (
     RAW_ORDERS_STEP,
     RAW_ORDERS_TABLE,
     VALID_ORDERS_TABLE,
-    Table,
 )
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
@@ -49,12 +48,7 @@ from backfill_assets.transforms.orders import quarantine_rows, valid_orders, val
 
 KINDS = {"spark", "delta"}
 
-# The tables the raw orders step writes, each with its schema (for withdrawing held days).
-ORDER_TABLES: dict[Table, object] = {
-    RAW_ORDERS_TABLE: schemas.RAW_ORDERS,
-    QUARANTINE_TABLE: schemas.QUARANTINE_ORDERS,
-    VALID_ORDERS_TABLE: schemas.VALID_ORDERS,
-}
+ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE)  # raw_orders writes
 
 
 def _listed(files) -> dict[date, set[str]]:
@@ -64,38 +58,23 @@ def _listed(files) -> dict[date, set[str]]:
     return listed
 
 
-def withdraw(spark, lake, table: Table, days: list[date], before: int | None, schema, commit) -> None:
-    """Put held days back as they were before this step wrote them, so the lake never holds
-    a raw day that Dagster does not report as materialized."""
-    if not days:
-        return
-    if before is None:
-        empty = spark.createDataFrame([], schema)
-        lake.replace_partitions(table.path, empty, table.partition_column, days, commit)
-    else:
-        lake.restore_partitions(table.path, table.partition_column, days, before, commit)
-
-
 def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
     """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
-    keep the valid ones parsed, for staging), then prove the tables against the landing files
-    before reporting a day published. Every record is parsed once, here."""
-    step = Publication(context)
-    days = step.days_to_build(RAW_ORDERS)
-    if days:
-        _build_raw_orders(step, spark, pipeline, days)
-    yield from step.finish()
+    keep the valid ones parsed, for staging), prove what was staged against the landing files,
+    then publish the days that passed. Every record is parsed once, here."""
+    with Publication(context, pipeline.lake(spark)) as step:
+        days = step.days_to_build(RAW_ORDERS)
+        if days:
+            _build_raw_orders(step, spark, pipeline, days)
+        yield from step.finish()
 
 
 def _build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
-    lake = pipeline.lake(spark)
-    raw, quarantine, valid = RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
     lines = read_order_lines(spark, pipeline.landing, files)
     commit = commit_info(step.context, RAW_ORDERS, days, {})
-    before = {table: lake.version(table.path) for table in ORDER_TABLES}
-    raw_write = lake.replace_partitions(raw.path, lines, raw.partition_column, days, commit)
+    raw = step.stage(RAW_ORDERS_TABLE, lines, days, commit)
     # Read the landing files once more and parse each record once; cache only what the rest
     # needs (verdict, typed fields, line hash, payload of rejects), not every payload: the
     # cache stays small enough for memory however long the range.
@@ -105,27 +84,27 @@ def _build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days
         .withColumn("payload", F.when(F.col("reason").isNotNull(), F.col("payload")))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    q_write = lake.replace_partitions(
-        quarantine.path, quarantine_rows(verdicts), quarantine.partition_column, days, commit
-    )
-    v_write = lake.replace_partitions(
-        valid.path, valid_orders(verdicts), valid.partition_column, days, commit
-    )
-    raw_back, _ = lake.read_partitions(raw.path, raw.partition_column, days, raw_write.version)
-    q_back, _ = lake.read_partitions(quarantine.path, quarantine.partition_column, days, q_write.version)
+    quarantine = step.stage(QUARANTINE_TABLE, quarantine_rows(verdicts), days, commit)
+    valid = step.stage(VALID_ORDERS_TABLE, valid_orders(verdicts), days, commit)
 
-    expected, expected_reasons = fingerprints_and_counts(verdicts, raw.partition_column, "reason")
-    actual = line_fingerprints(raw_back, raw.partition_column)
-    actual_reasons = counts_by(q_back, quarantine.partition_column, "reason")
+    column = RAW_ORDERS_TABLE.partition_column
+    expected, expected_reasons = fingerprints_and_counts(verdicts, column, "reason")
+    verdicts.unpersist()
+    actual = line_fingerprints(step.read_staged(raw), column)
+    actual_reasons = counts_by(step.read_staged(quarantine), column, "reason")
     outcomes = landing_outcomes(
         RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual
     ) + quarantine_outcomes(
-        days, rows_per_partition(actual), expected_reasons, actual_reasons, v_write.rows_by_partition
+        days, rows_per_partition(actual), expected_reasons, actual_reasons, valid.rows_by_partition
     )
-    verdicts.unpersist()
     good = step.audit(days, outcomes)
-    for table, schema in ORDER_TABLES.items():
-        withdraw(spark, lake, table, sorted(step.held), before[table], schema, commit)
+    if not good:
+        return
+    # The valid records first and raw last: a crash between the commits leaves an arrival whose
+    # tables do not add up, which staging's window check holds (see event_days/staging.py).
+    v_write = step.publish(valid, good)
+    q_write = step.publish(quarantine, good)
+    raw_write = step.publish(raw, good)
     for day in good:
         reasons = actual_reasons.get(day, {})
         step.published(RAW_ORDERS, day, {
@@ -140,31 +119,30 @@ def _build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days
 
 
 def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
-    """Copy the rate lines of each rate date as landed, proven against the landing files."""
-    step = Publication(context)
-    days = step.days_to_build(RAW_FX_RATES)
-    if days:
-        _build_raw_fx_rates(step, spark, pipeline, days)
-    yield from step.finish()
+    """Copy the rate lines of each rate date as landed, proven against the landing files
+    before they are published."""
+    with Publication(context, pipeline.lake(spark)) as step:
+        days = step.days_to_build(RAW_FX_RATES)
+        if days:
+            _build_raw_fx_rates(step, spark, pipeline, days)
+        yield from step.finish()
 
 
 def _build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
-    lake, table = pipeline.lake(spark), RAW_FX_RATES_TABLE
     files = list_landing_files(pipeline.landing, FX_RATES_DATASET, days)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-    commit, before = commit_info(step.context, RAW_FX_RATES, days, {}), lake.version(table.path)
-    write = lake.replace_partitions(table.path, lines, table.partition_column, days, commit)
-    back, _ = lake.read_partitions(table.path, table.partition_column, days, write.version)
+    staged = step.stage(RAW_FX_RATES_TABLE, lines, days, commit_info(step.context, RAW_FX_RATES, days, {}))
+    column = RAW_FX_RATES_TABLE.partition_column
     outcomes = landing_outcomes(
         RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
-        line_fingerprints(lines, table.partition_column),
-        line_fingerprints(back, table.partition_column),
+        line_fingerprints(lines, column), line_fingerprints(step.read_staged(staged), column),
     )
     lines.unpersist()
     good = step.audit(days, outcomes)
-    withdraw(spark, lake, table, sorted(step.held), before, schemas.RAW_FX_RATES, commit)
-    for day in good:
-        step.published(RAW_FX_RATES, day, write_metadata(write, day, {}, schemas.RAW_FX_RATES))
+    if good:
+        write = step.publish(staged, good)
+        for day in good:
+            step.published(RAW_FX_RATES, day, write_metadata(write, day, {}, schemas.RAW_FX_RATES))
 
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:

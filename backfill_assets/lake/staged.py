@@ -1,0 +1,157 @@
+"""Staged versions: a partition set's files written into a table's storage, not yet in its log.
+
+Write-audit-publish. ``Lake.stage`` has the executors write the files where the table keeps
+its data (``<column>=<date>/part-*.parquet``) and records them in a manifest,
+``<table>/_staged/<id>.json``. The Delta log does not change, so no reader of the table sees
+them. ``Lake.read_staged`` lets the checks read exactly what would be published;
+``Lake.publish`` then makes one commit that removes the current files of the chosen partitions
+and adds the staged ones (a metadata swap: no data is copied), and ``Lake.close`` deletes the
+files of partitions left unpublished and the manifest.
+
+A manifest is written after its files and before anything can publish them; a writer killed
+in between leaves files no manifest or log names, which vacuum removes like any orphan. An
+open manifest protects its files: ``Lake.vacuum`` refuses a retention that could delete them,
+and ``Lake.expire_staged`` closes the versions older than a retention (a killed step's, an
+abandoned correction's) so that maintenance can proceed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass, field
+
+from backfill_assets.lake.commit import CommitInfo
+from backfill_assets.lake.keys import LakeError, date_text
+
+STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    path: str  # relative to the table directory
+    size: int
+    partition: dt.date
+    rows: int
+    modification_time: int
+
+
+@dataclass(frozen=True)
+class StagedVersion:
+    """A partition set staged for one table: its files, and the version it was staged against."""
+
+    table: str
+    id: str
+    column: str
+    dates: tuple[dt.date, ...]
+    files: tuple[StagedFile, ...]
+    schema_json: str
+    commit: CommitInfo
+    base_version: int | None  # the table's version when staged (None: no table yet)
+    created_ms: int
+    published: dict[dt.date, int] = field(default_factory=dict)  # partition -> version
+
+    @property
+    def rows_by_partition(self) -> dict[dt.date, int]:
+        rows = dict.fromkeys(self.dates, 0)
+        for f in self.files:
+            rows[f.partition] += f.rows
+        return rows
+
+    def files_of(self, dates) -> list[StagedFile]:
+        wanted = set(dates)
+        return [f for f in self.files if f.partition in wanted]
+
+    def to_json(self) -> str:
+        document = asdict(self)
+        document["dates"] = [date_text(d) for d in self.dates]
+        document["files"] = [{**asdict(f), "partition": date_text(f.partition)} for f in self.files]
+        document["published"] = {date_text(d): v for d, v in self.published.items()}
+        return json.dumps(document, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StagedVersion:
+        d = json.loads(text)
+        return cls(
+            table=d["table"],
+            id=d["id"],
+            column=d["column"],
+            dates=tuple(dt.date.fromisoformat(x) for x in d["dates"]),
+            files=tuple(
+                StagedFile(f["path"], f["size"], dt.date.fromisoformat(f["partition"]), f["rows"],
+                           f["modification_time"])
+                for f in d["files"]
+            ),
+            schema_json=d["schema_json"],
+            commit=CommitInfo(**d["commit"]),
+            base_version=d["base_version"],
+            created_ms=d["created_ms"],
+            published={dt.date.fromisoformat(k): v for k, v in d["published"].items()},
+        )
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def check_id(stage_id: str) -> str:
+    if not stage_id or not all(c.isalnum() or c in "-_" for c in stage_id) or len(stage_id) > 64:
+        raise LakeError(f"a staged version id is 1-64 letters, digits, '-' or '_', got {stage_id!r}")
+    return stage_id
+
+
+def manifest_path(table_dir: str, stage_id: str) -> str:
+    return os.path.join(table_dir, STAGED_DIR, f"{check_id(stage_id)}.json")
+
+
+def save(table_dir: str, staged: StagedVersion) -> None:
+    """Write the manifest atomically (a reader sees the old one or the new one, never half)."""
+    path = manifest_path(table_dir, staged.id)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(staged.to_json())
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def load(table_dir: str, stage_id: str) -> StagedVersion | None:
+    try:
+        with open(manifest_path(table_dir, stage_id), encoding="utf-8") as src:
+            return StagedVersion.from_json(src.read())
+    except FileNotFoundError:
+        return None
+
+
+def open_versions(table_dir: str) -> list[StagedVersion]:
+    folder = os.path.join(table_dir, STAGED_DIR)
+    if not os.path.isdir(folder):
+        return []
+    found = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            staged = load(table_dir, name[: -len(".json")])
+            if staged is not None:
+                found.append(staged)
+    return found
+
+
+def remove(table_dir: str, staged: StagedVersion) -> int:
+    """Delete the files of partitions never published, then the manifest; files deleted."""
+    deleted = 0
+    for f in staged.files:
+        if f.partition in staged.published:
+            continue
+        try:
+            os.remove(os.path.join(table_dir, f.path))
+            deleted += 1
+        except FileNotFoundError:
+            pass
+    try:
+        os.remove(manifest_path(table_dir, staged.id))
+    except FileNotFoundError:
+        pass
+    return deleted

@@ -1,0 +1,84 @@
+"""Nothing unchecked is ever visible: while a step runs, readers see only what was published, and a
+raw day whose check fails after a transient retry keeps its previous content in every table."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from datetime import date
+from pathlib import Path
+
+from backfill_assets.catalog import RAW_ORDERS
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
+from backfill_assets.generate import generate_feed
+from backfill_assets.lake import Lake
+from backfill_assets_tests.pipeline_env import pipeline_env
+
+FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
+DAY = date(2024, 1, 2)
+TABLES = ("raw/orders", "quarantine/orders", "raw/orders_valid")
+
+
+def wait_for(path: Path, thread: threading.Thread, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert thread.is_alive(), f"the run ended before {path.name}"
+        assert time.monotonic() < deadline, f"timed out waiting for {path.name}"
+        time.sleep(0.05)
+
+
+def change_one_order_id(landing: Path, day: date) -> str:
+    """Rewrite one character of an order id in a landed file of ``day``, keeping its length: a
+    producer breaking the contract's "landed files never change" under a running step."""
+    folder = landing / "orders" / f"arrival_date={day}"
+    path = min(p for p in folder.glob("*.jsonl") if not p.name.startswith(("_", ".")))
+    data = bytearray(path.read_bytes())
+    at = re.search(rb'"order_id": ?"', bytes(data)).end()
+    data[at] = ord("Z") if data[at] != ord("Z") else ord("Y")
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_content(
+    tmp_path, spark, monkeypatch
+):
+    with pipeline_env(tmp_path, start_date="2023-12-20") as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, FIRST, LAST, orders_per_day=8, seed=4)
+        assert execute(RunPlan((RAW_ORDERS,), FIRST, LAST), env.instance).success
+        before = {t: env.multiset(t) for t in TABLES}
+        assert all(before.values())
+
+        faults = tmp_path / "faults"
+        faults.mkdir()
+        monkeypatch.setenv("BACKFILL_LAKE_PAUSE_DIR", str(faults))
+        monkeypatch.setenv("BACKFILL_LAKE_FAIL_AT", "staged")  # the first attempt dies once staged
+        monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", "staged")  # the retry pauses once staged
+        result: dict = {}
+        run = threading.Thread(target=lambda: result.update(
+            outcome=execute(RunPlan((RAW_ORDERS,), DAY, DAY), env.instance)))
+        run.start()
+        try:
+            wait_for(faults / "staged.1.reached", run)
+            # The retry staged raw/orders: readers still see exactly the published rows.
+            assert {t: env.multiset(t) for t in TABLES} == before
+            assert len(Lake(env.settings.lake_dir, spark).staged_versions("raw/orders")) == 1
+            change_one_order_id(landing, DAY)
+            for visit in (1, 2, 3):  # raw, quarantine, valid records
+                wait_for(faults / f"staged.{visit}.reached", run)
+                (faults / f"staged.{visit}.resume").touch()
+        finally:
+            for visit in (1, 2, 3):
+                (faults / f"staged.{visit}.resume").touch()
+            run.join(timeout=600)
+
+        outcome = result["outcome"]
+        assert (faults / "staged.failed.1").exists()  # the transient failure happened
+        assert not outcome.success
+        assert "raw_matches_landing" in outcome.failed_checks[RAW_ORDERS][DAY]
+        assert outcome.published.get(RAW_ORDERS, {}) == {}
+        assert {t: env.multiset(t) for t in TABLES} == before  # no table moved
+        lake = Lake(env.settings.lake_dir, spark)
+        assert [v for t in TABLES for v in lake.staged_versions(t)] == []  # nothing left staged

@@ -1,0 +1,139 @@
+"""Write-audit-publish in the lake: staged rows stay invisible, publish swaps files in one commit,
+a partition changed since staging is never overwritten unseen, discard and expiry clean up."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+from deltalake import DeltaTable
+
+from backfill_assets.lake import CommitInfo, Lake, LakeConflict, LakeError
+
+D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
+SCHEMA = "d date, id bigint, tag string"
+TABLE = "staging/things"
+
+
+@pytest.fixture
+def lake(spark, tmp_path):
+    return Lake(tmp_path / "lake", spark, engine="delta-rs")
+
+
+def commit(run_id: str) -> CommitInfo:
+    return CommitInfo(run_id=run_id, code_version="abc123")
+
+
+def frame(lake, rows):
+    return lake.spark.createDataFrame(rows, SCHEMA)
+
+
+def content(lake, table=TABLE):
+    df, _ = lake.read_table(table)
+    return sorted(tuple(r) for r in df.collect())
+
+
+def log_files(lake, table=TABLE) -> set[str]:
+    """The data files the Delta log lists now, read by delta-rs directly."""
+    root = str(lake.path(table))
+    return {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
+
+
+@pytest.fixture
+def old(lake):
+    rows = [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
+    lake.replace_partitions(TABLE, frame(lake, rows), "d", [D1, D2, D3], commit("old"))
+    return sorted(rows)
+
+
+def test_staged_rows_are_invisible_until_published(lake, old):
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
+                        commit("new"))
+    assert lake.version(TABLE) == 0 and content(lake) == old
+    assert sorted(tuple(r) for r in lake.read_staged(staged).collect()) == [
+        (D1, 10, "new"), (D2, 20, "new")]
+    assert sorted(tuple(r) for r in lake.read_staged(staged, [D2]).collect()) == [(D2, 20, "new")]
+    assert staged.base_version == 0 and staged.rows_by_partition == {D1: 1, D2: 1}
+    assert [s.id for s in lake.staged_versions(TABLE)] == [staged.id]
+
+
+def test_publish_swaps_exactly_the_chosen_partitions_without_copying(lake, old):
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
+                        commit("new"))
+    result = lake.publish(staged, [D1])
+    assert result.version == 1 and result.rows_by_partition == {D1: 1}
+    assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
+    d1_files = {f.path for f in staged.files if f.partition == D1}
+    assert d1_files <= log_files(lake)  # the staged files themselves: a metadata swap
+    assert lake.history(TABLE)[0]["metadata"]["run_id"] == "new"
+    d2_files = {f.path for f in staged.files if f.partition == D2}
+    assert lake.discard(staged) == len(d2_files)
+    assert not any((lake.path(TABLE) / p).exists() for p in d2_files)
+    assert all((lake.path(TABLE) / p).exists() for p in d1_files)
+    assert lake.staged_versions(TABLE) == [] and content(lake)[0] == (D1, 10, "new")
+
+
+def test_an_empty_staged_partition_publishes_empty(lake, old):
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1, D2], commit("new"))
+    lake.publish(staged)
+    assert content(lake) == [(D1, 10, "new"), (D3, 3, "old")]
+
+
+def test_a_partition_changed_after_staging_is_not_overwritten(lake, old):
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
+                        commit("new"))
+    lake.replace_partitions(TABLE, frame(lake, [(D1, 99, "live")]), "d", [D1], commit("live"))
+    with pytest.raises(LakeConflict, match="2024-01-01"):
+        lake.publish(staged, [D1, D2])
+    assert content(lake) == [(D1, 99, "live"), (D2, 2, "old"), (D3, 3, "old")]
+    lake.publish(staged, [D2])  # untouched since staging: still safe to publish
+    assert content(lake) == [(D1, 99, "live"), (D2, 20, "new"), (D3, 3, "old")]
+
+
+def test_staging_a_new_table_then_publishing_creates_it(lake):
+    staged = lake.stage("fresh/t", frame(lake, [(D1, 1, "a")]), "d", [D1], commit("first"))
+    assert not lake.exists("fresh/t") and staged.base_version is None
+    assert lake.publish(staged).version == 0
+    assert content(lake, "fresh/t") == [(D1, 1, "a")]
+
+
+def test_rows_outside_the_set_are_refused_before_anything_is_recorded(lake, old):
+    with pytest.raises(LakeError, match="outside"):
+        lake.stage(TABLE, frame(lake, [(D1, 1, "a"), (D3, 3, "c")]), "d", [D1], commit("bad"))
+    assert lake.staged_versions(TABLE) == [] and content(lake) == old
+
+
+def test_a_discarded_version_cannot_be_published(lake, old):
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    lake.discard(staged)
+    with pytest.raises(LakeError, match="not open"):
+        lake.publish(staged)
+    with pytest.raises(LakeError, match="not partitions"):
+        lake.publish(lake.stage(TABLE, frame(lake, []), "d", [D1], commit("x")), [D2])
+    assert content(lake) == old
+
+
+def test_vacuum_never_deletes_an_open_staged_version(lake, old):
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    with pytest.raises(LakeError, match="open staged versions"):
+        lake.vacuum(TABLE, retention_hours=0)
+    assert lake.expire_staged(TABLE, retention_hours=1) == []  # younger than the retention
+    assert lake.expire_staged(TABLE, retention_hours=0) == [staged.id]
+    assert lake.vacuum(TABLE, retention_hours=0) == []
+    assert content(lake) == old
+
+
+def test_maintain_expires_old_staged_versions_then_removes_files_no_version_needs(lake, old):
+    replaced = log_files(lake)
+    published = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new"),
+                                               (D3, 30, "new")]), "d", [D1, D2, D3], commit("new"))
+    lake.publish(published)
+    lake.discard(published)
+    abandoned = lake.stage(TABLE, frame(lake, [(D1, 99, "abandoned")]), "d", [D1], commit("x"))
+    assert lake.maintain(TABLE, retention_hours=24) == ([], [])  # everything is recent
+    expired, deleted = lake.maintain(TABLE, retention_hours=0)
+    assert expired == [abandoned.id]
+    assert set(deleted) == replaced  # the files the publish removed from the table
+    assert not any((lake.path(TABLE) / f.path).exists() for f in abandoned.files)
+    assert content(lake) == [(D1, 10, "new"), (D2, 20, "new"), (D3, 30, "new")]
