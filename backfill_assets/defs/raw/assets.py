@@ -2,6 +2,7 @@
 
 
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import date
 
 import dagster as dg
@@ -58,18 +59,20 @@ def _listed(files) -> dict[date, set[str]]:
     return listed
 
 
-def load_raw_orders(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
-    """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
-    keep the valid ones parsed, for staging), prove what was staged against the landing files,
-    then publish the days that passed. Every record is parsed once, here."""
+def run_raw_step(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource,
+                 asset_key: dg.AssetKey, build) -> Iterator:
+    """The publish protocol around ``build(step, spark, pipeline, days)`` for one raw asset."""
     with Publication(context, pipeline.lake(spark)) as step:
-        days = step.days_to_build(RAW_ORDERS)
+        days = step.days_to_build(asset_key)
         if days:
-            _build_raw_orders(step, spark, pipeline, days)
+            build(step, spark, pipeline, days)
         yield from step.finish()
 
 
-def _build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
+def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
+    """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
+    keep the valid ones parsed, for staging), prove what was staged against the landing files,
+    then publish the days that passed. Every record is parsed once, here."""
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
     lines = read_order_lines(spark, pipeline.landing, files)
@@ -118,17 +121,9 @@ def _build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days
         })
 
 
-def load_raw_fx_rates(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource):
+def build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
     """Copy the rate lines of each rate date as landed, proven against the landing files
     before they are published."""
-    with Publication(context, pipeline.lake(spark)) as step:
-        days = step.days_to_build(RAW_FX_RATES)
-        if days:
-            _build_raw_fx_rates(step, spark, pipeline, days)
-        yield from step.finish()
-
-
-def _build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
     files = list_landing_files(pipeline.landing, FX_RATES_DATASET, days)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
     staged = step.stage(RAW_FX_RATES_TABLE, lines, days, commit_info(step.context, RAW_FX_RATES, days, {}))
@@ -147,12 +142,12 @@ def _build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, da
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     partitions = daily_partitions(settings)
-    common = dict(
-        partitions_def=partitions,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        retry_policy=RETRY_TRANSIENT,
-        pool="spark",
-    )
+    common = {
+        "partitions_def": partitions,
+        "backfill_policy": dg.BackfillPolicy.single_run(),
+        "retry_policy": RETRY_TRANSIENT,
+        "pool": "spark",
+    }
 
     @dg.multi_asset(
         name=RAW_ORDERS_STEP,
@@ -173,7 +168,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         **common,
     )
     def raw_orders(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
-        yield from load_raw_orders(context, spark.spark_session, pipeline)
+        yield from run_raw_step(context, spark.spark_session, pipeline, RAW_ORDERS, build_raw_orders)
 
     @dg.multi_asset(
         name=RAW_FX_RATES_STEP,
@@ -192,6 +187,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         **common,
     )
     def raw_fx_rates(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
-        yield from load_raw_fx_rates(context, spark.spark_session, pipeline)
+        yield from run_raw_step(context, spark.spark_session, pipeline, RAW_FX_RATES,
+                                build_raw_fx_rates)
 
     return [raw_orders, raw_fx_rates]
