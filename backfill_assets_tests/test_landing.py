@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from backfill_assets.landing.layout import LandingFile, landed_partitions, list_landing_files
+from backfill_assets.landing.layout import (
+    DATASETS,
+    LandingFile,
+    has_records,
+    landed_partitions,
+    list_landing_files,
+)
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
 
@@ -114,3 +120,32 @@ def test_rate_lines_drop_the_header_and_keep_headerless_files_unparsed(spark, tm
             (JAN4, headerless, 1, None, None, "EUR,1.09"),
         ]
     )
+
+
+def test_has_records_agrees_with_the_spark_reader_on_blank_lines(spark, tmp_path):
+    texts = {
+        "empty.jsonl": "",
+        "blank.jsonl": "\n  \r\n\t\n\u00a0\u2003\n\r",
+        "one.jsonl": "\n\n{\"x\": 1}",
+        "garbage.jsonl": " \nnot json\n",
+    }
+    for name, text in texts.items():
+        _write(tmp_path, f"orders/arrival_date=2024-01-01/{name}", text)
+    files = list_landing_files(tmp_path, "orders", [date(2024, 1, 1)])
+    rows = read_order_lines(spark, tmp_path, files).collect()
+    with_rows = {r["source_file"].rsplit("/", 1)[1] for r in rows}
+    assert with_rows == {"one.jsonl", "garbage.jsonl"}
+    folder = tmp_path / "orders/arrival_date=2024-01-01"
+    assert {name for name in texts if has_records(folder / name, DATASETS["orders"])} == with_rows
+
+
+def test_has_records_skips_a_rate_files_header_as_the_reader_does(spark, tmp_path):
+    texts = {"header-only.csv": "\ncurrency,usd_per_unit\r\n \n", "rates.csv": "currency,usd_per_unit\nEUR,1.1\n",
+             "headerless.csv": "EUR,1.1\n", "empty.csv": ""}
+    for name, text in texts.items():
+        _write(tmp_path, f"fx_rates/rate_date=2024-01-01/{name}", text)
+    files = list_landing_files(tmp_path, "fx_rates", [date(2024, 1, 1)])
+    with_rows = {r["source_file"].rsplit("/", 1)[1] for r in read_rate_lines(spark, tmp_path, files).collect()}
+    assert with_rows == {"rates.csv", "headerless.csv"}
+    folder = tmp_path / "fx_rates/rate_date=2024-01-01"
+    assert {name for name in texts if has_records(folder / name, DATASETS["fx_rates"])} == with_rows

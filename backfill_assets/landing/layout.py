@@ -74,6 +74,22 @@ def is_complete(name: str, ds: Dataset) -> bool:
     return not name.startswith(("_", ".")) and name.endswith(ds.suffix)
 
 
+def has_records(path: str | Path, ds: Dataset) -> bool:
+    """Whether a landed file of ``ds`` gives raw at least one row: a line (split on ``\\n``, one
+    trailing ``\\r`` dropped) that is not only whitespace, and for rates not the header. A file
+    of zero records is allowed, and adds no row anywhere."""
+    first = True
+    with open(path, "rb") as src:
+        for raw in src:
+            line = raw.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
+            if not line or line.isspace():
+                continue
+            if not (first and ds.name == FX_RATES_DATASET and line == FX_HEADER):
+                return True
+            first = False
+    return False
+
+
 def landed_partitions(landing_root: str | Path, name: str) -> list[date]:
     """Dates whose partition folder exists (an empty folder is a landed day with no data)."""
     ds = dataset(name)

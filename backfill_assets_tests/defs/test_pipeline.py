@@ -29,6 +29,11 @@ def env(tmp_path_factory, spark):
     with pipeline_env(root) as penv:
         generate_feed(penv.settings.landing_dir, FEED_START, FEED_END, orders_per_day=40, seed=11)
         remove_rates(penv.settings.landing_dir, "EUR", HELD - timedelta(days=7), HELD)
+        # Files with zero records, which the contract allows: they add no row anywhere and must
+        # hold no day (the arrival's window is Jan 1..5).
+        empty = penv.settings.landing_dir / "orders" / "arrival_date=2024-01-05"
+        (empty / "zz-empty.jsonl").write_text("")
+        (empty / "zz-blank-lines.jsonl").write_text("\n  \r\n\t\n")
         yield penv
 
 

@@ -4,7 +4,7 @@ it is published. The figures they compare come from ``transforms.audit``."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date, timedelta
+from datetime import date
 
 import dagster as dg
 
@@ -28,8 +28,11 @@ STAGING_CHECKS = [
                       description="Every order of D has a USD rate of its currency on D "
                       "(no rate: the day is held, never published with a guess)."),
     dg.AssetCheckSpec(WINDOW_COMPLETE, asset=STG_ORDERS, blocking=True,
-                      description="staging[D] was built from every landed file of the arrival "
-                      "dates D .. D + max lateness (the raw layer is up to date)."),
+                      description="staging[D] was built from every landed order file of the "
+                      "arrival dates D .. D + max lateness and every landed rate file of the rate "
+                      "dates D - 7 .. D (the raw layer is up to date; files of zero records "
+                      "count as read). Held: rebuild raw_orders or raw_fx_rates for the dates "
+                      "named in the check's metadata, then re-execute from failure."),
     dg.AssetCheckSpec(MATCHES_SCHEMA, asset=STG_ORDERS, blocking=True,
                       description="staging[D] satisfies the contract's pandera schema: its "
                       "columns and types, and every priced row each of the model's data rules."),
@@ -49,10 +52,10 @@ FACT_CHECKS = [
 
 
 def missing_window_files(
-    day: date, lateness: int, landed: Iterable[tuple[date, str]], read: set[tuple[date, str]]
+    first: date, last: date, landed: Iterable[tuple[date, str]], read: set[tuple[date, str]]
 ) -> list[str]:
-    last = day + timedelta(days=lateness)
-    return sorted(f for (a, f) in landed if day <= a <= last and (a, f) not in read)
+    """The landed files dated ``first .. last`` that raw does not hold."""
+    return sorted(f for (a, f) in landed if first <= a <= last and (a, f) not in read)
 
 
 def staging_outcomes(

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from backfill_assets.catalog import (
+    FX_RATES_DATASET,
     ORDERS_DATASET,
     QUARANTINE_TABLE,
     RAW_FX_RATES_TABLE,
@@ -23,7 +24,7 @@ from backfill_assets.catalog import (
 from backfill_assets.defs.event_days.checks import missing_window_files, staging_outcomes
 from backfill_assets.defs.publishing import CheckOutcome
 from backfill_assets.lake import Lake, LakeTableMissing
-from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.layout import DATASETS, has_records, list_landing_files
 from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import staging_stats, valid_order_ids
@@ -74,6 +75,21 @@ def unsplit_arrivals(lake: Lake, arrivals: list[date], versions: dict[Table, int
     return {a for a in arrivals if raw.get(a, 0) != valid.get(a, 0) + quarantine.get(a, 0)}
 
 
+def _landed_and_read(settings: Settings, dataset: str, dates: list[date], raw: DataFrame, table: Table):
+    """(the landed files of ``dataset`` on ``dates`` that give raw rows, the files raw holds),
+    each as (date, path). A file of zero records is in raw as no row, so it is never missing."""
+    column = table.partition_column
+    read = {(r[column], r["source_file"]) for r in raw.select(column, "source_file").distinct().collect()}
+    ds = DATASETS[dataset]
+    landed = {
+        (f.partition, f.relative_path)
+        for f in list_landing_files(settings.landing_dir, dataset, dates)
+        if (f.partition, f.relative_path) in read
+        or has_records(settings.landing_dir / f.relative_path, ds)
+    }
+    return landed, read
+
+
 def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> StagingBuild:
     first, last = days[0], days[-1]
     lateness = settings.max_lateness_days
@@ -94,17 +110,13 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     valid = parsed.filter(F.col("event_date").isin(days))
     staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, settings.rate_max_age_days))
 
-    read_files = {
-        (r["arrival_date"], r["source_file"])
-        for r in raw.select("arrival_date", "source_file").distinct().collect()
-    }
-    landed = {
-        (f.partition, f.relative_path)
-        for f in list_landing_files(settings.landing_dir, ORDERS_DATASET, arrivals)
-    }
+    order_files = _landed_and_read(settings, ORDERS_DATASET, arrivals, raw, RAW_ORDERS_TABLE)
+    rate_files = _landed_and_read(settings, FX_RATES_DATASET, rate_days, rates, RAW_FX_RATES_TABLE)
     unsplit = unsplit_arrivals(lake, arrivals, split_at)
+    max_age = timedelta(days=settings.rate_max_age_days)
     incomplete = {
-        d: missing_window_files(d, lateness, landed, read_files)
+        d: missing_window_files(d, d + timedelta(days=lateness), *order_files)
+        + missing_window_files(d - max_age, d, *rate_files)
         + [f"{a}: raw rows != valid + quarantine rows" for a in sorted(unsplit)
            if d <= a <= d + timedelta(days=lateness)]
         for d in days

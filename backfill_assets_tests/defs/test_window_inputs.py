@@ -1,0 +1,54 @@
+"""Staging's window check covers rates too: a rate file landed after raw_fx_rates was built holds
+the event days whose rate it may set, until raw is rebuilt; then they publish at the new rate."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from datetime import date
+
+from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, STG_ORDERS
+from backfill_assets.cli.main import run_backfill
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
+from backfill_assets.generate import generate_feed
+from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.reference import Reference
+
+FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
+RESTATED = date(2024, 1, 2)  # a Tuesday: rate files landed for it
+
+
+def staging_by_day(env, days) -> dict:
+    return {(r["event_date"], r["order_id"]): (r["usd_per_unit"], r["amount_usd"])
+            for r in env.rows("staging/orders") if r["event_date"] in days}
+
+
+def test_a_rate_file_landed_after_raw_holds_its_days_until_raw_is_rebuilt(tmp_path, spark):
+    with pipeline_env(tmp_path, start_date="2023-12-20") as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, FIRST, LAST, orders_per_day=12, seed=5)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert run_backfill(env.settings, FIRST, LAST) == 0
+        days = [RESTATED, LAST]
+        before = staging_by_day(env, days)
+        old = Reference(landing, env.settings.max_lateness_days).staging(days)[0]
+        assert any(s.currency == "EUR" for s in old)
+
+        folder = landing / "fx_rates" / f"rate_date={RESTATED}"
+        (folder / "zz-restated.csv").write_text("currency,usd_per_unit\nEUR,1.50000000\n")
+        new, held = Reference(landing, env.settings.max_lateness_days).staging(days)
+        assert held == set()
+        assert {(s.event_date, s.order_id): s.amount_usd for s in new} != {
+            (s.event_date, s.order_id): s.amount_usd for s in old}
+
+        stale = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), RESTATED, LAST), env.instance)
+        assert not stale.success
+        assert stale.failed_checks[STG_ORDERS] == {RESTATED: ["window_complete"], LAST: ["window_complete"]}
+        assert staging_by_day(env, days) == before  # nothing published at the superseded rate
+
+        assert execute(RunPlan((RAW_FX_RATES,), RESTATED, RESTATED), env.instance).success
+        fresh = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), RESTATED, LAST), env.instance)
+        assert fresh.success, fresh.error
+        assert staging_by_day(env, days) == {
+            (s.event_date, s.order_id): (s.usd_per_unit, s.amount_usd) for s in new}
