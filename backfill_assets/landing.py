@@ -1,6 +1,6 @@
 """The immutable landing zone: list its files on the driver, read their lines with Spark.
 
-Layout (CONTRACT.md):
+Layout (docs/contract.md):
 ``<landing>/orders/arrival_date=YYYY-MM-DD/<name>.jsonl`` and
 ``<landing>/fx_rates/rate_date=YYYY-MM-DD/<name>.csv``. Files whose name starts
 with ``_`` or ``.`` are still being written and are ignored.
