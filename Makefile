@@ -11,7 +11,12 @@ setup:
 	@./scripts/bootstrap.sh
 	@mkdir -p "$(DAGSTER_HOME)" && cp dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
 
-demo: setup  ## generate 60 days of orders and backfill them through Dagster
+# `make demo` records its first partition in the instance; `make ui` and `make status` start
+# the partitions there too (unless BACKFILL_START_DATE is set), so they see the demo's days.
+START_FROM_DEMO = start="$${BACKFILL_START_DATE:-$$(cat "$(DAGSTER_HOME)/backfill_start_date" 2>/dev/null)}"; \
+	env $${start:+BACKFILL_START_DATE=$$start}
+
+demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
 
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
@@ -19,10 +24,10 @@ test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 
 UI_PORT ?= 3000
 ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
-	.venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
+	$(START_FROM_DEMO) .venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 status: setup
-	$(PY) -m backfill_assets.cli status
+	$(START_FROM_DEMO) $(PY) -m backfill_assets.cli status
 
 clean:
 	rm -rf data .dagster_home
