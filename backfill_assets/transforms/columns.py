@@ -27,14 +27,14 @@ _ORDER = {
     "event_date": "The UTC calendar date of event_time: the order's event day.",
     "updated_at": "When this version of the order was produced (an instant); the latest version wins.",
     "status": "The order's status in this version: placed, paid or cancelled.",
-    "amount": "The amount in currency; landed text matching ^\\d{1,12}(\\.\\d{1,2})?$.",
+    "amount": "The amount in currency: landed as up to 12 digits, optionally a point and 1 or 2 decimals.",
     "currency": "The ISO currency code of amount, three upper-case letters.",
     "country": "The ISO country code, two upper-case letters.",
 }
 _PRICED = {
     "usd_per_unit": "The rate of currency on the event day: from the latest rate date at most 7 days "
     "before it that lists the currency (USD is 1).",
-    "amount_usd": "amount * usd_per_unit, rounded half-up to the cent.",
+    "amount_usd": "amount times usd_per_unit, rounded half-up to the cent.",
 }
 
 DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
@@ -48,10 +48,10 @@ DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
         "rate_date": "The date of the rate_date= landing folder the rates were published for: the partition.",
         **_LANDED,
         "line_number": "The line's number in its file, counted from 1 (the header is line 1).",
-        "currency": "The text before the first comma, as landed; a rate only if it matches ^[A-Z]{3}$. "
+        "currency": "The text before the first comma, as landed; a rate only if it is three upper-case letters. "
         "NULL when the file's first line is not the header.",
-        "usd_per_unit": "The text after the first comma, as landed; a rate only if it matches "
-        "^\\d{1,6}(\\.\\d{1,8})?$ and is above 0. NULL without a comma or a header.",
+        "usd_per_unit": "The text after the first comma, as landed; a rate only if it is up to 6 digits, "
+        "optionally a point and 1 to 8 decimals, and above 0. NULL without a comma or a header.",
     }),
     "raw/orders_valid": (schemas.VALID_ORDERS, {
         **{k: v for k, v in _RECORD.items() if k != "payload"},
