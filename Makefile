@@ -6,7 +6,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export BACKFILL_LANDING_DIR ?= $(CURDIR)/data/landing
 export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 
-.PHONY: setup demo test ui status clean
+.PHONY: setup demo test screenshots ui status clean
 setup:
 	@./scripts/bootstrap.sh
 	@mkdir -p "$(DAGSTER_HOME)" && cp dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
@@ -21,6 +21,9 @@ demo: setup  ## generate the 60 days ending yesterday and backfill them through 
 
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+screenshots: setup  ## refresh README's pictures in docs/img/: the browser test copies them from its run
+	BACKFILL_E2E_DOCS_IMG=$(CURDIR)/docs/img $(PY) -m pytest backfill_assets_tests/e2e -q
 
 UI_PORT ?= 3000
 ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
