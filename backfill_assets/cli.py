@@ -111,7 +111,7 @@ def cmd_demo(args, settings: Settings) -> int:
     settings = use_first_partition(settings, days.first_partition, ensure_dagster_home())
     summary = generate_feed(settings.landing_dir, days.start, days.end,
                             orders_per_day=args.orders_per_day, seed=args.seed,
-                            max_lateness_days=settings.max_lateness_days)
+                            max_lateness_days=settings.max_lateness_days, last_arrival=last_partition())
     print(f"demo: generated {summary.records} records for {days.start}..{days.end} "
           f"into {settings.landing_dir}; first partition {days.first_partition}")
     return run_backfill(settings, days.start, days.end)
