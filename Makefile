@@ -6,23 +6,31 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export BACKFILL_LANDING_DIR ?= $(CURDIR)/data/landing
 export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 
-.PHONY: setup demo test ui status clean
+.PHONY: setup demo test screenshots ui status clean
 setup:
 	@./scripts/bootstrap.sh
 	@mkdir -p "$(DAGSTER_HOME)" && cp dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
 
-demo: setup  ## generate 60 days of orders and backfill them through Dagster
+# `make demo` records its first partition in the instance; `make ui` and `make status` start
+# the partitions there too (unless BACKFILL_START_DATE is set), so they see the demo's days.
+START_FROM_DEMO = start="$${BACKFILL_START_DATE:-$$(cat "$(DAGSTER_HOME)/backfill_start_date" 2>/dev/null)}"; \
+	env $${start:+BACKFILL_START_DATE=$$start}
+
+demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
 
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+screenshots: setup  ## refresh README's pictures in docs/img/: the browser test copies them from its run
+	BACKFILL_E2E_DOCS_IMG=$(CURDIR)/docs/img $(PY) -m pytest backfill_assets_tests/e2e -q
+
 UI_PORT ?= 3000
 ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
-	.venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
+	$(START_FROM_DEMO) .venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 status: setup
-	$(PY) -m backfill_assets.cli status
+	$(START_FROM_DEMO) $(PY) -m backfill_assets.cli status
 
 clean:
 	rm -rf data .dagster_home

@@ -261,7 +261,9 @@ def _rate_text(usd_per_unit: float) -> str:
     return f"{usd_per_unit:.8f}" if usd_per_unit < 0.1 else f"{usd_per_unit:.6f}"
 
 
-def _order_days(root: Path, days: list[date], n: int, seed: int, ml: int) -> tuple[int, int, int]:
+def _order_days(
+    root: Path, days: list[date], n: int, seed: int, ml: int, last_arrival: date | None = None
+) -> tuple[int, int, int]:
     """Generates and writes the orders of some event days; returns (files, records, rejected)."""
     tables = _Tables()
     files = records = rejected = 0
@@ -271,10 +273,20 @@ def _order_days(root: Path, days: list[date], n: int, seed: int, ml: int) -> tup
         _orders(rng, feed, n, tables)
         _resend(rng, feed, n)
         _specials(rng, feed, n, tables)
+        if last_arrival is not None:  # after the RNG draws: the days' other files stay the same
+            _withhold_after(feed, last_arrival)
         day_files, day_records = _write_day(root, feed, rng)
         files, records = files + day_files, records + day_records
         rejected += feed.rejected()
     return files, records, rejected
+
+
+def _withhold_after(feed: _DayFeed, last_arrival: date) -> None:
+    """Drops the lines that would arrive after ``last_arrival``: they have not landed yet."""
+    for offset in range(feed.cap + 1):
+        if feed.day + timedelta(days=offset) > last_arrival:
+            feed.buckets[offset].clear()
+            feed.resends[offset].clear()
 
 
 def generate_feed(
@@ -284,17 +296,23 @@ def generate_feed(
     orders_per_day: int = 200,
     seed: int = 7,
     max_lateness_days: int = 7,
+    last_arrival: date | None = None,
 ) -> FeedSummary:
     """Writes the orders of event days [start, end] and the rates of [start - 3, end].
 
     Arrival folders reach up to ``end + max_lateness_days + 3`` (records that come too
-    late). Existing files of the same names are overwritten; nothing else is touched.
+    late), or only up to ``last_arrival`` when given: the feed as of that day (the demo's
+    is as of yesterday), the later arrivals not landed yet. Existing files of the same
+    names are overwritten; nothing else is touched.
     """
     if end < start or orders_per_day < 1 or max_lateness_days < 0:
         raise ValueError("need start <= end, orders_per_day >= 1, max_lateness_days >= 0")
+    if last_arrival is not None and last_arrival < end:
+        raise ValueError("last_arrival must not be before end: every event day lands on its day")
     root = Path(landing_root)
     days = [start + timedelta(days=k) for k in range((end - start).days + 1)]
-    files, records, rejected = _order_days(root, days, orders_per_day, seed, max_lateness_days)
+    files, records, rejected = _order_days(root, days, orders_per_day, seed, max_lateness_days,
+                                           last_arrival)
     rate_files = sum(_write_rates(root, start + timedelta(days=k), seed)
                      for k in range(-3, len(days)))
     return FeedSummary(start, end, files, rate_files, records, rejected)

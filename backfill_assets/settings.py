@@ -1,4 +1,4 @@
-"""Pipeline settings from the environment, per ../shared/CONTRACT.md's Configuration table.
+"""Pipeline settings from the environment, per docs/contract.md's Settings table.
 
 Read once, when Dagster loads the definitions or the CLI starts; never at import.
 """

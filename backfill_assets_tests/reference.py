@@ -1,4 +1,4 @@
-"""Test oracle: an independent, literal pure-Python reading of /work/shared/CONTRACT.md.
+"""Test oracle: an independent, literal pure-Python reading of docs/contract.md.
 
 It shares no code with ``backfill_assets``; the pipeline's tables are compared
 with what this module computes from the same landing zone. Where the contract

@@ -237,3 +237,23 @@ def test_summary_agrees_with_the_independent_oracle(feed):
                              "future_event", "too_late"}
     days = [START + timedelta(days=k) for k in range((END - START).days + 1)]
     assert ref.staging(days)[1] == set()  # every event day has every rate it needs
+
+
+def test_a_feed_as_of_a_day_lands_nothing_after_it_and_the_same_files_before(feed, tmp_path):
+    root, _ = feed
+    as_of = END + timedelta(days=2)
+    summary = generate_feed(tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML,
+                            last_arrival=as_of)
+    full, cut = tree(root), tree(tmp_path)
+    arrival = {path: date.fromisoformat(path.split("/")[1].split("=")[1])
+               for path in full if path.startswith("orders/")}
+    assert cut == {path: data for path, data in full.items() if arrival.get(path, START) <= as_of}
+    assert max(arrival.values()) > as_of  # the full feed had later arrivals to hold back
+    from backfill_assets_tests.reference import Reference
+
+    ref = Reference(tmp_path, ML)
+    verdicts = Counter(r.reason for a in ref.arrival_dates for r in ref.records(a))
+    assert summary.records == len(order_lines(tmp_path)) == sum(verdicts.values())
+    assert summary.records - verdicts[None] == summary.malformed
+    with pytest.raises(ValueError, match="last_arrival"):
+        generate_feed(tmp_path, START, END, last_arrival=END - timedelta(days=1))

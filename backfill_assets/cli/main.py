@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-from datetime import date, timedelta
+from datetime import date
 
 from backfill_assets.catalog import CLI_TAG
 from backfill_assets.cli.instance import ensure_dagster_home
@@ -101,16 +102,19 @@ def cmd_reexecute(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
+    from backfill_assets.cli.demo import demo_range, use_first_partition
     from backfill_assets.defs.partitions import last_partition
     from backfill_assets.generate import generate_feed
 
-    end = min(settings.start_date + timedelta(days=args.days - 1), last_partition())
-    summary = generate_feed(settings.landing_dir, settings.start_date, end,
+    configured = settings.start_date if os.environ.get("BACKFILL_START_DATE") else None
+    days = demo_range(last_partition(), args.days, configured, args.start, args.end)
+    settings = use_first_partition(settings, days.first_partition, ensure_dagster_home())
+    summary = generate_feed(settings.landing_dir, days.start, days.end,
                             orders_per_day=args.orders_per_day, seed=args.seed,
-                            max_lateness_days=settings.max_lateness_days)
-    print(f"demo: generated {summary.records} records for {settings.start_date}..{end} "
-          f"into {settings.landing_dir}")
-    return run_backfill(settings, settings.start_date, end)
+                            max_lateness_days=settings.max_lateness_days, last_arrival=last_partition())
+    print(f"demo: generated {summary.records} records for {days.start}..{days.end} "
+          f"into {settings.landing_dir}; first partition {days.first_partition}")
+    return run_backfill(settings, days.start, days.end)
 
 
 def cmd_catch_up(args, settings: Settings) -> int:
@@ -148,8 +152,10 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reexecute", help="re-execute a failed backfill run from failure (held days only)")
     r.add_argument("run_id")
     r.set_defaults(func=cmd_reexecute)
-    d = sub.add_parser("demo", help="generate 60 days and backfill them")
+    d = sub.add_parser("demo", help="generate 60 days (by default ending yesterday) and backfill them")
     d.add_argument("--days", type=int, default=60)
+    d.add_argument("--start", type=_date, help="first day (default: BACKFILL_START_DATE if set)")
+    d.add_argument("--end", type=_date, help="last day (default: yesterday, UTC)")
     d.add_argument("--orders-per-day", type=int, default=200)
     d.add_argument("--seed", type=int, default=7)
     d.set_defaults(func=cmd_demo)

@@ -9,6 +9,7 @@ import dagster as dg
 
 from backfill_assets.lake import CommitInfo, WriteResult
 from backfill_assets.resources import code_version
+from backfill_assets.transforms.columns import column_descriptions
 
 
 def commit_info(
@@ -26,10 +27,12 @@ def commit_info(
 
 
 def column_schema(struct) -> dg.TableSchema:
-    """A Spark StructType as the table schema Dagster shows on the asset."""
-    return dg.TableSchema(
-        columns=[dg.TableColumn(f.name, f.dataType.simpleString().upper()) for f in struct.fields]
-    )
+    """A Spark StructType as the table schema Dagster shows on the asset, each column described."""
+    described = column_descriptions(struct)
+    return dg.TableSchema(columns=[
+        dg.TableColumn(f.name, f.dataType.simpleString().upper(), description=described.get(f.name))
+        for f in struct.fields
+    ])
 
 
 def write_metadata(

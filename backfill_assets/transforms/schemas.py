@@ -1,6 +1,6 @@
 """Spark schemas of the contract's tables and a pandera schema for staging/orders.
 
-Column names, types and order follow /work/shared/CONTRACT.md exactly. Every
+Column names, types and order follow docs/contract.md exactly. Every
 field is declared nullable: null-ness is a data rule, checked by pandera and
 the reconciliation checks, not something Delta should enforce with NOT NULL
 constraints that differ between the contract and its reference implementation.

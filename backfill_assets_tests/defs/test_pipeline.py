@@ -119,7 +119,7 @@ def test_valid_records_kept_for_staging_equal_the_contracts_verdicts(env, refere
     assert kept == expected and expected
 
 
-# CONTRACT.md "Tables (output)", spelled in Delta's type names: the tables as written on disk.
+# docs/contract.md "The tables (output)", spelled in Delta's type names: the tables as written on disk.
 CONTRACT_TABLES = {
     "raw/orders": ("arrival_date", [("arrival_date", "date"), ("source_file", "string"),
                                     ("line_number", "long"), ("payload", "string")]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 VIEWPORT = {"width": 1920, "height": 1080}
+DOCS_IMG_ENV = "BACKFILL_E2E_DOCS_IMG"
 
 
 class UiStepFailed(AssertionError):
@@ -67,11 +69,17 @@ class Ui:
     def goto(self, path: str) -> None:
         self.page.goto(self.base_url + path)
 
-    def screenshot(self, name: str) -> Path:
+    def screenshot(self, name: str, docs: str | None = None) -> Path:
+        """A screenshot into the output folder; one with a ``docs`` name is also copied under it
+        into $BACKFILL_E2E_DOCS_IMG when that is set (`make screenshots`: README's pictures)."""
         path = self.out / f"{name}.png"
         self.page.screenshot(path=str(path))
         self.shots.append(path)
         print(f"screenshot: {path}")
+        docs_dir = os.environ.get(DOCS_IMG_ENV)
+        if docs and docs_dir:
+            Path(docs_dir).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, Path(docs_dir) / docs)
         return path
 
     def body_text(self) -> str:

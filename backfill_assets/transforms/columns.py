@@ -1,0 +1,92 @@
+"""What each column of each table means, in the words of docs/contract.md.
+
+The Dagster UI shows these in the Columns panel of each asset's page (see
+``defs/lineage.column_schema``). Kept apart from the StructTypes so that the
+schemas Spark and Delta compare stay plain names and types.
+"""
+
+from __future__ import annotations
+
+import pyspark.sql.types as T
+
+from backfill_assets.catalog import (
+    FACT_TABLE,
+    QUARANTINE_TABLE,
+    RAW_FX_RATES_TABLE,
+    RAW_ORDERS_TABLE,
+    STAGING_TABLE,
+    VALID_ORDERS_TABLE,
+)
+from backfill_assets.transforms import schemas
+
+_LANDED = {
+    "source_file": "The landing file the line came from, as a path relative to the landing root.",
+    "payload": "The landed line, verbatim.",
+}
+_RECORD = {
+    "arrival_date": "The date of the arrival_date= landing folder the record landed in (UTC): the partition.",
+    **_LANDED,
+    "line_number": "The record's line number in its file, counted from 1 (blank lines included).",
+}
+_ORDER = {
+    "order_id": "The order: a non-empty string of at most 64 characters.",
+    "customer_id": "Who placed the order: a non-empty string.",
+    "event_time": "When the order was placed (event_time as an instant, kept to the microsecond).",
+    "event_date": "The UTC calendar date of event_time: the order's event day.",
+    "updated_at": "When this version of the order was produced (an instant); the latest version wins.",
+    "status": "The order's status in this version: placed, paid or cancelled.",
+    "amount": "The amount in currency: landed as up to 12 digits, optionally a point and 1 or 2 decimals.",
+    "currency": "The ISO currency code of amount, three upper-case letters.",
+    "country": "The ISO country code, two upper-case letters.",
+}
+_PRICED = {
+    "usd_per_unit": "The rate of currency on the event day: from the latest rate date at most 7 days "
+    "before it that lists the currency (USD is 1).",
+    "amount_usd": "amount times usd_per_unit, rounded half-up to the cent.",
+}
+
+DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
+    RAW_ORDERS_TABLE.path: (schemas.RAW_ORDERS, _RECORD),
+    QUARANTINE_TABLE.path: (schemas.QUARANTINE_ORDERS, {
+        **_RECORD,
+        "reason": "Why the record was rejected, the first that applies: malformed_json, missing_field, "
+        "invalid_value, future_event, too_late.",
+    }),
+    RAW_FX_RATES_TABLE.path: (schemas.RAW_FX_RATES, {
+        "rate_date": "The date of the rate_date= landing folder the rates were published for: the partition.",
+        **_LANDED,
+        "line_number": "The line's number in its file, counted from 1 (the header is line 1).",
+        "currency": "The text before the first comma, as landed; a rate only if it is three upper-case letters. "
+        "NULL when the file's first line is not the header.",
+        "usd_per_unit": "The text after the first comma, as landed; a rate only if it is up to 6 digits, "
+        "optionally a point and 1 to 8 decimals, and above 0. NULL without a comma or a header.",
+    }),
+    VALID_ORDERS_TABLE.path: (schemas.VALID_ORDERS, {
+        **{k: v for k, v in _RECORD.items() if k != "payload"},
+        **_ORDER,
+    }),
+    STAGING_TABLE.path: (schemas.STAGING_ORDERS, {
+        **_ORDER,
+        "order_id": "The order: one row per order_id and event day, the greatest version by "
+        "(updated_at, arrival_date, source_file, line_number).",
+        "event_date": "The UTC calendar date of event_time: the partition.",
+        **_PRICED,
+    }),
+    FACT_TABLE.path: (schemas.DAILY_REVENUE, {
+        "event_date": "The event day: the partition.",
+        "country": "The ISO country code of the orders counted in this row.",
+        "orders": "The staging orders of this day and country.",
+        "placed_orders": "Those orders whose final status is placed.",
+        "paid_orders": "Those orders whose final status is paid.",
+        "cancelled_orders": "Those orders whose final status is cancelled.",
+        "revenue_usd": "The sum of amount_usd over the paid orders, to the cent.",
+    }),
+}
+
+
+def column_descriptions(struct: T.StructType) -> dict[str, str]:
+    """The descriptions of a table's columns, found by its schema; {} for a schema not listed."""
+    for table_struct, texts in DESCRIPTIONS.values():
+        if table_struct == struct:
+            return texts
+    return {}
