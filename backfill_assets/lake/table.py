@@ -21,7 +21,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from backfill_assets.lake import staged as manifests
+import backfill_assets.lake.staged as manifests
 from backfill_assets.lake.commit import CommitInfo, PartitionInfo, WriteResult, decode_metadata
 from backfill_assets.lake.keys import (
     LakeConflict,
