@@ -21,7 +21,10 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             dg.define_asset_job(
                 BACKFILL_JOB,
                 selection=dg.AssetSelection.all(),
-                description="Any layer over any partition range, as one run per range.",
+                description="Any layer over any partition range, as one run per range. From "
+                "Lineage: select assets, Materialize selected, type a range such as "
+                "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
+                "and re-execute it from failure; only the held days are rebuilt.",
             )
         ],
         resources=build_resources(settings),

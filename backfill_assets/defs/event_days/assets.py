@@ -124,7 +124,12 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 description=f"One row per order and event day (Delta table {STAGING_TABLE.path}): "
                 "valid records of arrivals D .. D + max lateness, deduplicated latest-wins, "
                 "converted to USD at the rate of the event's own day. A day with an order "
-                "lacking a rate is held.",
+                "lacking a rate is held: a red partition is a held day, not published, and View "
+                "logs names the failed check. For fx_rate_present, land the rate for that day "
+                "(or up to 7 days before) and materialize raw_fx_rates for its date; for "
+                "window_complete, materialize raw_orders / raw_fx_rates for the dates it names. "
+                "Then on the failed run's page use Re-execute, From failure (CLI: "
+                "backfill-assets reexecute <run id>): only the held days are rebuilt.",
                 deps=[
                     dg.AssetDep(RAW_ORDERS, partition_mapping=arrivals_of_event_day(settings)),
                     dg.AssetDep(RAW_FX_RATES, partition_mapping=rates_of_event_day(settings)),
@@ -138,7 +143,8 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 kinds=KINDS,
                 description=f"Daily revenue (Delta table {FACT_TABLE.path}): per event date and "
                 "country, orders by final status and the USD revenue of paid orders. Published "
-                "only for days whose staging passed its checks.",
+                "only for days whose staging passed its checks; a day held in staging is held "
+                "here too, and re-execution from failure rebuilds both.",
                 deps=[STG_ORDERS],
                 metadata={"table": FACT_TABLE.path},
             ),

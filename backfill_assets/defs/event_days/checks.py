@@ -12,6 +12,10 @@ from backfill_assets.catalog import FCT_DAILY_REVENUE, STG_ORDERS
 from backfill_assets.defs.publishing import CheckOutcome
 from backfill_assets.transforms.audit import EMPTY_DAY, ZERO
 
+# Checks that only a bug can fail: the data cannot make them fail, so re-running cannot help.
+CODE_DEFECT = (" A failure means a defect in the code, not in the data: report it with the run "
+               "id; re-executing will fail again.")
+
 UNIQUE_ORDER_IDS = "unique_order_ids"
 ONE_ROW_PER_VALID_ORDER = "one_row_per_valid_order"
 FX_RATE_PRESENT = "fx_rate_present"
@@ -20,13 +24,16 @@ MATCHES_SCHEMA = "matches_contract_schema"
 
 STAGING_CHECKS = [
     dg.AssetCheckSpec(UNIQUE_ORDER_IDS, asset=STG_ORDERS, blocking=True,
-                      description="staging[D] has unique order_ids."),
+                      description="staging[D] has unique order_ids." + CODE_DEFECT),
     dg.AssetCheckSpec(ONE_ROW_PER_VALID_ORDER, asset=STG_ORDERS, blocking=True,
                       description="staging[D] has one row per distinct order_id among the valid "
-                      "records with event date D in its arrival window."),
+                      "records with event date D in its arrival window." + CODE_DEFECT),
     dg.AssetCheckSpec(FX_RATE_PRESENT, asset=STG_ORDERS, blocking=True,
                       description="Every order of D has a USD rate of its currency on D "
-                      "(no rate: the day is held, never published with a guess)."),
+                      "from a rate date at most 7 days before (no rate: the day is held, never "
+                      "published with a guess). Held: land the missing currency's rate in "
+                      "fx_rates/rate_date=R/, materialize raw_fx_rates for R, and re-execute the "
+                      "run from failure (CLI: backfill-assets reexecute <run id>)."),
     dg.AssetCheckSpec(WINDOW_COMPLETE, asset=STG_ORDERS, blocking=True,
                       description="staging[D] was built from every landed order file of the "
                       "arrival dates D .. D + max lateness and every landed rate file of the rate "
@@ -35,7 +42,8 @@ STAGING_CHECKS = [
                       "named in the check's metadata, then re-execute from failure."),
     dg.AssetCheckSpec(MATCHES_SCHEMA, asset=STG_ORDERS, blocking=True,
                       description="staging[D] satisfies the contract's pandera schema: its "
-                      "columns and types, and every priced row each of the model's data rules."),
+                      "columns and types, and every priced row each of the model's data rules."
+                      + CODE_DEFECT),
 ]
 
 TOTALS_MATCH_STAGING = "totals_match_staging"
@@ -46,7 +54,8 @@ FACT_CHECKS = [
         asset=FCT_DAILY_REVENUE,
         blocking=True,
         description="fact[D] totals equal staging[D]: orders, each status count, and paid "
-        "revenue to the cent.",
+        "revenue to the cent. A day held in staging is held here too; re-execution from "
+        "failure rebuilds both." + CODE_DEFECT,
     )
 ]
 

@@ -160,7 +160,10 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 description="Every order record that landed on arrival date A, verbatim "
                 f"(Delta table {RAW_ORDERS_TABLE.path}), and the rejected ones with their reason "
                 f"({QUARANTINE_TABLE.path}), and the valid ones parsed for staging "
-                f"({VALID_ORDERS_TABLE.path}, internal). Partitioned by arrival date.",
+                f"({VALID_ORDERS_TABLE.path}, internal). Partitioned by arrival date; columns "
+                "and rules in docs/contract.md. New or late files for A: materialize this "
+                "partition (or run `backfill-assets catch-up`), then staging and fact of the "
+                "event days they carry.",
                 metadata={"tables": ", ".join(t.path for t in ORDER_TABLES)},
             )
         ],
@@ -179,7 +182,10 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 group_name="raw",
                 kinds=KINDS,
                 description="Every exchange-rate line published for rate date R, as landed "
-                f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date.",
+                f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date. A missing "
+                "or wrong rate: land a CSV in fx_rates/rate_date=R/ (the file whose name sorts "
+                "last wins), materialize this partition, then re-execute the held staging run "
+                "from failure.",
                 metadata={"tables": RAW_FX_RATES_TABLE.path},
             )
         ],

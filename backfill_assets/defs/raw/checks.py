@@ -21,14 +21,18 @@ RAW_ORDERS_CHECKS = [
         asset=RAW_ORDERS,
         blocking=True,
         description="raw[A] holds exactly the records of the landing files of arrival date A: "
-        "same files, same record count per file, same line numbers and payloads.",
+        "same files, same record count per file, same line numbers and payloads, checked on "
+        "the staged rows before they are published. Failed: the landing files changed during "
+        "the run or a write was cut short; nothing was published. Re-execute from failure once "
+        "the folder has settled.",
     ),
     dg.AssetCheckSpec(
         QUARANTINE_RECONCILES,
         asset=RAW_ORDERS,
         blocking=True,
         description="Valid records of raw[A] plus quarantine[A] equal raw[A], and every "
-        "quarantine row carries the reason the contract's rules give.",
+        "quarantine row carries the reason the contract's rules give (docs/contract.md). "
+        "Failed: nothing was published; re-execute from failure once the folder has settled.",
     ),
 ]
 
@@ -37,7 +41,9 @@ RAW_FX_RATES_CHECKS = [
         RATES_MATCH_LANDING,
         asset=RAW_FX_RATES,
         blocking=True,
-        description="raw_fx_rates[R] holds exactly the rate lines of the landing files of rate date R.",
+        description="raw_fx_rates[R] holds exactly the rate lines of the landing files of rate "
+        "date R. Failed: nothing was published; re-execute from failure once the folder has "
+        "settled.",
     )
 ]
 
