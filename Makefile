@@ -9,7 +9,7 @@ export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 .PHONY: setup demo test ui status clean
 setup:
 	@./scripts/bootstrap.sh
-	@mkdir -p "$(DAGSTER_HOME)" && cp dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
+	@$(PY) -m backfill_assets.dagster_instance dagster.yaml "$(DAGSTER_HOME)"
 
 demo: setup  ## generate 60 days of orders and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo

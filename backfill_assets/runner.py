@@ -8,7 +8,6 @@ in the UI and can be re-executed from there.
 from __future__ import annotations
 
 import os
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -85,12 +84,12 @@ def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
 
 
 def ensure_dagster_home(project_dir: Path | None = None) -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it."""
+    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it (and
+    Dagster's storage on PostgreSQL when BACKFILL_DAGSTER_PG_URL is set)."""
+    from backfill_assets.dagster_instance import prepare_instance_yaml
+
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
-    project_yaml = (project_dir or Path.cwd()) / "dagster.yaml"
-    if not (home / "dagster.yaml").exists() and project_yaml.exists():
-        shutil.copy(project_yaml, home / "dagster.yaml")
+    prepare_instance_yaml(home, (project_dir or Path.cwd()) / "dagster.yaml")
     return home
 
 
