@@ -9,7 +9,7 @@ export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 .PHONY: setup demo test screenshots ui status clean
 setup:
 	@./scripts/bootstrap.sh
-	@mkdir -p "$(DAGSTER_HOME)" && cp dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
+	@$(PY) -m backfill_assets.cli.instance dagster.yaml "$(DAGSTER_HOME)"
 
 # `make demo` records its first partition in the instance; `make ui` and `make status` start
 # the partitions there too (unless BACKFILL_START_DATE is set), so they see the demo's days.

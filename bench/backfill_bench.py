@@ -16,13 +16,15 @@ On one generated feed, in one invocation, it measures:
 and the peak RSS of the driver (the Python process plus its local-mode JVM, which
 also hosts the executors, plus Spark's Python workers) for the full range and for a
 30-day range. For each "ours" run it also prints what each kind of process held at the
-peak, every Dagster run's time and event count, and Dagster's cost per stored event. The
+peak, every Dagster run's time and event count, and Dagster's cost per stored event, on
+SQLite and on PostgreSQL (``--postgres-url``, else a throwaway local server). The
 last line is the RESULT line the README quotes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -181,15 +183,45 @@ def run_breakdown(env: dict) -> list[str]:
     return lines
 
 
-def event_cost_ms(work: Path, events: int = 300) -> float:
-    """Milliseconds Dagster takes to store one per-partition event in a fresh instance here."""
-    home = work / "event-cost"
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+def event_cost_ms(work: Path, events: int = 300, pg_url: str | None = None) -> float:
+    """Milliseconds Dagster takes to store one per-partition event in a fresh instance here:
+    on SQLite under DAGSTER_HOME, or on PostgreSQL at ``pg_url`` (BACKFILL_DAGSTER_PG_URL)."""
+    from backfill_assets.cli.instance import PG_URL_ENV, prepare_instance_yaml
+
+    home = work / ("event-cost-pg" if pg_url else "event-cost")
+    switch = {PG_URL_ENV: pg_url} if pg_url else {}
+    prepare_instance_yaml(home, ROOT / "dagster.yaml", overwrite=True, env=switch)
+    env = {k: v for k, v in os.environ.items() if k != PG_URL_ENV}
     out = subprocess.run([sys.executable, "-c", EVENT_COST_JOB, str(events // 2)], cwd=ROOT,
-                         env={**os.environ, "DAGSTER_HOME": str(home)},
+                         env={**env, **switch, "DAGSTER_HOME": str(home)},
                          capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def postgres_url(given: str | None):
+    """``given``, else a throwaway server from this machine's PostgreSQL binaries, else None."""
+    if given:
+        yield given
+        return
+    sys.path.insert(0, str(ROOT))
+    from backfill_assets_tests.postgres.server import NO_SERVER, postgres_server, server_bin_dir
+
+    if server_bin_dir() is None:
+        print(f"dagster on PostgreSQL: skipped, {NO_SERVER}", flush=True)
+        yield None
+        return
+    with postgres_server(database="bench") as url:
+        yield url
+
+
+def print_event_costs(work: Path, pg: str | None) -> None:
+    """The same probe run on both storages: Dagster's cost per stored event on each."""
+    sqlite_ms = event_cost_ms(work)
+    print(f"dagster: {sqlite_ms:.1f} ms to store one per-partition event (SQLite)", flush=True)
+    if pg:
+        pg_ms = event_cost_ms(work, pg_url=pg)
+        print(f"dagster: {pg_ms:.1f} ms to store one per-partition event (PostgreSQL)", flush=True)
 
 
 def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: list[date]) -> float:
@@ -212,6 +244,9 @@ def main() -> None:
     p.add_argument("--orders-per-day", type=int, default=20000)
     p.add_argument("--naive-sample", type=int, default=3)
     p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument("--postgres-url", default=None,
+                   help="PostgreSQL for the per-event cost on Dagster's PostgreSQL storage "
+                        "(default: a throwaway server from this machine's PostgreSQL binaries)")
     args = p.parse_args()
 
     from backfill_assets.generate import generate_feed
@@ -234,7 +269,8 @@ def main() -> None:
     ours_s, ours_rss = ours(work, "ours", landing, feed_start, start, end)
     days30 = min(30, args.days)
     _, rss30 = ours(work, "ours30", landing, feed_start, start, start + timedelta(days=days30 - 1))
-    print(f"dagster: {event_cost_ms(work):.1f} ms to store one per-partition event", flush=True)
+    with postgres_url(args.postgres_url) as pg:
+        print_event_costs(work, pg)
 
     step = max(1, args.days // (args.naive_sample + 1))
     sample = [start + timedelta(days=step * (i + 1)) for i in range(args.naive_sample)]

@@ -1,17 +1,100 @@
-"""The Dagster instance the command line runs through: ``DAGSTER_HOME``, prepared once."""
+"""The Dagster instance the command line runs through: ``DAGSTER_HOME`` and its ``dagster.yaml``,
+the project's file plus the PostgreSQL storage section when ``BACKFILL_DAGSTER_PG_URL`` is set.
+
+The embedded default is SQLite under ``DAGSTER_HOME``. Setting ``BACKFILL_DAGSTER_PG_URL``
+(``postgresql://user@host:port/db``) puts runs, event logs and schedules on PostgreSQL
+(``dagster-postgres``). The section names the variable, not its value, so a password in the
+URL is never written to disk and every process that opens the instance (the CLI, the tests,
+``make ui``'s webserver and daemon, their run workers) must see the variable too.
+
+Every writer of ``$DAGSTER_HOME/dagster.yaml`` goes through :func:`prepare_instance_yaml`:
+``make setup`` (``python -m backfill_assets.cli.instance``) and the CLI. No Dagster import:
+``make`` runs this before anything else.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
+import sys
+from collections.abc import Mapping
 from pathlib import Path
+
+PG_URL_ENV = "BACKFILL_DAGSTER_PG_URL"
+MARKER = f"# {PG_URL_ENV} is set: runs, event logs and schedules on PostgreSQL."
+PG_SECTION = f"""{MARKER}
+storage:
+  postgres:
+    postgres_url:
+      env: {PG_URL_ENV}
+"""
+
+
+def pg_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The PostgreSQL URL the switch selects, or None for the embedded SQLite storage."""
+    url = (os.environ if env is None else env).get(PG_URL_ENV, "").strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"{PG_URL_ENV} must be a postgresql://user@host:port/db URL")
+    return url
+
+
+def instance_yaml(base: str, env: Mapping[str, str] | None = None) -> str:
+    """``base`` (a dagster.yaml's text) with the PostgreSQL section iff the switch is set."""
+    own = base.split(MARKER, 1)[0].rstrip("\n")
+    text = own + "\n" if own else ""
+    if pg_url(env) is None:
+        return text
+    if any(line.startswith("storage:") for line in own.splitlines()):
+        raise ValueError(f"{PG_URL_ENV} is set but the instance's dagster.yaml already has a "
+                         "storage section: remove one of them")
+    return text + ("\n" if text else "") + PG_SECTION
+
+
+def prepare_instance_yaml(home: Path, project_yaml: Path, overwrite: bool = False,
+                          env: Mapping[str, str] | None = None) -> Path:
+    """Write ``home/dagster.yaml``: from ``project_yaml`` when absent (or ``overwrite``), else
+    the existing file; either way with the storage section matching the switch now."""
+    home.mkdir(parents=True, exist_ok=True)
+    target = home / "dagster.yaml"
+    if target.exists() and not overwrite:
+        base = target.read_text()
+    elif project_yaml.exists():
+        base = project_yaml.read_text()
+    else:
+        base = ""
+    text = instance_yaml(base, env)
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+    return target
 
 
 def ensure_dagster_home(project_dir: Path | None = None) -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it."""
+    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it (and
+    Dagster's storage on PostgreSQL when BACKFILL_DAGSTER_PG_URL is set)."""
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
-    project_yaml = (project_dir or Path.cwd()) / "dagster.yaml"
-    if not (home / "dagster.yaml").exists() and project_yaml.exists():
-        shutil.copy(project_yaml, home / "dagster.yaml")
+    prepare_instance_yaml(home, (project_dir or Path.cwd()) / "dagster.yaml")
     return home
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m backfill_assets.cli.instance PROJECT_YAML DAGSTER_HOME``, as ``make setup``
+    runs it: the project's file copied over the instance's, with the switch applied."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print(__doc__.split("\n\n")[0], file=sys.stderr)
+        print("usage: python -m backfill_assets.cli.instance PROJECT_YAML DAGSTER_HOME",
+              file=sys.stderr)
+        return 2
+    try:
+        target = prepare_instance_yaml(Path(args[1]), Path(args[0]), overwrite=True)
+    except ValueError as exc:
+        print(f"dagster.yaml: {exc}", file=sys.stderr)
+        return 1
+    storage = "PostgreSQL" if pg_url() else "SQLite"
+    print(f"dagster instance: {target} (storage: {storage})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

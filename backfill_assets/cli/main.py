@@ -93,11 +93,18 @@ def cmd_reexecute(args, settings: Settings) -> int:
     import dagster as dg
 
     from backfill_assets.cli.report import report_outcomes
-    from backfill_assets.cli.runner import reexecute_from_failure
+    from backfill_assets.cli.runner import outcome_of_run, reexecute_from_failure
 
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
         outcome = reexecute_from_failure(instance, args.run_id)
+        # The days the failed run (or an earlier attempt) published stay published: the table
+        # shows the whole range, and exit 0 means every day of it is now published.
+        for run in instance.get_run_group(args.run_id)[1]:
+            earlier = outcome_of_run(instance, outcome.plan, run.run_id, False)
+            for key, days in earlier.published.items():
+                for day, rows in days.items():
+                    outcome.published.setdefault(key, {}).setdefault(day, rows)
     return report_outcomes([outcome])
 
 

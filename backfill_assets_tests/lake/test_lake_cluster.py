@@ -3,66 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sys
-import time
-from pathlib import Path
 
-import pyspark
 import pytest
 
-from backfill_assets_tests.lake.lake_support import (
-    FAST_JVM_CONF,
-    kill_group,
-    log_tail,
-    start,
-    subprocess_env,
-)
+from backfill_assets_tests.lake.lake_support import FAST_JVM_CONF, kill_group, log_tail, start
+from backfill_assets_tests.spark_servers import standalone_cluster
 
 pytestmark = pytest.mark.slow
-SPARK_HOME = os.path.dirname(pyspark.__file__)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_line(log: Path, text: str, proc, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in log.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} never appeared in {log.name}:\n{log_tail(log)}")
-        time.sleep(0.2)
 
 
 @pytest.fixture
 def cluster(tmp_path):
     """spark://127.0.0.1:<port> with one 2-core worker, torn down even when the test fails."""
-    env = subprocess_env(SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1",
-                         SPARK_LOG_DIR=str(tmp_path), SPARK_WORKER_DIR=str(tmp_path / "work"),
-                         SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-    spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = []
-    try:
-        master = start([spark_class, "org.apache.spark.deploy.master.Master", "--host",
-                        "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
-                       env, tmp_path / "master.log")
-        procs.append(master)
-        wait_for_line(tmp_path / "master.log", "I have been elected leader", master)
-        worker = start([spark_class, "org.apache.spark.deploy.worker.Worker", "--host",
-                        "127.0.0.1", "--webui-port", str(free_port()), "--cores", "2",
-                        "--memory", "2g", url], env, tmp_path / "worker.log")
-        procs.append(worker)
-        wait_for_line(tmp_path / "worker.log", "Successfully registered with master", worker)
-        yield url, env
-    finally:
-        for proc in reversed(procs):
-            kill_group(proc)
+    with standalone_cluster(tmp_path, workers=1) as running:
+        yield running.url, running.env
 
 
 def test_cluster_write_and_read_through_lake(cluster, tmp_path):

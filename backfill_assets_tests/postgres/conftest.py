@@ -1,0 +1,16 @@
+"""The PostgreSQL tests' server: one throwaway PostgreSQL on 127.0.0.1 for the session."""
+
+from __future__ import annotations
+
+import pytest
+
+from backfill_assets_tests.postgres.server import NO_SERVER, postgres_server, server_bin_dir
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """The URL of a database on a fresh server; skipped where no server binaries exist."""
+    if server_bin_dir() is None:
+        pytest.skip(NO_SERVER)
+    with postgres_server() as url:
+        yield url

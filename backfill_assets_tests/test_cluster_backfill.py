@@ -1,0 +1,26 @@
+"""The pipeline on a real Spark standalone cluster (a master and two workers started from the
+pyspark wheel on 127.0.0.1) via BACKFILL_SPARK_MASTER: a backfill with a held day."""
+
+from __future__ import annotations
+
+import pytest
+
+from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.remote_backfill import (
+    assert_held_day_backfill_matches_reference,
+    backfill_in_child,
+    write_held_day_feed,
+)
+from backfill_assets_tests.spark_servers import standalone_cluster
+
+pytestmark = pytest.mark.slow
+
+
+def test_backfill_on_a_two_worker_cluster_with_a_held_day_matches_the_contract(tmp_path):
+    with pipeline_env(tmp_path / "pipeline") as env, \
+            standalone_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
+        reference = write_held_day_feed(env.settings.landing_dir)
+        proc = backfill_in_child({**cluster.env, "BACKFILL_SPARK_MASTER": cluster.url})
+        assert_held_day_backfill_matches_reference(env, reference, proc)
+        # Both workers ran executors for it: the work was not done in the driver.
+        assert cluster.executor_logs(0) and cluster.executor_logs(1), proc.stderr[-3000:]
