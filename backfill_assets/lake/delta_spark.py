@@ -28,7 +28,11 @@ from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.pause import armed, claim_visit, pause_point
 
 MAX_ATTEMPTS = 8
-RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# What VACUUM needs to honour a retention shorter than the table's 7 days; set only around it.
+VACUUM_CONF = {
+    "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
+}
 
 
 def native_delta_available(spark: SparkSession) -> bool:
@@ -161,15 +165,18 @@ class DeltaSparkEngine:
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
         before = _data_files(table_dir)
-        previous = self.spark.conf.get(RETENTION_CHECK, None)
-        self.spark.conf.set(RETENTION_CHECK, "false")
+        previous = {key: self.spark.conf.get(key, None) for key in VACUUM_CONF}
         try:
-            self.spark.sql(f"VACUUM {_sql_path(table_dir)} RETAIN {float(retention_hours)} HOURS")
+            for key, value in VACUUM_CONF.items():
+                self.spark.conf.set(key, value)
+            self.spark.sql(f"VACUUM {_sql_path(table_dir)} FULL "
+                           f"RETAIN {float(retention_hours)} HOURS")
         finally:
-            if previous is None:
-                self.spark.conf.unset(RETENTION_CHECK)
-            else:
-                self.spark.conf.set(RETENTION_CHECK, previous)
+            for key, value in previous.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
         return sorted(before - _data_files(table_dir))
 
     def _partition_columns(self, table_dir: str) -> list[str]:
