@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import (
     DateType,
@@ -99,3 +100,18 @@ def test_engines_delta_rs_writes_delta_spark_reads_replaces_restores(two_engines
 def test_engines_delta_spark_writes_delta_rs_reads_replaces_restores(two_engines):
     delta_rs, delta_spark = two_engines
     check_round_trip(delta_spark, delta_rs)
+
+
+def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path):
+    from backfill_assets.lake import Lake
+
+    delta_rs, _ = two_engines
+    assert Lake(tmp_path / "auto", delta_rs.spark).engine_name == "delta-spark"
+
+
+def test_auto_takes_delta_rs_when_the_session_has_no_delta(spark, tmp_path):
+    from backfill_assets.lake import Lake
+
+    if "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or ""):
+        pytest.skip("this session has Delta (the native child)")
+    assert Lake(tmp_path / "auto", spark).engine_name == "delta-rs"
