@@ -36,13 +36,17 @@ VACUUM_CONF = {
 
 
 def native_delta_available(spark: SparkSession) -> bool:
-    """True when the session has Delta's SQL extension configured and its classes load."""
+    """True when the session has Delta's SQL extension configured and its classes load.
+
+    Always False over Spark Connect: the engine reads Delta's log and exception
+    classes through the driver's JVM, which a Connect client does not have.
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "io.delta.sql.DeltaSparkSessionExtension" not in extensions:
         return False
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: the server's configuration is all we can see.
-        return True
     from py4j.protocol import Py4JError
 
     try:
@@ -69,9 +73,10 @@ class DeltaSparkEngine:
 
     def __init__(self, spark: SparkSession) -> None:
         if not native_delta_available(spark):
-            raise LakeError("the delta-spark engine needs a Spark session with Delta's jars and "
-                            "extension: set BACKFILL_LAKE_ENGINE=delta-spark before the session "
-                            "starts (spark_config adds them) and run `make setup`")
+            raise LakeError("the delta-spark engine needs a classic (not Spark Connect) session "
+                            "with Delta's jars and extension: set BACKFILL_LAKE_ENGINE=delta-spark "
+                            "before the session starts (spark_config adds them) and run "
+                            "`make setup`")
         self.spark = spark
 
     def version(self, table_dir: str) -> int | None:
