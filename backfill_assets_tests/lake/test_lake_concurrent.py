@@ -18,7 +18,8 @@ from backfill_assets_tests.lake.lake_support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow
+# The first delta-spark test waits for the whole module to run in the native child.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 
 

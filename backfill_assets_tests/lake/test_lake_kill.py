@@ -20,7 +20,8 @@ from backfill_assets_tests.lake.lake_support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow
+# The first delta-spark test waits for the whole module to run in the native child.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 POINTS = ["before_files", "mid_files", "after_files", "before_commit", "after_commit"]
 OLD = [("2024-01-01", 1, "old"), ("2024-01-02", 2, "old")]
