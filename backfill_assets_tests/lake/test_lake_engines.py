@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import (
     DateType,
@@ -108,10 +107,3 @@ def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path
     delta_rs, _ = two_engines
     assert Lake(tmp_path / "auto", delta_rs.spark).engine_name == "delta-spark"
 
-
-def test_auto_takes_delta_rs_when_the_session_has_no_delta(spark, tmp_path):
-    from backfill_assets.lake import Lake
-
-    if "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or ""):
-        pytest.skip("this session has Delta (the native child)")
-    assert Lake(tmp_path / "auto", spark).engine_name == "delta-rs"
