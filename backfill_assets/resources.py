@@ -10,7 +10,11 @@ from dagster_pyspark import LazyPySparkResource
 
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
-from backfill_assets.spark_session import spark_config, use_this_python_for_workers
+from backfill_assets.spark_session import (
+    check_delta_jars,
+    spark_config,
+    use_this_python_for_workers,
+)
 
 
 class SparkResource(LazyPySparkResource):
@@ -19,6 +23,7 @@ class SparkResource(LazyPySparkResource):
     @property
     def spark_session(self):
         use_this_python_for_workers()
+        check_delta_jars(self.spark_config)
         return super().spark_session
 
 

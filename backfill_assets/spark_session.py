@@ -4,12 +4,20 @@ Spark is configured in one place so that tests exercise the session the
 pipeline uses: UTC everywhere, ANSI mode on (untrusted input goes through
 ``try_`` functions), no UI, and a fixed driver heap (2 GiB by default): a long range
 spills to disk instead of growing the driver, so its memory does not depend on the range.
+
+With ``BACKFILL_LAKE_ENGINE=delta-spark`` the session also gets Delta's jars
+(from set-up's ``.jars/delta``) and its SQL extension and catalog. ``auto`` and
+``delta-rs`` leave them off: the embedded engine needs none, and a session whose
+Delta comes from elsewhere (a cluster's or Spark Connect server's own
+configuration) is still picked up by ``Lake``'s ``auto``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
 
 DEFAULT_MASTER = "local[*]"
 
@@ -18,11 +26,13 @@ def spark_config(
     master: str | None = None,
     shuffle_partitions: int | None = None,
     driver_memory: str | None = None,
+    lake_engine: str | None = None,
 ) -> dict[str, str]:
     """The Spark conf the pipeline runs with; environment variables override defaults.
 
     ``BACKFILL_SPARK_MASTER`` selects a cluster master (``spark://host:7077``),
-    ``BACKFILL_SPARK_REMOTE`` a Spark Connect URL (``sc://host:15002``).
+    ``BACKFILL_SPARK_REMOTE`` a Spark Connect URL (``sc://host:15002``),
+    ``BACKFILL_LAKE_ENGINE`` (or ``lake_engine``) ``delta-spark`` adds Delta to the session.
     """
     conf = {
         "spark.app.name": "backfill_assets",
@@ -43,7 +53,21 @@ def spark_config(
         conf["spark.remote"] = remote
     else:
         conf["spark.master"] = master or os.environ.get("BACKFILL_SPARK_MASTER", DEFAULT_MASTER)
+    engine = lake_engine or os.environ.get("BACKFILL_LAKE_ENGINE", "auto")
+    # A Connect server's Delta is the server's own configuration, not the client's.
+    if engine == "delta-spark" and not remote:
+        conf.update(delta_conf(jar_paths()))
+        # Delta rebuilds a snapshot's file list with 50 tasks by default: far more than one
+        # machine's tables need; as many as a shuffle has here.
+        conf["spark.databricks.delta.snapshotPartitions"] = conf["spark.sql.shuffle.partitions"]
     return conf
+
+
+def check_delta_jars(conf: dict[str, str]) -> None:
+    """Before a session starts with Delta: DeltaJarsError naming the fix if its jars are not right."""
+    if DELTA_SESSION_CONF["spark.sql.extensions"] in conf.get("spark.sql.extensions", "") \
+            and "spark.jars" in conf:
+        checked_jars()
 
 
 def use_this_python_for_workers() -> None:
@@ -57,6 +81,7 @@ def build_session(conf: dict[str, str]):
     from pyspark.sql import SparkSession
 
     use_this_python_for_workers()
+    check_delta_jars(conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepare a machine for `make demo` / `make test`: uv, the locked .venv, Java 17+.
+# Prepare a machine for `make demo` / `make test`: uv, the locked .venv, Java 17+, and Delta's
+# jars for the native engine (fetched once with mvn into .jars/delta; optional, see README "Engines").
 # Installs what it can (uv from PyPI; Java with apt-get when root on Debian),
 # otherwise says exactly what is missing and exits non-zero.
 set -euo pipefail
@@ -41,3 +42,4 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
 fi
 
 "$UV" sync --frozen --quiet
+.venv/bin/python -m backfill_assets.delta_jars

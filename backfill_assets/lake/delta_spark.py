@@ -4,9 +4,11 @@ Writes are ``replaceWhere`` overwrites whose predicate is built only from
 validated dates (``DATE'YYYY-MM-DD'`` literals) and a checked column name.
 Commit info travels in the ``userMetadata`` write option. Rows outside the set
 are found by the same pass that counts rows per partition, before anything is
-written; Delta's own replaceWhere constraint check is a second guard. Restore
-rewrites the partitions from a ``versionAsOf`` read, so it works even where a
-metadata-only restore of some partitions is not offered.
+written; Delta's own replaceWhere constraint check is a second guard. A lost
+race (Delta's conflict exceptions, see ``delta_spark_log``) is retried with a
+fresh transaction; disjoint partition sets do not conflict in Delta at all.
+Restore rewrites the partitions from a ``versionAsOf`` read, so it works even
+where a metadata-only restore of some partitions is not offered.
 """
 
 from __future__ import annotations
@@ -20,24 +22,31 @@ import uuid
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import backfill_assets.lake.delta_spark_log as log
 from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
 from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
-from backfill_assets.testing.faults import pause_point
+from backfill_assets.testing.faults import armed, claim_visit, pause_point
 
 MAX_ATTEMPTS = 8
-# Errors delta-spark raises when a concurrent commit invalidated what this one read.
-RETRYABLE = ("ConcurrentAppend", "ConcurrentDelete", "ConcurrentTransaction",
-             "MetadataChanged", "ProtocolChanged", "DELTA_CONCURRENT")
+# What VACUUM needs to honour a retention shorter than the table's 7 days; set only around it.
+VACUUM_CONF = {
+    "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
+}
 
 
 def native_delta_available(spark: SparkSession) -> bool:
-    """True when the session has Delta's SQL extension configured and its classes load."""
+    """True when the session has Delta's SQL extension configured and its classes load.
+
+    Always False over Spark Connect: the engine reads Delta's log and exception
+    classes through the driver's JVM, which a Connect client does not have.
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "io.delta.sql.DeltaSparkSessionExtension" not in extensions:
         return False
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: the server's configuration is all we can see.
-        return True
     from py4j.protocol import Py4JError
 
     try:
@@ -63,6 +72,11 @@ class DeltaSparkEngine:
     name = "delta-spark"
 
     def __init__(self, spark: SparkSession) -> None:
+        if not native_delta_available(spark):
+            raise LakeError("the delta-spark engine needs a classic (not Spark Connect) session "
+                            "with Delta's jars and extension: set BACKFILL_LAKE_ENGINE=delta-spark "
+                            "before the session starts (spark_config adds them) and run "
+                            "`make setup`")
         self.spark = spark
 
     def version(self, table_dir: str) -> int | None:
@@ -89,21 +103,20 @@ class DeltaSparkEngine:
                                    write_id=write_id)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                (df.write.format("delta").mode("overwrite")
+                (self._with_pause_points(df, column, dates, attempt)
+                   .write.format("delta").mode("overwrite")
                    .option("replaceWhere", _predicate(column, dates))
                    .option("userMetadata", metadata)
                    .partitionBy(column).save(table_dir))
                 break
             except Exception as exc:
-                text = str(exc)
-                if "REPLACE_WHERE_MISMATCH" in text or "does not conform" in text:
-                    raise LakeError(f"rows outside the partitions being written: {text}") from exc
-                if not any(marker in text for marker in RETRYABLE) or attempt == MAX_ATTEMPTS:
+                if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
+                    raise LakeError(f"rows outside the partitions being written: {exc}") from exc
+                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
                     raise
                 time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
         pause_point("after_commit")
-        version = self._version_of(table_dir, write_id)
-        files = self._files_added(table_dir, version)
+        version, files = log.find_commit(table_dir, write_id, self.version(table_dir))
         return WriteResult(name, version, rows, files, attempt)
 
     def read(self, name, table_dir, column, dates, version):
@@ -124,8 +137,18 @@ class DeltaSparkEngine:
         return frame, pinned
 
     def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
-        frame, _ = self.read(name, table_dir, None, None, version)
-        return {row[column]: row["count"] for row in frame.groupBy(column).count().collect()}
+        """From the add actions' ``numRecords``; a partition with a file lacking them is counted."""
+        latest = self.version(table_dir)
+        if latest is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        pinned = latest if version is None else version
+        if pinned > latest:
+            raise LakeError(f"table {name} has no version {pinned} (latest is {latest})")
+        counts, unknown = log.file_row_counts(self.spark, table_dir, column, pinned)
+        if unknown:
+            frame, _ = self.read(name, table_dir, column, unknown, pinned)
+            counts.update({r[column]: r["count"] for r in frame.groupBy(column).count().collect()})
+        return counts
 
     def history(self, name, table_dir) -> list[dict]:
         if self.version(table_dir) is None:
@@ -143,11 +166,22 @@ class DeltaSparkEngine:
                             operation="restore_partitions", restored_from=version)
 
     def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
+        """VACUUM with the retention asked for; the session's own retention check is put back."""
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
         before = _data_files(table_dir)
-        self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        self.spark.sql(f"VACUUM {_sql_path(table_dir)} RETAIN {float(retention_hours)} HOURS")
+        previous = {key: self.spark.conf.get(key, None) for key in VACUUM_CONF}
+        try:
+            for key, value in VACUUM_CONF.items():
+                self.spark.conf.set(key, value)
+            self.spark.sql(f"VACUUM {_sql_path(table_dir)} FULL "
+                           f"RETAIN {float(retention_hours)} HOURS")
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
         return sorted(before - _data_files(table_dir))
 
     def _partition_columns(self, table_dir: str) -> list[str]:
@@ -166,17 +200,38 @@ class DeltaSparkEngine:
                             f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
                             f"new {sorted((k, v.simpleString()) for k, v in new.items())}")
 
-    def _version_of(self, table_dir: str, write_id: str) -> int:
-        entries = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)}").where(
-            F.col("userMetadata").contains(write_id)).select("version").collect()
-        if not entries:
-            raise LakeError(f"the commit of write {write_id} is missing from {table_dir}'s history")
-        return entries[0]["version"]
+    def _with_pause_points(self, df: DataFrame, column: str, dates, attempt: int) -> DataFrame:
+        """Test hook, inert unless a test arms a pause point: stop inside Delta's write job.
 
-    def _files_added(self, table_dir: str, version: int) -> int:
-        metrics = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)}").where(
-            F.col("version") == version).select("operationMetrics").collect()
-        return int((metrics[0]["operationMetrics"] or {}).get("numFiles", 0)) if metrics else 0
+        Delta writes files and commits inside one JVM call, so the pause is an
+        extra one-row Spark task whose Python pauses. With ``local[1]`` tasks run
+        in order: put after the data's tasks, every file is written and the
+        transaction (its snapshot read) is open but not committed
+        (``after_files``, ``before_commit``); put after the first day's tasks,
+        some files are written (``mid_files``).
+        """
+        if attempt != 1:
+            return df
+        late = [p for p in ("after_files", "before_commit") if armed(p)]
+        if late:
+            df = df.unionByName(self._pause_task(df, late))
+        if armed("mid_files"):
+            first = F.col(column) == F.lit(dates[0])
+            df = (df.where(first).unionByName(self._pause_task(df, ["mid_files"]))
+                  .unionByName(df.where(~first | F.col(column).isNull())))
+        return df
+
+    def _pause_task(self, df: DataFrame, points: list[str]) -> DataFrame:
+        visits = [(point, claim_visit(point)) for point in points]
+
+        def pause(batches):
+            for _ in batches:
+                pass
+            for point, visit in visits:
+                pause_point(point, visit)
+            yield from ()
+
+        return self.spark.range(1, numPartitions=1).mapInArrow(pause, df.schema)
 
 
 def _data_files(table_dir: str) -> set[str]:

@@ -28,7 +28,21 @@ STAGED = "staged"
 _visits: dict[str, int] = {}
 
 
-def pause_point(name: str) -> None:
+def armed(name: str) -> bool:
+    """True when a test asked to pause or fail at ``name``: for hooks that cost something to set up."""
+    return bool(os.environ.get("BACKFILL_LAKE_PAUSE_DIR")) and (
+        name in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(",")
+        or name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(","))
+
+
+def claim_visit(name: str) -> int:
+    """The next visit number of ``name`` in this process, for a pause that happens in another one
+    (a Spark task): pass it to ``pause_point`` there."""
+    _visits[name] = _visits.get(name, 0) + 1
+    return _visits[name]
+
+
+def pause_point(name: str, visit: int | None = None) -> None:
     """Block at ``name`` (or fail there) if a test asked for it; otherwise return at once."""
     folder = os.environ.get("BACKFILL_LAKE_PAUSE_DIR")
     if not folder:
@@ -37,8 +51,8 @@ def pause_point(name: str) -> None:
         _fail(folder, name, int(os.environ.get("BACKFILL_LAKE_FAIL_TIMES", "1")))
     if name not in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(","):
         return
-    visit = _visits.get(name, 0) + 1
-    _visits[name] = visit
+    if visit is None:
+        visit = claim_visit(name)
     stem = os.path.join(folder, f"{name}.{visit}")
     with open(f"{stem}.reached", "w") as marker:
         marker.write(str(os.getpid()))

@@ -1,9 +1,11 @@
-"""Lake test fixtures: the engine-parametrised ``lake`` and the native delta-spark delegation.
+"""Lake test fixtures: engine-parametrised ``lake`` and ``engine``, and the native delta-spark delegation.
 
 The native engine needs a Spark session with Delta's jars, which the shared
-session has not. When the jars exist, each ``delta-spark`` contract test is run
-for real in one child pytest (``BACKFILL_LAKE_NATIVE_SESSION=1``) whose session
-has them, and the parent's test passes or fails with the child's outcome.
+session has not. When set-up fetched them, a module's ``delta-spark`` tests
+(and the cross-engine ones) are run for real in one child pytest per module
+(``BACKFILL_LAKE_NATIVE_SESSION=1``), whose ``spark`` is the pipeline's own
+delta-spark session; the parent's test passes or fails with the child's outcome.
+Without the jars they skip, saying set-up could not fetch them.
 """
 
 from __future__ import annotations
@@ -15,83 +17,137 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from backfill_assets.delta_jars import jars_present
 from backfill_assets_tests.lake.lake_support import (
     NATIVE_ENV,
     NO_JARS,
     REPO,
-    delta_jars,
     native_spark_conf,
     subprocess_env,
 )
 
 ENGINES = ["delta-rs", "delta-spark"]
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
+NATIVE_FIXTURES = {"two_engines"}  # fixtures whose tests need Delta's jars whatever the params
+_SELECTED = pytest.StashKey[dict]()
 
 
-@pytest.fixture(scope="session")
-def native_spark():
-    """Only inside the child pytest: a session with Delta's extension and jars."""
-    from backfill_assets.spark_session import build_session
+if IN_NATIVE_CHILD:
 
-    session = build_session(native_spark_conf(delta_jars()))
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    @pytest.fixture(scope="session")
+    def spark():
+        """In the native child, every lake test runs on a session with Delta's jars."""
+        from backfill_assets.spark_session import build_session
+
+        session = build_session(native_spark_conf())
+        session.sparkContext.setLogLevel("ERROR")
+        yield session
+        session.stop()
 
 
-@pytest.fixture(scope="session")
-def native_outcomes(tmp_path_factory):
-    """Run the delta-spark contract tests once in a child pytest; test name -> (outcome, text)."""
-    report = tmp_path_factory.mktemp("native") / "report.xml"
-    module = os.path.join(os.path.dirname(__file__), "test_lake_contract.py")
-    subprocess.run(
-        [sys.executable, "-m", "pytest", module, "-k", "delta-spark", "-p", "no:cacheprovider",
-         "-q", f"--junitxml={report}"],
-        cwd=REPO, env=subprocess_env(**{NATIVE_ENV: "1"}), capture_output=True, timeout=900,
-        check=False,  # failures are read from the report, test by test
+def _needs_native(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return "delta-spark" in params or bool(NATIVE_FIXTURES & set(item.fixturenames))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Remember, per module, the selected tests that must run in the native child."""
+    selected: dict[str, list[str]] = {}
+    for item in items:
+        if _needs_native(item):
+            selected.setdefault(item.nodeid.split("::")[0], []).append(item.nodeid)
+    config.stash[_SELECTED] = selected
+
+
+class _NativeTwin:
+    """Stands in for a fixture in the parent: the test's body ran in the native child."""
+
+    def __init__(self, outcomes: dict[str, tuple[str, str]], log: str) -> None:
+        self.outcomes, self.log = outcomes, log
+
+
+_children: dict[str, _NativeTwin] = {}
+
+
+def _native_twin(request) -> _NativeTwin:
+    """Run the module's native tests once in a child pytest; their outcomes by test name."""
+    module = request.node.nodeid.split("::")[0]
+    if module not in _children:
+        _children[module] = _run_child(request, module)
+    return _children[module]
+
+
+def _run_child(request, module: str) -> _NativeTwin:
+    report = request.getfixturevalue("tmp_path_factory").mktemp("native") / "report.xml"
+    node_ids = request.config.stash.get(_SELECTED, {}).get(module, [])
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *node_ids, "-p", "no:cacheprovider", "-q",
+         f"--junitxml={report}"],
+        cwd=REPO, env=subprocess_env(**{NATIVE_ENV: "1"}), capture_output=True, text=True,
+        timeout=1500, check=False,  # failures are read from the report, test by test
     )
     outcomes = {}
-    for case in ET.parse(report).getroot().iter("testcase"):
-        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
-        skipped = case.find("skipped")
-        if bad is not None:
-            outcomes[case.get("name")] = ("failed", bad.get("message", "") + (bad.text or ""))
-        elif skipped is not None:
-            outcomes[case.get("name")] = ("skipped", skipped.get("message", ""))
-        else:
-            outcomes[case.get("name")] = ("passed", "")
-    return outcomes
+    if report.exists():
+        for case in ET.parse(report).getroot().iter("testcase"):
+            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+            skipped = case.find("skipped")
+            if bad is not None:
+                outcomes[case.get("name")] = ("failed", bad.get("message", "") + (bad.text or ""))
+            elif skipped is not None:
+                outcomes[case.get("name")] = ("skipped", skipped.get("message", ""))
+            else:
+                outcomes[case.get("name")] = ("passed", "")
+    return _NativeTwin(outcomes, "\n".join((run.stdout + run.stderr).splitlines()[-30:]))
+
+
+def engine_or_twin(request, name: str):
+    """``name`` where it can run here; a twin of the child's run for delta-spark in the parent."""
+    if name == "delta-rs" or (IN_NATIVE_CHILD and name == "delta-spark"):
+        return name
+    if not jars_present():
+        pytest.skip(NO_JARS)
+    return _native_twin(request)
 
 
 @pytest.fixture(params=ENGINES)
 def lake(request, tmp_path):
     from backfill_assets.lake import Lake
 
-    if request.param == "delta-rs":
-        return Lake(tmp_path / "lake", request.getfixturevalue("spark"), engine="delta-rs")
-    if not delta_jars():
-        pytest.skip(NO_JARS)
-    if IN_NATIVE_CHILD:
-        return Lake(tmp_path / "lake", request.getfixturevalue("native_spark"),
-                    engine="delta-spark")
-    return _NativeTwin(request.getfixturevalue("native_outcomes"))
+    engine = engine_or_twin(request, request.param)
+    if isinstance(engine, _NativeTwin):
+        return engine
+    return Lake(tmp_path / "lake", request.getfixturevalue("spark"), engine=engine)
 
 
-class _NativeTwin:
-    """Stands in for a Lake in the parent: the test's body ran in the native child."""
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request):
+    """The engine a module's multi-process tests write with (a twin for delta-spark in the parent)."""
+    return engine_or_twin(request, request.param)
 
-    def __init__(self, outcomes: dict[str, tuple[str, str]]) -> None:
-        self.outcomes = outcomes
+
+@pytest.fixture
+def two_engines(request, tmp_path):
+    """(delta-rs Lake, delta-spark Lake) on one root and one session with Delta's jars."""
+    from backfill_assets.lake import Lake
+
+    twin = engine_or_twin(request, "delta-spark")
+    if isinstance(twin, _NativeTwin):
+        return twin
+    spark = request.getfixturevalue("spark")
+    return (Lake(tmp_path / "lake", spark, engine="delta-rs"),
+            Lake(tmp_path / "lake", spark, engine="delta-spark"))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """In the parent, a delta-spark test takes the outcome its twin had in the child."""
-    twin = pyfuncitem.funcargs.get("lake")
-    if not isinstance(twin, _NativeTwin):
+    """In the parent, a native test takes the outcome its twin had in the child."""
+    twin = next((v for v in pyfuncitem.funcargs.values() if isinstance(v, _NativeTwin)), None)
+    if twin is None:
         return None
     outcome, text = twin.outcomes.get(
-        pyfuncitem.name, ("failed", "test did not run in the native child"))
+        pyfuncitem.name, ("failed", f"test did not run in the native child:\n{twin.log}"))
     if outcome == "failed":
         pytest.fail(f"native delta-spark run failed:\n{text}", pytrace=False)
     if outcome == "skipped":

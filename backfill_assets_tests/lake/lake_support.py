@@ -1,8 +1,7 @@
-"""Helpers shared by the lake tests: Delta jar discovery, subprocess Spark scripts, markers."""
+"""Helpers shared by the lake tests: the native session's conf, subprocess Spark scripts, markers."""
 
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import subprocess
@@ -12,35 +11,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE_ENV = "BACKFILL_LAKE_NATIVE_SESSION"
-NO_JARS = "Delta's JVM jars are not on this machine (set BACKFILL_DELTA_JARS)"
+NO_JARS = ("Delta's jars are not in .jars/delta: `make setup` could not fetch them "
+           "(Maven Central unreachable or no mvn)")
 
 
-def delta_jars() -> list[str]:
-    """Delta's jars from BACKFILL_DELTA_JARS, else from an Ivy cache; [] when absent."""
-    folder = os.environ.get("BACKFILL_DELTA_JARS")
-    if folder:
-        jars = glob.glob(os.path.join(folder, "*.jar"))
-    else:
-        home = os.path.expanduser("~")
-        jars = glob.glob(os.path.join(home, ".ivy2*", "jars", "io.delta_*.jar"))
-    if not any("delta-spark" in os.path.basename(j) for j in jars):
-        return []
-    return sorted(jars)
-
-
-def native_spark_conf(jars: list[str], master: str = "local[2]") -> dict[str, str]:
+def native_spark_conf(master: str = "local[2]") -> dict[str, str]:
+    """The pipeline's own delta-spark session conf, test-sized (DeltaJarsError if the jars are bad)."""
     from backfill_assets.spark_session import spark_config
 
-    conf = spark_config(master=master, shuffle_partitions=2, driver_memory="1g")
-    conf.update(
-        {
-            "spark.jars": ",".join(jars),
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "spark.databricks.delta.retentionDurationCheck.enabled": "false",
-        }
-    )
-    return conf
+    return spark_config(master=master, shuffle_partitions=2, driver_memory="1g",
+                        lake_engine="delta-spark")
 
 
 # Child JVMs start faster on a busy 2-core box with the C1 compiler only.

@@ -20,14 +20,14 @@ def main(spec_path: str) -> None:
 
     with open(spec_path) as handle:
         spec = json.load(handle)
-    conf = spark_config(
-        master=spec.get("master", "local[1]"), shuffle_partitions=2, driver_memory="768m"
-    )
+    engine = spec.get("engine", "delta-rs")
+    conf = spark_config(master=spec.get("master", "local[1]"), shuffle_partitions=2,
+                        driver_memory="768m", lake_engine=engine)
     conf.update(FAST_JVM_CONF)
     conf.update(spec.get("conf", {}))
     spark = build_session(conf)
     spark.sparkContext.setLogLevel("ERROR")
-    lake = Lake(spec["root"], spark, engine=spec.get("engine", "delta-rs"))
+    lake = Lake(spec["root"], spark, engine=engine)
     for job in spec["jobs"]:
         rows = [(dt.date.fromisoformat(d), i, tag) for d, i, tag in job["rows"]]
         df = spark.createDataFrame(rows, "d date, id bigint, tag string")

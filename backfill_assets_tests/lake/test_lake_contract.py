@@ -177,3 +177,15 @@ def test_lake_schema_mismatch_refused(lake):
     with pytest.raises(LakeError, match="schema"):
         lake.replace_partitions(TABLE, other, "d", [D1], CommitInfo("r", "c"))
     assert lake.version(TABLE) == 0
+
+
+def test_lake_vacuum_leaves_the_session_settings_as_they_were(lake):
+    write(lake, [(D1, 1, "a")], [D1])
+    write(lake, [(D1, 2, "b")], [D1])
+    keys = ("spark.databricks.delta.retentionDurationCheck.enabled",
+            "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled")
+    lake.spark.conf.set(keys[0], "true")
+    before = {key: lake.spark.conf.get(key, None) for key in keys}
+    assert lake.vacuum(TABLE, retention_hours=0) != []  # the replaced file, tombstoned just now
+    assert {key: lake.spark.conf.get(key, None) for key in keys} == before
+    assert content(lake) == [(D1, 2, "b")]

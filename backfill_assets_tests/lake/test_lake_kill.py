@@ -21,7 +21,8 @@ from backfill_assets_tests.lake.lake_support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow
+# The first delta-spark test waits for the whole module to run in the native child.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 POINTS = ["before_files", "mid_files", "after_files", "before_commit", "after_commit"]
 STAGED = "staged"  # a write-audit-publish writer, killed between stage and publish
@@ -30,10 +31,12 @@ NEW = [["2024-01-01", 10, "new"], ["2024-01-01", 11, "new"], ["2024-01-02", 20, 
 
 
 @pytest.fixture(scope="module")
-def killed(spark, tmp_path_factory):
+def killed(engine, spark, tmp_path_factory):
     """One table per pause point, each at version 0; one writer per table, killed when paused."""
+    if not isinstance(engine, str):
+        return engine  # delta-spark in the parent: the tests ran in the native child
     base = tmp_path_factory.mktemp("kill")
-    lake = Lake(base / "lake", spark, engine="delta-rs")
+    lake = Lake(base / "lake", spark, engine=engine)
     old = spark.createDataFrame([(D1, 1, "old"), (D2, 2, "old")], "d date, id bigint, tag string")
     procs = {}
     try:
@@ -43,7 +46,7 @@ def killed(spark, tmp_path_factory):
             pause.mkdir()
             spec = base / f"{point}.json"
             spec.write_text(json.dumps({
-                "root": str(base / "lake"), "results": str(base / f"{point}.out"),
+                "root": str(base / "lake"), "results": str(base / f"{point}.out"), "engine": engine,
                 "jobs": [{"table": f"kill/{point}", "partitions": ["2024-01-01", "2024-01-02"],
                           "rows": NEW, "run_id": f"killed-{point}",
                           "wap": point == STAGED}]}))

@@ -1,0 +1,122 @@
+"""What the native engine reads from Delta's own log: conflicts, file statistics, its commit.
+
+- A lost race is recognised by the class of the JVM exception: delta-spark
+  throws subclasses of ``io.delta.exceptions.DeltaConcurrentModificationException``
+  (``ConcurrentAppendException``, ``ConcurrentDeleteReadException``,
+  ``ConcurrentDeleteDeleteException``, ``ConcurrentTransactionException``,
+  ``MetadataChangedException``, ``ProtocolChangedException``); never by message text.
+- Rows per partition come from the snapshot's add actions (``numRecords`` in
+  each file's statistics), through ``DeltaLog`` in the session's JVM.
+- A write finds its commit by reading commit files newest first, usually one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from backfill_assets.lake.keys import LakeError
+
+CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
+
+
+def _java_class(spark: SparkSession, name: str):
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    return jvm.java.lang.Class.forName(name, True, loader)
+
+
+def _java_exceptions(exc: BaseException):
+    """The JVM throwable behind a PySpark exception and its causes (none for a Python error)."""
+    origin = getattr(exc, "_origin", None)
+    if origin is None:
+        from py4j.protocol import Py4JJavaError
+
+        if isinstance(exc, Py4JJavaError):
+            origin = exc.java_exception
+    seen = 0
+    while origin is not None and seen < 10:
+        yield origin
+        origin, seen = origin.getCause(), seen + 1
+
+
+def is_lost_race(spark: SparkSession, exc: BaseException) -> bool:
+    """True when ``exc`` is Delta's signal that a concurrent commit invalidated this one."""
+    base = _java_class(spark, CONFLICT_BASE)
+    return any(base.isInstance(origin) for origin in _java_exceptions(exc))
+
+
+def error_condition(exc: BaseException) -> str | None:
+    """Spark's error condition (e.g. ``DELTA_REPLACE_WHERE_MISMATCH``), when it has one."""
+    getter = getattr(exc, "getCondition", None)
+    return getter() if callable(getter) else None
+
+
+def _snapshot(spark: SparkSession, table_dir: str, version: int):
+    log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_dir)
+    defaults = [getattr(log, f"getSnapshotAt$default${n}")() for n in (2, 3, 4)]
+    return log.getSnapshotAt(version, *defaults)
+
+
+def snapshot_files(spark: SparkSession, table_dir: str, version: int) -> DataFrame:
+    """The add actions of ``version``'s snapshot: path, partitionValues, stats, ..."""
+    return DataFrame(_snapshot(spark, table_dir, version).allFiles().toDF(), spark)
+
+
+def protocol(spark: SparkSession, table_dir: str, version: int) -> dict:
+    """Reader/writer versions and table features of ``version``, as Delta-spark sees them."""
+    found = _snapshot(spark, table_dir, version).protocol()
+    features = set()
+    for getter in ("readerFeatures", "writerFeatures"):
+        option = getattr(found, getter)()
+        if option.isDefined():
+            features |= {str(name) for name in option.get().toSeq().toList()}
+    return {"min_reader_version": found.minReaderVersion(),
+            "min_writer_version": found.minWriterVersion(), "features": sorted(features)}
+
+
+def file_row_counts(spark: SparkSession, table_dir: str, column: str, version: int
+                    ) -> tuple[dict[dt.date, int], list[dt.date]]:
+    """Rows per partition from file statistics, and the partitions with a file lacking them."""
+    files = snapshot_files(spark, table_dir, version).select(
+        F.col("partitionValues")[column].alias("day"),
+        F.get_json_object("stats", "$.numRecords").cast("long").alias("records"))
+    per_day = files.groupBy("day").agg(F.sum("records").alias("rows"),
+                                       F.count_if(F.col("records").isNull()).alias("unknown"))
+    counts, unknown = {}, []
+    for row in per_day.collect():
+        day = dt.date.fromisoformat(row["day"]) if row["day"] is not None else None
+        counts[day] = row["rows"] or 0
+        if row["unknown"]:
+            unknown.append(day)
+    return counts, unknown
+
+
+def find_commit(table_dir: str, write_id: str, newest: int) -> tuple[int, int]:
+    """(version, files added) of the commit whose userMetadata carries ``write_id``.
+
+    Reads commit files from ``newest`` down: the write's own commit is the newest
+    unless another writer committed in between, so this is one file in the common case.
+    """
+    log_dir = os.path.join(table_dir, "_delta_log")
+    versions = sorted((int(m.group(1)) for name in os.listdir(log_dir)
+                       if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) <= newest),
+                      reverse=True)
+    for version in versions:
+        adds, mine = 0, False
+        with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as lines:
+            for line in lines:
+                action = json.loads(line)
+                if "add" in action:
+                    adds += 1
+                elif "commitInfo" in action:
+                    mine = write_id in (action["commitInfo"].get("userMetadata") or "")
+        if mine:
+            return version, adds
+    raise LakeError(f"the commit of write {write_id} is missing from {table_dir}'s log")
