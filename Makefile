@@ -20,6 +20,7 @@ demo: setup  ## generate the 60 days ending yesterday and backfill them through 
 	$(PY) -m backfill_assets.cli demo
 
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
+	@./scripts/test-deps.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 screenshots: setup  ## refresh README's pictures in docs/img/: the browser test copies them from its run
