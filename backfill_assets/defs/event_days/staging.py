@@ -94,7 +94,8 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     first, last = days[0], days[-1]
     lateness = settings.max_lateness_days
     arrivals = _days(first, last + timedelta(days=lateness))
-    rate_days = _days(first - timedelta(days=settings.rate_max_age_days), last)
+    # Rate dates before the first partition are no raw partition: nothing reads or awaits them.
+    rate_days = _days(max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last)
     raw, raw_version = _read_or_empty(spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS)
     parsed, parsed_version = _read_or_empty(
         spark, lake, VALID_ORDERS_TABLE, arrivals, schemas.VALID_ORDERS
