@@ -119,13 +119,18 @@ class DeltaSparkEngine:
         version, files = log.find_commit(table_dir, write_id, self.version(table_dir))
         return WriteResult(name, version, rows, files, attempt)
 
-    def read(self, name, table_dir, column, dates, version):
+    def _pinned(self, name, table_dir, version) -> int:
+        """``version``, or the latest when None; LakeError when the table has no such version."""
         latest = self.version(table_dir)
         if latest is None:
             raise LakeTableMissing(f"table {name} does not exist")
         pinned = latest if version is None else version
         if pinned > latest:
             raise LakeError(f"table {name} has no version {pinned} (latest is {latest})")
+        return pinned
+
+    def read(self, name, table_dir, column, dates, version):
+        pinned = self._pinned(name, table_dir, version)
         frame = self.spark.read.format("delta").option("versionAsOf", pinned).load(table_dir)
         if column is not None:
             partitioned_by = self._partition_columns(table_dir)
@@ -138,12 +143,7 @@ class DeltaSparkEngine:
 
     def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
         """From the add actions' ``numRecords``; a partition with a file lacking them is counted."""
-        latest = self.version(table_dir)
-        if latest is None:
-            raise LakeTableMissing(f"table {name} does not exist")
-        pinned = latest if version is None else version
-        if pinned > latest:
-            raise LakeError(f"table {name} has no version {pinned} (latest is {latest})")
+        pinned = self._pinned(name, table_dir, version)
         counts, unknown = log.file_row_counts(self.spark, table_dir, column, pinned)
         if unknown:
             frame, _ = self.read(name, table_dir, column, unknown, pinned)
