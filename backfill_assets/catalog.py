@@ -55,8 +55,9 @@ STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
 }
 RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX_RATES_STEP}
 
-# The one job, and the sensors and schedule that request its runs.
+# The one job, the job that builds corrections beside production, and the sensors and schedule that request its runs.
 BACKFILL_JOB = "backfill_job"
+CORRECTION_JOB = "correction_job"
 LATE_DATA_SENSOR = "late_data_sensor"
 FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
 DAILY_SCHEDULE = "daily_refresh"
@@ -69,4 +70,6 @@ WHY_TAG = "backfill_assets/why"
 FOLLOW_UP_TAG = "backfill_assets/follow_up"  # on the schedule's raw run: follow it up
 EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" event days
 CLI_TAG = "backfill_assets/cli"  # the command that started the run
+CORRECTION_TAG = "backfill_assets/correction"  # the correction a run builds (nothing published)
+CORRECTION_REASON_TAG = "backfill_assets/correction_reason"
 CURSOR_KEY = "backfill_assets/late_data_cursor"  # catch-up's cursor while the sensor has none

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from backfill_assets.catalog import BACKFILL_JOB
+from backfill_assets.catalog import BACKFILL_JOB, CORRECTION_JOB, EVENT_DAYS_STEP, STEP_ASSETS
 from backfill_assets.defs.automation import build_automation
+from backfill_assets.defs.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
 from backfill_assets.resources import build_resources
@@ -25,7 +26,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
                 "Lineage: select assets, Materialize selected, type a range such as "
                 "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
                 "and re-execute it from failure; only the held days are rebuilt.",
-            )
+            ),
+            dg.define_asset_job(
+                CORRECTION_JOB,
+                selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]),
+                description=CORRECTION_JOB_DESCRIPTION,
+            ),
         ],
         resources=build_resources(settings),
         sensors=automation.sensors,
@@ -43,3 +49,8 @@ def defs() -> dg.Definitions:
 def backfill_job() -> dg.JobDefinition:
     """The job the CLI executes; a module-level function so Dagster can reconstruct it."""
     return defs().resolve_job_def(BACKFILL_JOB)
+
+
+def correction_job() -> dg.JobDefinition:
+    """The job ``backfill-assets correct`` executes (reconstructable, like ``backfill_job``)."""
+    return defs().resolve_job_def(CORRECTION_JOB)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from datetime import date
 
-from backfill_assets.catalog import CLI_TAG
+from backfill_assets.cli import corrections
+from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.settings import Settings
 
@@ -30,50 +30,6 @@ def cmd_generate(args, settings: Settings) -> int:
     print(f"generated {summary.records} records in {summary.order_files} order files and "
           f"{summary.rate_files} rate files under {settings.landing_dir}")
     return 0
-
-
-def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False) -> int:
-    import dagster as dg
-
-    from backfill_assets.cli.planning import (
-        gone_raw_partitions,
-        input_files,
-        plan_backfill,
-        record_throughput,
-        would_wipe,
-    )
-    from backfill_assets.cli.report import report_outcomes
-    from backfill_assets.cli.runner import execute
-
-    ensure_dagster_home()
-    plans = plan_backfill(settings, start, end)
-    wiped = would_wipe(plans, gone_raw_partitions(settings, start, end))
-    if wiped and not allow_empty_overwrite:
-        print("refusing: these raw_orders partitions hold rows but their landing files are gone, and "
-              "rebuilding them would publish emptiness: " + ", ".join(d.isoformat() for d in wiped)
-              + "\n(restore the files, or pass --allow-empty-overwrite if the deletion is intended)",
-              file=sys.stderr)
-        return 1
-    total = sum(len(p.days) * len(p.assets) for p in plans)
-    done, began, outcomes = 0, time.monotonic(), []
-    with dg.DagsterInstance.get() as instance:
-        for plan in plans:
-            names = "+".join(k.to_user_string() for k in plan.assets)
-            print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
-            run_began = time.monotonic()
-            outcome = execute(plan, instance, tags={CLI_TAG: "backfill"})
-            if outcome.success:
-                record_throughput(sum(f.size_bytes for f in input_files(settings, plan)),
-                                  time.monotonic() - run_began)
-            outcomes.append(outcome)
-            done += len(plan.days) * len(plan.assets)
-            rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
-            elapsed = time.monotonic() - began
-            remaining = elapsed / done * (total - done) if done else 0
-            print(f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
-                  f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
-                  f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining", flush=True)
-    return report_outcomes(outcomes)
 
 
 def cmd_backfill(args, settings: Settings) -> int:
@@ -173,6 +129,7 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("catch-up", help="rebuild now the raw partitions and event days that "
                        "files landed since the late-data sensor's cursor change")
     c.set_defaults(func=cmd_catch_up)
+    corrections.add_parsers(sub, _date)
     return p
 
 

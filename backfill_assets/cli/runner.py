@@ -17,7 +17,7 @@ from dagster._core.events import DagsterEventType
 
 from backfill_assets.catalog import RANGE_END, RANGE_START
 from backfill_assets.cli.planning import RunPlan
-from backfill_assets.definitions import backfill_job
+from backfill_assets.definitions import backfill_job, correction_job
 
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
 QUIET = {"loggers": {"console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}}}
@@ -33,10 +33,15 @@ class RunOutcome:
     error: str | None = None
 
 
-def execute(plan: RunPlan, instance: dg.DagsterInstance, tags: dict[str, str] | None = None) -> RunOutcome:
+def execute(
+    plan: RunPlan, instance: dg.DagsterInstance, tags: dict[str, str] | None = None,
+    correction: bool = False,
+) -> RunOutcome:
+    """Run ``plan`` as one ranged run of the backfill job (of the correction job when
+    ``correction``: ``tags`` then carry the correction's id and reason)."""
     run_tags = {RANGE_START: plan.start.isoformat(), RANGE_END: plan.end.isoformat(), **(tags or {})}
     with dg.execute_job(
-        dg.reconstructable(backfill_job),
+        dg.reconstructable(correction_job if correction else backfill_job),
         instance=instance,
         asset_selection=list(plan.assets),
         tags=run_tags,
@@ -55,8 +60,9 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
     if not (start and end):
         raise ValueError(f"run {run_id} is not a ranged backfill run")
     plan = RunPlan(tuple(sorted(parent.asset_selection or (), key=str)), date.fromisoformat(start), date.fromisoformat(end))
+    job = correction_job if parent.job_name == correction_job().name else backfill_job
     with dg.execute_job(
-        dg.reconstructable(backfill_job),
+        dg.reconstructable(job),
         instance=instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
         run_config=QUIET,

@@ -169,6 +169,15 @@ class Publication:
         self._staged.append(staged)
         return staged
 
+    def published_days(self, asset_key: dg.AssetKey) -> set[date]:
+        """The partitions of ``asset_key`` published now, per Dagster."""
+        return {date.fromisoformat(k) for k in self.context.instance.get_materialized_partitions(asset_key)}
+
+    def read_published(self, table: Table, days: list[date], version: int | None) -> tuple[DataFrame, int | None]:
+        """``table``'s published rows of ``days`` at ``version`` (latest when None), and the
+        version read: what a downstream layer builds from."""
+        return self.lake.read_partitions(table.path, table.partition_column, days, version)
+
     def read_staged(self, staged: StagedVersion) -> DataFrame:
         """What would be published: the checks read this, not the DataFrame that was written."""
         return self.lake.read_staged(staged)

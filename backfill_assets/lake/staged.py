@@ -17,6 +17,7 @@ abandoned correction's) so that maintenance can proceed.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -139,17 +140,40 @@ def open_versions(table_dir: str) -> list[StagedVersion]:
     return found
 
 
-def remove(table_dir: str, staged: StagedVersion) -> int:
-    """Delete the files of partitions never published, then the manifest; files deleted."""
+def merge(target: StagedVersion | None, source: StagedVersion, dates, target_id: str) -> StagedVersion:
+    """``target`` (None: a new version ``target_id``) with ``source``'s files of ``dates`` in
+    place of its own. Its base is the older of the two: conflicts are checked from there."""
+    wanted = set(dates)
+    moved = tuple(f for f in source.files if f.partition in wanted)
+    if target is None:
+        return dataclasses.replace(source, id=target_id, dates=tuple(sorted(wanted)), files=moved,
+                                   published={})
+    if target.schema_json != source.schema_json:
+        raise LakeError(f"{source.table}: staged version {source.id} has another schema than {target.id}")
+    bases = [target.base_version, source.base_version]
+    return dataclasses.replace(
+        target,
+        dates=tuple(sorted(set(target.dates) | wanted)),
+        files=tuple(f for f in target.files if f.partition not in wanted) + moved,
+        base_version=None if None in bases else min(bases),
+        published={d: v for d, v in target.published.items() if d not in wanted},
+    )
+
+
+def delete_files(table_dir: str, files) -> int:
     deleted = 0
-    for f in staged.files:
-        if f.partition in staged.published:
-            continue
+    for f in files:
         try:
             os.remove(os.path.join(table_dir, f.path))
             deleted += 1
         except FileNotFoundError:
             pass
+    return deleted
+
+
+def remove(table_dir: str, staged: StagedVersion) -> int:
+    """Delete the files of partitions never published, then the manifest; files deleted."""
+    deleted = delete_files(table_dir, [f for f in staged.files if f.partition not in staged.published])
     try:
         os.remove(manifest_path(table_dir, staged.id))
     except FileNotFoundError:

@@ -117,6 +117,12 @@ class Lake:
         return [PartitionInfo(day, rows, versions[date_text(day)])
                 for day, rows in sorted(counts.items()) if rows > 0]
 
+    def changed_since(self, table: str, partition_column: str, version: int | None, partitions) -> set[dt.date]:
+        """The partitions of the set a commit after ``version`` changed (any commit when None)."""
+        texts = {date_text(d) for d in self._dates(partitions)}
+        changed = touched_after(str(self.path(table)), check_column_name(partition_column), version, texts)
+        return {dt.date.fromisoformat(t) for t in changed}
+
     def history(self, table: str) -> list[dict]:
         """Commits newest first: version, timestamp (UTC datetime), operation, metadata."""
         entries = self._engine.history(table, str(self.path(table)))
@@ -204,10 +210,14 @@ class Lake:
         return read_files(self.spark, str(self.path(staged.table)), schema, staged.column,
                           [(f.path, f.partition) for f in files])
 
-    def publish(self, staged: StagedVersion, partitions=None, commit: CommitInfo | None = None) -> WriteResult:
+    def publish(
+        self, staged: StagedVersion, partitions=None, commit: CommitInfo | None = None,
+        since: int | None = None,
+    ) -> WriteResult:
         """Make the staged files of ``partitions`` (all by default) the table's content of those
         partitions, in one commit that swaps files and copies no data. Raises LakeConflict when
-        a commit after the staged version's base touched one of them."""
+        a commit after ``since`` (default: the staged version's base, the version its audit
+        compared with) touched one of them."""
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
         unknown = sorted(set(dates) - set(staged.dates))
         if unknown:
@@ -217,11 +227,14 @@ class Lake:
         if current is None:
             raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
         commit = commit or staged.commit
+        if since is not None:
+            current = replace(current, base_version=self._version_arg(since))
         engine_publish = getattr(self._engine, "publish", None)
         if engine_publish is not None:
             result = engine_publish(staged.table, table_dir, current, dates, commit)
         else:
             result = self._publish_by_copy(current, dates, commit)
+        current = manifests.load(table_dir, staged.id)
         manifests.save(table_dir, replace(current, published={
             **current.published, **dict.fromkeys(dates, result.version)}))
         return result
@@ -244,6 +257,32 @@ class Lake:
         table_dir = str(self.path(staged.table))
         current = manifests.load(table_dir, staged.id)
         return 0 if current is None else manifests.remove(table_dir, current)
+
+    def keep_staged(self, staged: StagedVersion, partitions, into: str) -> StagedVersion:
+        """Move the staged files of ``partitions`` into the staged version ``into`` of the same
+        table (opened when absent), replacing the files it held for them, which are deleted.
+        How a correction gathers the days of several runs into one version to cut over."""
+        dates = self._dates(partitions)
+        table_dir = str(self.path(staged.table))
+        source = manifests.load(table_dir, staged.id)
+        if source is None:
+            raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        unknown = sorted(set(dates) - set(source.dates))
+        if unknown:
+            raise LakeError(f"{staged.table}: {unknown} are not partitions of staged version {staged.id}")
+        target = manifests.load(table_dir, manifests.check_id(into))
+        merged = manifests.merge(target, source, dates, into)
+        manifests.save(table_dir, merged)
+        if target is not None:
+            manifests.delete_files(table_dir, [f for f in target.files_of(dates)
+                                               if f.partition not in target.published])
+        manifests.save(table_dir, replace(source, files=tuple(
+            f for f in source.files if f.partition not in set(dates))))
+        return merged
+
+    def staged_version(self, table: str, stage_id: str) -> StagedVersion | None:
+        """The open staged version ``stage_id`` of ``table``, or None."""
+        return manifests.load(str(self.path(table)), manifests.check_id(stage_id))
 
     def staged_versions(self, table: str) -> list[StagedVersion]:
         """The open staged versions of ``table``."""

@@ -18,6 +18,7 @@ from backfill_assets.catalog import (
     STAGING_TABLE,
     STG_ORDERS,
 )
+from backfill_assets.defs.correcting import publication_for
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
 from backfill_assets.defs.event_days.fact import build_fact, fact_metadata, previous_fact_totals
 from backfill_assets.defs.event_days.staging import build_staging
@@ -68,7 +69,7 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
     if not days:
         return
     lake, source = step.lake, STAGING_TABLE
-    staging, version = lake.read_partitions(source.path, source.partition_column, days, staging_version)
+    staging, version = step.read_published(source, days, staging_version)
     inputs = {source.path: version}
     build = build_fact(staging)
     staged = step.stage(FACT_TABLE, build.fact, days,
@@ -87,16 +88,14 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
 
 def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, settings: Settings):
     """Staging then fact for the selected event days; a day held in staging is held in fact."""
-    with Publication(context, lake) as step:
+    with publication_for(context, lake) as step:
         selected = context.selected_asset_keys
         staging_version = None
         if STG_ORDERS in selected:
             published, staging_version = publish_staging(step, spark, settings)
             yield from step.drain()  # staging is published: record it before the fact runs
         else:
-            published = {
-                date.fromisoformat(k) for k in context.instance.get_materialized_partitions(STG_ORDERS)
-            }
+            published = step.published_days(STG_ORDERS)
         if FCT_DAILY_REVENUE in selected:
             candidates = []
             for d in partition_dates(context):

@@ -1,0 +1,66 @@
+"""A backfill of an event-date range: its runs, in layer order, with progress on the terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import date
+
+from backfill_assets.catalog import CLI_TAG
+from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.settings import Settings
+
+
+def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False) -> int:
+    from backfill_assets.cli.report import report_outcomes
+
+    outcomes = run_plans(settings, start, end, allow_empty_overwrite, tags={CLI_TAG: "backfill"})
+    return 1 if outcomes is None else report_outcomes(outcomes)
+
+
+def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite: bool,
+              tags: dict[str, str], correction_tags: dict[str, str] | None = None):
+    """Every run of a backfill of [start, end], in layer order; the event days' run builds a
+    correction instead when ``correction_tags`` are given. None when refused."""
+    import dagster as dg
+
+    from backfill_assets.cli.planning import (
+        gone_raw_partitions,
+        input_files,
+        plan_backfill,
+        record_throughput,
+        would_wipe,
+    )
+    from backfill_assets.cli.runner import execute
+
+    ensure_dagster_home()
+    plans = plan_backfill(settings, start, end)
+    wiped = would_wipe(plans, gone_raw_partitions(settings, start, end))
+    if wiped and not allow_empty_overwrite:
+        print("refusing: these raw_orders partitions hold rows but their landing files are gone, and "
+              "rebuilding them would publish emptiness: " + ", ".join(d.isoformat() for d in wiped)
+              + "\n(restore the files, or pass --allow-empty-overwrite if the deletion is intended)",
+              file=sys.stderr)
+        return None
+    total = sum(len(p.days) * len(p.assets) for p in plans)
+    done, began, outcomes = 0, time.monotonic(), []
+    with dg.DagsterInstance.get() as instance:
+        for plan in plans:
+            names = "+".join(k.to_user_string() for k in plan.assets)
+            print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
+            run_began = time.monotonic()
+            correcting = correction_tags is not None and plan is plans[-1]
+            outcome = execute(plan, instance, tags={**tags, **(correction_tags or {})} if correcting
+                              else tags, correction=correcting)
+            if outcome.success:
+                record_throughput(sum(f.size_bytes for f in input_files(settings, plan)),
+                                  time.monotonic() - run_began)
+            outcomes.append(outcome)
+            done += len(plan.days) * len(plan.assets)
+            rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
+            elapsed = time.monotonic() - began
+            remaining = elapsed / done * (total - done) if done else 0
+            print(f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
+                  f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
+                  f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining", flush=True)
+    return outcomes

@@ -1,0 +1,156 @@
+"""`backfill-assets correct | diff | cutover | rollback | corrections | discard`.
+
+The commands of a versioned correction (see ``backfill_assets.corrections``): each prints
+what it did and exits 0, or prints why it refused and exits 1. Those that read tables open
+a local Spark session; those that commit record it in Dagster too.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import date
+
+import dagster as dg
+
+from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_TAG
+from backfill_assets.cli.backfill import run_plans
+from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.corrections import diff as diffing
+from backfill_assets.corrections import events, lifecycle, registry
+from backfill_assets.corrections import report as reporting
+from backfill_assets.corrections.registry import CorrectionError
+from backfill_assets.lake import Lake
+from backfill_assets.resources import code_version
+from backfill_assets.settings import Settings
+
+
+def _lake(settings: Settings) -> Lake:
+    from backfill_assets.resources import build_resources
+
+    resources = build_resources(settings)
+    return resources["pipeline"].lake(resources["spark"].spark_session)
+
+
+def correct(settings: Settings, start: date, end: date, reason: str, correction_id: str | None) -> int:
+    """Raw for the range (the landing's record, published as usual), then staging and fact as
+    the correction ``correction_id``: staged, checked, not published."""
+    cid = correction_id or registry.new_id(start)
+    registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
+    outcomes = run_plans(settings, start, end, False, tags={CLI_TAG: "correct"},
+                         correction_tags={CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason})
+    c = registry.get(settings.lake_dir, cid)
+    ready, held = diffing.ready_days(c), diffing.held_days(c)
+    failed_raw = [o for o in (outcomes or [])[:-1] if not o.success]
+    print(f"correction {cid}: {len(ready)} day(s) staged beside production with passing checks"
+          + (f"; held: {'; '.join(f'{d}: {chr(44).join(r)}' for d, r in held.items())}" if held else ""))
+    for o in failed_raw:
+        print(f"  raw run {o.run_id[:8]} failed: {(o.error or '').splitlines()[0] if o.error else ''}")
+    print(cid)
+    return 0 if ready and not held and not failed_raw and outcomes is not None else 1
+
+
+def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:
+    lake = _lake(settings)
+    result = diffing.compute(lake, registry.get(lake.root, correction_id))
+    diffing.record(lake, result)
+    markdown = reporting.render(result)
+    path = report_path or str(lake.root / registry.FOLDER / f"{correction_id}.md")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(markdown)
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        events.report_diff(instance, result, markdown)
+    print(markdown)
+    print(f"changed days: {', '.join(map(str, result.changed_days)) or 'none'}")
+    print(f"report: {path}")
+    return 0
+
+
+def cutover(settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool) -> int:
+    lake = _lake(settings)
+    outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
+    _record(outcome, "cutover")
+    print(f"correction {correction_id} cut over: {len(outcome.days)} day(s), "
+          + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()))
+    return 0
+
+
+def rollback(settings: Settings, correction_id: str) -> int:
+    lake = _lake(settings)
+    outcome = lifecycle.rollback(lake, correction_id)
+    _record(outcome, "rollback")
+    print(f"correction {correction_id} rolled back: {len(outcome.days)} day(s), "
+          + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()))
+    return 0
+
+
+def _record(outcome: lifecycle.Outcome, action: str) -> None:
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        events.report_commits(instance, outcome, action)
+
+
+def discard(settings: Settings, correction_id: str) -> int:
+    deleted = lifecycle.discard(_lake(settings), correction_id)
+    print(f"correction {correction_id} discarded: {deleted} staged file(s) deleted")
+    return 0
+
+
+def listing(settings: Settings) -> int:
+    found = registry.all_corrections(settings.lake_dir)
+    if not found:
+        print("no corrections")
+        return 0
+    print(f"{'id':<24}{'state':<16}{'range':<25}{'by':<12}{'created (UTC)':<27}reason")
+    for c in found:
+        print(f"{c.id:<24}{c.state:<16}{c.start + '..' + c.end:<25}{c.created_by:<12}"
+              f"{c.created_at:<27}{c.reason}")
+    return 0
+
+
+def run(command: str, settings: Settings, args) -> int:
+    """Dispatch one correction command; a refusal prints its reason and exits 1."""
+    try:
+        if command == "correct":
+            return correct(settings, args.start, args.end, args.reason, args.id)
+        if command == "diff":
+            return diff(settings, args.id, args.report)
+        if command == "cutover":
+            return cutover(settings, args.id, args.max_revenue_change_pct, args.force, args.skip_rebuilt)
+        if command == "rollback":
+            return rollback(settings, args.id)
+        if command == "discard":
+            return discard(settings, args.id)
+        return listing(settings)
+    except CorrectionError as exc:
+        print(f"backfill-assets {command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def add_parsers(sub, date_type) -> None:
+    c = sub.add_parser("correct", help="build staging and fact for a range beside production "
+                       "(a correction: checked, not published); prints its id")
+    c.add_argument("--start", type=date_type, required=True)
+    c.add_argument("--end", type=date_type, required=True)
+    c.add_argument("--reason", required=True, help="why: shown to the people who read the numbers")
+    c.add_argument("--id", help="the correction's id (default: generated)")
+    d = sub.add_parser("diff", help="a correction against production, per partition and table")
+    d.add_argument("id")
+    d.add_argument("--report", help="write the markdown report here (default: beside the record)")
+    u = sub.add_parser("cutover", help="publish a diffed correction: one commit per table")
+    u.add_argument("id")
+    u.add_argument("--max-revenue-change-pct", type=float,
+                   default=lifecycle.DEFAULT_MAX_REVENUE_CHANGE_PCT,
+                   help="refuse when a day's revenue moves more (default %(default)s)")
+    u.add_argument("--force", action="store_true", help="cut over past the revenue guardrail")
+    u.add_argument("--skip-rebuilt", action="store_true",
+                   help="leave to production the days it rebuilt after the correction was staged")
+    r = sub.add_parser("rollback", help="put the cut-over partitions back as they were")
+    r.add_argument("id")
+    x = sub.add_parser("discard", help="drop a correction's staged files")
+    x.add_argument("id")
+    sub.add_parser("corrections", help="every correction: state, range, who, when, why")
+    for name, p in (("correct", c), ("diff", d), ("cutover", u), ("rollback", r), ("discard", x)):
+        p.set_defaults(func=lambda args, settings, name=name: run(name, settings, args))
+    sub.choices["corrections"].set_defaults(
+        func=lambda args, settings: run("corrections", settings, args))

@@ -1,0 +1,51 @@
+"""What Dagster records of a correction, so the UI agrees with the lake.
+
+- ``diff``: an observation of the fact per day (revenue before and after, and the change in %:
+  the asset's Plots tab draws them per day) and one with the whole report as markdown.
+- ``cutover`` / ``rollback``: a materialization of exactly the partitions committed, per
+  asset, with the Delta version, so Dagster's partition status follows the lake.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from backfill_assets.catalog import FACT_TABLE, FCT_DAILY_REVENUE, STAGING_TABLE, STG_ORDERS
+from backfill_assets.corrections.diff import Diff
+from backfill_assets.corrections.lifecycle import Outcome
+
+ASSET_OF_TABLE = {STAGING_TABLE.path: STG_ORDERS, FACT_TABLE.path: FCT_DAILY_REVENUE}
+
+
+def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None:
+    cid = diff.correction.id
+    for d in diff.days:
+        instance.report_runless_asset_event(dg.AssetObservation(
+            asset_key=FCT_DAILY_REVENUE, partition=d.day.isoformat(),
+            metadata={
+                "correction": cid,
+                "revenue_usd_before": float(d.fact_before["revenue_usd"]),
+                "revenue_usd_after": float(d.fact_after["revenue_usd"]),
+                "revenue_change_pct": dg.MetadataValue.float(d.revenue_pct if d.revenue_pct is not None else float("nan")),
+                "orders_before": d.fact_before["orders"],
+                "orders_after": d.fact_after["orders"],
+            }))
+    instance.report_runless_asset_event(dg.AssetObservation(
+        asset_key=FCT_DAILY_REVENUE,
+        metadata={"correction": cid, "correction_report": dg.MetadataValue.md(markdown)}))
+
+
+def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) -> None:
+    c = outcome.correction
+    for table, write in outcome.writes.items():
+        for day in outcome.days:
+            instance.report_runless_asset_event(dg.AssetMaterialization(
+                asset_key=ASSET_OF_TABLE[table], partition=day.isoformat(),
+                metadata={
+                    "dagster/row_count": dg.MetadataValue.int(write.rows_by_partition.get(day, 0)),
+                    "table": table,
+                    "delta_version": dg.MetadataValue.int(write.version),
+                    "correction": c.id,
+                    "correction_action": action,
+                    "reason": c.reason,
+                }))

@@ -1,0 +1,158 @@
+"""A correction run of the event-days step: every check, nothing published.
+
+A run tagged ``CORRECTION_TAG=<id>`` (``backfill-assets correct``, or ``correction_job``
+launched from the UI with that tag and ``CORRECTION_REASON_TAG``) walks the same protocol as
+a production run, with ``CorrectionPublication`` in place of ``Publication``:
+
+- ``publish`` keeps the passing days in the correction's staged version of each table
+  (``Lake.keep_staged``) instead of committing them, and records them in the correction's
+  record (``corrections/registry.py``);
+- the fact is built from the correction's staging, not production's;
+- check results go to the correction's record and to an observation per partition, never to
+  the production partitions' check status; held days are named there and fail the run, as in
+  production, so "re-execute from failure" redoes only them, into the same correction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import date
+
+import dagster as dg
+from pyspark.sql import DataFrame
+
+from backfill_assets.catalog import (
+    ASSET_TABLES,
+    CORRECTION_JOB,
+    CORRECTION_REASON_TAG,
+    CORRECTION_TAG,
+    Table,
+)
+from backfill_assets.corrections import registry
+from backfill_assets.defs.publishing import (
+    CheckOutcome,
+    Publication,
+    held_days,
+    partition_dates,
+)
+from backfill_assets.lake import Lake, StagedVersion, WriteResult
+from backfill_assets.resources import code_version
+
+CORRECTION_JOB_DESCRIPTION = (
+    "Build a correction of staging and fact beside production: every check runs, nothing is "
+    "published. From the Launchpad, pick the partition range, then Edit tags: add "
+    f"{CORRECTION_TAG}=<a new id> and {CORRECTION_REASON_TAG}=<why>. Land and materialize the "
+    "corrected raw inputs first. Then: backfill-assets diff <id>, cutover <id>, rollback <id>."
+)
+CORRECTION_JOB_NEEDS_TAGS = (
+    f"{CORRECTION_JOB} builds a correction, so its run needs the tags {CORRECTION_TAG}=<id> and "
+    f"{CORRECTION_REASON_TAG}=<why> (Launchpad: Edit tags). Nothing was built."
+)
+
+
+def correction_of(context: dg.AssetExecutionContext) -> str | None:
+    return context.run.tags.get(CORRECTION_TAG)
+
+
+def _ancestors(context: dg.AssetExecutionContext) -> set[str]:
+    ids, run = set(), context.run
+    while run is not None and run.parent_run_id:
+        ids.add(run.parent_run_id)
+        run = context.instance.get_run_by_id(run.parent_run_id)
+    return ids
+
+
+class CorrectionPublication(Publication):
+    """``Publication`` for a correction run: see the module docstring."""
+
+    def __init__(self, context: dg.AssetExecutionContext, lake: Lake, correction_id: str) -> None:
+        super().__init__(context, lake)
+        days = partition_dates(context)
+        try:
+            self.correction = registry.open_correction(
+                lake.root, correction_id, context.run.tags.get(CORRECTION_REASON_TAG, ""),
+                days[0], days[-1], code_version())
+        except registry.CorrectionError as exc:
+            raise dg.Failure(description=f"correction {correction_id}: {exc}", allow_retries=False) from exc
+        self._ancestors = _ancestors(context)
+
+    def _record(self, asset_key: dg.AssetKey) -> registry.TableRecord:
+        return self.correction.table(ASSET_TABLES[asset_key][0].path)
+
+    def days_to_build(self, asset_key: dg.AssetKey, days: list[date] | None = None) -> list[date]:
+        """``days`` less those an earlier attempt of this run kept in the correction."""
+        record = self._record(asset_key)
+        done = {date.fromisoformat(d) for d, run in record.staged.items()
+                if run in self._ancestors and d not in record.held}
+        return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
+
+    def published_days(self, asset_key: dg.AssetKey) -> set[date]:
+        return set(self._record(asset_key).ready_days())
+
+    def read_published(self, table: Table, days: list[date], version: int | None) -> tuple[DataFrame, int | None]:
+        """The correction's own rows of ``table``: its fact is built from its staging."""
+        staged = self.lake.staged_version(table.path, self.correction.id)
+        if staged is None:
+            raise dg.Failure(f"correction {self.correction.id} has no staged {table.path}",
+                             allow_retries=False)
+        return self.lake.read_staged(staged, days), staged.base_version
+
+    def audit(self, days: list[date], outcomes: list[CheckOutcome]) -> list[date]:
+        """Like production's, but the results go to the correction, not to production's partitions."""
+        self._events += [dg.AssetObservation(
+            asset_key=o.asset_key, partition=o.partition.isoformat(),
+            metadata={"correction": self.correction.id, "check": o.check_name,
+                      "passed": o.passed, **dict(o.metadata)})
+            for o in outcomes if not o.passed]
+        for day, checks in held_days(outcomes).items():
+            self.hold(day, *checks)
+        return [d for d in days if d not in self.held]
+
+    def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
+        """Keep the staged files of ``days`` in the correction's version of the table."""
+        kept = self.lake.keep_staged(staged, days, into=self.correction.id)
+        record = self.correction.table(staged.table)
+        for d in days:
+            record.staged[d.isoformat()] = self.context.run_id
+            record.held.pop(d.isoformat(), None)
+        self.correction.runs.append({
+            "run_id": self.context.run_id, "table": staged.table,
+            "code_version": staged.commit.code_version,
+            "input_versions": dict(staged.commit.input_versions),
+            "days": [d.isoformat() for d in days]})
+        self._widen(days)
+        registry.save(self.lake.root, self.correction)
+        rows = kept.rows_by_partition
+        return WriteResult(staged.table, -1 if kept.base_version is None else kept.base_version,
+                           {d: rows.get(d, 0) for d in days}, 0, 1)
+
+    def _widen(self, days: list[date]) -> None:
+        self.correction.start = min(self.correction.start, days[0].isoformat())
+        self.correction.end = max(self.correction.end, days[-1].isoformat())
+
+    def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
+        self._events.append(dg.AssetObservation(
+            asset_key=asset_key, partition=day.isoformat(),
+            metadata={"correction": self.correction.id, "staged_for_correction": True,
+                      **{k: v for k, v in metadata.items() if not k.startswith("dagster/")}}))
+
+    def finish(self) -> Iterator:
+        """Record the held days in the correction, then end like production's step."""
+        if self.held:
+            for asset_key in self.context.selected_asset_keys:
+                record = self._record(asset_key)
+                for day, checks in self.held.items():
+                    if day in partition_dates(self.context):
+                        record.held[day.isoformat()] = sorted(set(checks))
+            registry.save(self.lake.root, self.correction)
+        yield from super().finish()
+
+
+def publication_for(context: dg.AssetExecutionContext, lake: Lake) -> Publication:
+    """The production protocol, or the correction's when the run carries a correction tag."""
+    correction_id = correction_of(context)
+    if correction_id is None:
+        if context.job_name == CORRECTION_JOB:
+            raise dg.Failure(description=CORRECTION_JOB_NEEDS_TAGS, allow_retries=False)
+        return Publication(context, lake)
+    return CorrectionPublication(context, lake, correction_id)

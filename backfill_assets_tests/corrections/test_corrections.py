@@ -1,0 +1,236 @@
+"""A versioned correction end to end: a provider restates its rates; the correction is built
+beside production, diffed, held back by its guardrails, cut over, rolled back and cut over
+again, each table compared with the reference implementation on the original and on the
+restated landing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import date, timedelta
+from decimal import Decimal
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from backfill_assets.catalog import (
+    CORRECTION_TAG,
+    FCT_DAILY_REVENUE,
+    STAGING_TABLE,
+    STEP_ASSETS,
+    EVENT_DAYS_STEP,
+    STG_ORDERS,
+)
+from backfill_assets.cli.main import main, run_backfill
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
+from backfill_assets.corrections import lifecycle, registry
+from backfill_assets.generate import generate_feed
+from backfill_assets.lake import Lake
+from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.reference import Reference
+
+FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 14)
+START, END = date(2024, 1, 2), date(2024, 1, 12)  # production
+FIX_START, FIX_END = date(2024, 1, 2), date(2024, 1, 9)  # the correction
+RESTATED = [date(2024, 1, 3), date(2024, 1, 4)]  # rate dates the provider restates
+CID = "eur-restatement"
+TABLES = ("staging/orders", "fact/daily_revenue")
+
+
+def _days(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def restate_rates(landing, days, currency="EUR", factor=Decimal("1.03")) -> None:
+    """A provider's restatement: a new file per rate date, sorting after the original ones."""
+    for day in days:
+        folder = landing / "fx_rates" / f"rate_date={day}"
+        rates = {}
+        for path in sorted(folder.glob("*.csv")):
+            for line in path.read_text().splitlines()[1:]:
+                cur, value = line.split(",")
+                rates[cur] = Decimal(value)
+        (folder / "fx-rates-9-restated.csv").write_text(
+            f"currency,usd_per_unit\n{currency},{(rates[currency] * factor).quantize(Decimal('0.00000001'))}\n")
+
+
+def rows_of(env, table, days) -> set:
+    wanted = set(days)
+    return {tuple(sorted((k, v) for k, v in r.items() if not k.startswith("_")))
+            for r in env.rows(table) if r["event_date"] in wanted}
+
+
+def expected_rows(reference: Reference, days) -> dict[str, set]:
+    staging, held = reference.staging(days)
+    assert not held
+    fact = reference.fact(days)
+    as_set = lambda rows: {tuple(sorted(vars(r).items())) for r in rows}
+    return {"staging/orders": as_set(staging), "fact/daily_revenue": as_set(fact)}
+
+
+def assert_tables_equal(env, reference: Reference, days) -> None:
+    expected = expected_rows(reference, days)
+    for table in TABLES:
+        assert rows_of(env, table, days) == expected[table], table
+
+
+def active_files(env, table) -> dict[str, set[str]]:
+    by_day: dict[str, set[str]] = {}
+    t = DeltaTable(str(env.settings.lake_dir / table))
+    for path in t.file_uris():
+        day = path.split("event_date=")[1].split("/")[0]
+        by_day.setdefault(day, set()).add(path)
+    return by_day
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, spark):
+    root = tmp_path_factory.mktemp("correction")
+    with pipeline_env(root) as penv:
+        generate_feed(penv.settings.landing_dir, FEED_START, FEED_END, orders_per_day=30, seed=3)
+        shutil.copytree(penv.settings.landing_dir, root / "original_landing")
+        assert run_backfill(penv.settings, START, END) == 0
+        yield penv
+
+
+@pytest.fixture(scope="module")
+def original(env):
+    return Reference(env.settings.landing_dir.parent / "original_landing", env.settings.max_lateness_days)
+
+
+@pytest.fixture(scope="module")
+def restated(env):
+    restate_rates(env.settings.landing_dir, RESTATED)
+    return Reference(env.settings.landing_dir, env.settings.max_lateness_days)
+
+
+@pytest.fixture(scope="module")
+def changed_days(original, restated):
+    """The days whose staging the restatement changes, per the reference alone."""
+    days = [d for d in _days(FIX_START, FIX_END)
+            if expected_rows(original, [d]) != expected_rows(restated, [d])]
+    assert days and len(days) < len(_days(FIX_START, FIX_END))
+    return days
+
+
+def lake(env, spark) -> Lake:
+    return Lake(env.settings.lake_dir, spark)
+
+
+def test_the_correction_job_refuses_a_run_without_a_correction_id(env, original):
+    before = {t: DeltaTable(str(env.settings.lake_dir / t)).version() for t in TABLES}
+    outcome = execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], FIX_START, FIX_END), env.instance, correction=True)
+    assert not outcome.success and CORRECTION_TAG in (outcome.error or "")
+    assert {t: DeltaTable(str(env.settings.lake_dir / t)).version() for t in TABLES} == before
+
+
+def test_correct_stages_beside_production_and_publishes_nothing(env, original, restated, capsys):
+    before = {t: active_files(env, t) for t in TABLES}
+    code = main(["correct", "--start", str(FIX_START), "--end", str(FIX_END),
+                 "--reason", "provider restated EUR for Jan 3-4", "--id", CID])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.strip().splitlines()[-1] == CID
+    # Production is the original landing's, file for file.
+    assert_tables_equal(env, original, _days(START, END))
+    assert {t: active_files(env, t) for t in TABLES} == before
+    c = registry.get(env.settings.lake_dir, CID)
+    assert c.state == registry.State.STAGED and c.reason.startswith("provider restated")
+    assert c.code_version and all(r["code_version"] == c.code_version for r in c.runs)
+    assert {r["table"] for r in c.runs} == set(TABLES)
+    assert all(r["input_versions"] for r in c.runs)
+    runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: CID}))
+    assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_a_correction_never_mixes_code_versions(env, restated, monkeypatch, capsys):
+    monkeypatch.setenv("BACKFILL_CODE_VERSION", "another-build")
+    code = main(["correct", "--start", str(FIX_START), "--end", str(FIX_START),
+                 "--reason", "same id, other code", "--id", CID])
+    assert code == 1 and "never mixes code versions" in capsys.readouterr().err
+
+
+def test_diff_shows_exactly_the_restated_days(env, original, restated, changed_days, capsys):
+    assert main(["diff", CID]) == 0
+    out = capsys.readouterr().out
+    listed = out.split("changed days: ")[1].splitlines()[0]
+    assert listed == ", ".join(map(str, changed_days))
+    # Revenue before and after per day, as the reference computes it.
+    for day in changed_days:
+        before = sum(f.revenue_usd for f in original.fact([day]))
+        after = sum(f.revenue_usd for f in restated.fact([day]))
+        assert f"| {day} |" in out and f"| {before} | {after} | {after - before} |" in out
+    c = registry.get(env.settings.lake_dir, CID)
+    assert c.state == registry.State.DIFFED
+    assert (env.settings.lake_dir / registry.FOLDER / f"{CID}.md").read_text().startswith(f"# Correction {CID}")
+    observed = env.instance.fetch_observations(FCT_DAILY_REVENUE, limit=100).records
+    per_day = {r.partition_key: r.asset_observation.metadata for r in observed
+               if r.partition_key and "revenue_usd_after" in r.asset_observation.metadata}
+    day = changed_days[0]
+    assert per_day[day.isoformat()]["revenue_usd_after"].value == float(
+        sum(f.revenue_usd for f in restated.fact([day])))
+
+
+def test_cutover_refuses_past_the_revenue_guardrail(env, original, capsys):
+    assert main(["cutover", CID, "--max-revenue-change-pct", "0.0001"]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert_tables_equal(env, original, _days(START, END))
+
+
+def test_cutover_refuses_when_production_changed_since_the_diff(env, original, changed_days, capsys):
+    # The live lane rebuilds a day the restatement does not touch.
+    unchanged = next(d for d in _days(FIX_START, FIX_END) if d not in changed_days)
+    assert execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], unchanged, unchanged), env.instance).success
+    assert main(["cutover", CID]) == 1
+    assert "diff" in capsys.readouterr().err
+    assert main(["diff", CID]) == 0
+    assert f"Rebuilt in production after the correction was staged" in capsys.readouterr().out
+    assert main(["cutover", CID]) == 1
+    assert "--skip-rebuilt" in capsys.readouterr().err
+    assert_tables_equal(env, original, _days(START, END))
+
+
+def test_cutover_publishes_the_correction_and_touches_nothing_else(env, restated, changed_days, capsys):
+    outside = [d.isoformat() for d in _days(START, END) if not FIX_START <= d <= FIX_END]
+    before = {t: active_files(env, t) for t in TABLES}
+    assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
+    assert_tables_equal(env, restated, _days(START, END))
+    after = {t: active_files(env, t) for t in TABLES}
+    for t in TABLES:
+        assert {d: after[t][d] for d in outside} == {d: before[t][d] for d in outside}
+    # Metadata only: the published files are the staged ones, no copy.
+    manifest = env.settings.lake_dir / "staging/orders/_staged" / f"{CID}.json"
+    staged = {f["path"] for f in json.loads(manifest.read_text())["files"]}
+    live = {p.split("/staging/orders/")[1] for d in changed_days for p in after["staging/orders"][d.isoformat()]}
+    assert live <= staged
+    mats = env.instance.fetch_materializations(STG_ORDERS, limit=200).records
+    cut = {r.partition_key for r in mats
+           if r.asset_materialization.metadata.get("correction") is not None}
+    c = registry.get(env.settings.lake_dir, CID)
+    assert cut == set(c.cutover["days"]) and c.state == registry.State.CUT_OVER
+
+
+def test_rollback_restores_production_then_cutover_again(env, original, restated, capsys):
+    assert main(["rollback", CID]) == 0, capsys.readouterr().err
+    assert_tables_equal(env, original, _days(START, END))
+    assert registry.get(env.settings.lake_dir, CID).state == registry.State.ROLLED_BACK
+    assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
+    assert_tables_equal(env, restated, _days(START, END))
+
+
+def test_corrections_lists_each_with_its_state(env, capsys):
+    assert main(["corrections"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith(CID))
+    assert "cut over" in line and "provider restated EUR" in line
+
+
+def test_after_the_retention_a_correction_is_decommissioned_and_cannot_roll_back(env, spark, capsys):
+    from datetime import UTC, datetime
+
+    closed = lifecycle.decommission(lake(env, spark), 14, now=datetime.now(UTC) + timedelta(days=15))
+    assert closed == [CID]
+    assert Lake(env.settings.lake_dir, spark).staged_version("staging/orders", CID) is None
+    assert main(["rollback", CID]) == 1
+    assert "decommissioned" in capsys.readouterr().err
