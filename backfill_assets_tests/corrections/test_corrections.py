@@ -16,10 +16,9 @@ from deltalake import DeltaTable
 
 from backfill_assets.catalog import (
     CORRECTION_TAG,
-    FCT_DAILY_REVENUE,
-    STAGING_TABLE,
-    STEP_ASSETS,
     EVENT_DAYS_STEP,
+    FCT_DAILY_REVENUE,
+    STEP_ASSETS,
     STG_ORDERS,
 )
 from backfill_assets.cli.main import main, run_backfill
@@ -186,7 +185,7 @@ def test_cutover_refuses_when_production_changed_since_the_diff(env, original, c
     assert main(["cutover", CID]) == 1
     assert "diff" in capsys.readouterr().err
     assert main(["diff", CID]) == 0
-    assert f"Rebuilt in production after the correction was staged" in capsys.readouterr().out
+    assert "Rebuilt in production after the correction was staged" in capsys.readouterr().out
     assert main(["cutover", CID]) == 1
     assert "--skip-rebuilt" in capsys.readouterr().err
     assert_tables_equal(env, original, _days(START, END))

@@ -231,8 +231,8 @@ def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first
     (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
     assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), env.instance).success
 
-    failed = [r for r in env.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-              if "stg_orders" in str(r.asset_selection)][0]
+    failed = next(r for r in env.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+              if "stg_orders" in str(r.asset_selection))
     outcome = reexecute_from_failure(env.instance, failed.run_id)
     assert outcome.success, outcome.error
     assert outcome.published == {STG_ORDERS: {HELD: outcome.published[STG_ORDERS][HELD]},
