@@ -13,6 +13,7 @@ import os
 import random
 from dataclasses import dataclass
 from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
@@ -337,3 +338,31 @@ def remove_rates(
                 removed += len(lines) - len(kept)
                 path.write_text("\n".join(kept), encoding="utf-8")
     return removed
+
+
+RESTATED_FILE = "fx-rates-9-restated-{n}.csv"  # sorts after the day's other files, so it wins
+
+
+def restate_rates(
+    landing_root: str | os.PathLike[str], currency: str, start: date, end: date, factor: Decimal
+) -> int:
+    """A provider's restatement: for every rate date of [start, end] that lists ``currency``,
+    a new file (landed beside the originals, which are never changed) with its rate times
+    ``factor``. Returns the files written."""
+    written = 0
+    for folder in sorted((Path(landing_root) / "fx_rates").glob("rate_date=*")):
+        if not start.isoformat() <= folder.name.split("=", 1)[1] <= end.isoformat():
+            continue
+        rate = None
+        for path in sorted(folder.glob("*.csv")):
+            for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+                cur, _, value = line.partition(",")
+                if cur == currency:
+                    rate = Decimal(value)
+        if rate is not None:
+            restated = (rate * factor).quantize(Decimal("0.00000001"))
+            n = 1 + sum(1 for _ in folder.glob(RESTATED_FILE.format(n="*")))
+            (folder / RESTATED_FILE.format(n=n)).write_text(f"{FX_HEADER}\n{currency},{restated}\n",
+                                                            encoding="utf-8")
+            written += 1
+    return written

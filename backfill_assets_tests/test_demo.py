@@ -41,7 +41,7 @@ def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(
     while first.isoweekday() in (6, 7):  # the feed has no rates on weekends: its Friday
         first -= timedelta(days=1)
 
-    assert cli.main(["demo", "--orders-per-day", "1"]) == 0
+    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1"]) == 0
 
     [(settings, start, end)] = asked
     assert (start, end) == (first, yesterday)
@@ -55,13 +55,13 @@ def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(
 
 def test_a_configured_start_date_and_start_end_still_decide(demo_env, monkeypatch):
     root, asked = demo_env
-    assert cli.main(["demo", "--orders-per-day", "1", "--start", "2024-01-01", "--end", "2024-01-03"]) == 0
+    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", "--start", "2024-01-01", "--end", "2024-01-03"]) == 0
     assert asked[-1][1:] == (date(2024, 1, 1), date(2024, 1, 3))
     assert asked[-1][0].start_date == date(2024, 1, 1)
     monkeypatch.setenv("BACKFILL_START_DATE", "2024-01-01")
-    assert cli.main(["demo", "--orders-per-day", "1", "--days", "3"]) == 0
+    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", "--days", "3"]) == 0
     assert asked[-1][1:] == (date(2024, 1, 1), date(2024, 1, 3))
-    assert cli.main(["demo", "--orders-per-day", "1", "--start", "2024-01-05", "--days", "2"]) == 0
+    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", "--start", "2024-01-05", "--days", "2"]) == 0
     assert asked[-1][0].start_date == date(2024, 1, 1)  # the configured first partition
     assert asked[-1][1:] == (date(2024, 1, 5), date(2024, 1, 6))
     assert (root / "home" / "backfill_start_date").read_text().strip() == "2024-01-01"

@@ -108,23 +108,26 @@ def listing(settings: Settings) -> int:
     return 0
 
 
-def run(command: str, settings: Settings, args) -> int:
-    """Dispatch one correction command; a refusal prints its reason and exits 1."""
+def run_step(command: str, step) -> int:
+    """Run one correction command; a refusal prints its reason and exits 1."""
     try:
-        if command == "correct":
-            return correct(settings, args.start, args.end, args.reason, args.id)
-        if command == "diff":
-            return diff(settings, args.id, args.report)
-        if command == "cutover":
-            return cutover(settings, args.id, args.max_revenue_change_pct, args.force, args.skip_rebuilt)
-        if command == "rollback":
-            return rollback(settings, args.id)
-        if command == "discard":
-            return discard(settings, args.id)
-        return listing(settings)
+        return step()
     except CorrectionError as exc:
         print(f"backfill-assets {command}: {exc}", file=sys.stderr)
         return 1
+
+
+def run(command: str, settings: Settings, args) -> int:
+    steps = {
+        "correct": lambda: correct(settings, args.start, args.end, args.reason, args.id),
+        "diff": lambda: diff(settings, args.id, args.report),
+        "cutover": lambda: cutover(settings, args.id, args.max_revenue_change_pct, args.force,
+                                   args.skip_rebuilt),
+        "rollback": lambda: rollback(settings, args.id),
+        "discard": lambda: discard(settings, args.id),
+        "corrections": lambda: listing(settings),
+    }
+    return run_step(command, steps[command])
 
 
 def add_parsers(sub, date_type) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from backfill_assets.settings import Settings
@@ -74,3 +75,42 @@ def use_first_partition(settings: Settings, first: date, dagster_home: Path) -> 
     dagster_home.mkdir(parents=True, exist_ok=True)
     (dagster_home / FIRST_PARTITION_FILE).write_text(first.isoformat() + "\n", encoding="utf-8")
     return dataclasses.replace(settings, start_date=first)
+
+
+RESTATED_CURRENCY, RESTATEMENT = "EUR", Decimal("1.03")
+
+
+def restated_period(start: date, end: date) -> tuple[date, date]:
+    """Two weeks of rate dates, ending a week before the range does (so every day they reach
+    is in the range), clipped to its start."""
+    last = max(start, end - timedelta(days=7))
+    return max(start, last - timedelta(days=13)), last
+
+
+def correction_tour(settings: Settings, start: date, end: date) -> int:
+    """The demo's last act: the rate provider restates two weeks of EUR rates; the correction
+    is built beside production, diffed, cut over, rolled back and cut over again."""
+    from backfill_assets.cli import corrections
+    from backfill_assets.corrections import registry
+    from backfill_assets.generate import restate_rates
+
+    first, last = restated_period(start, end)
+    files = restate_rates(settings.landing_dir, RESTATED_CURRENCY, first, last, RESTATEMENT)
+    print(f"\ndemo: the provider restates {RESTATED_CURRENCY} by {RESTATEMENT}x for {first}..{last} "
+          f"({files} rate files land beside the originals)", flush=True)
+    fix_end = min(end, last + timedelta(days=settings.rate_max_age_days))
+    cid = registry.new_id(first)
+    steps = [
+        ("correct", lambda: corrections.correct(settings, first, fix_end,
+                                                f"provider restated {RESTATED_CURRENCY} rates {first}..{last}", cid)),
+        ("diff", lambda: corrections.diff(settings, cid, None)),
+        ("cutover", lambda: corrections.cutover(settings, cid, 10.0, False, False)),
+        ("rollback", lambda: corrections.rollback(settings, cid)),
+        ("cutover again", lambda: corrections.cutover(settings, cid, 10.0, False, False)),
+    ]
+    for name, step in steps:
+        print(f"\ndemo: backfill-assets {name} {cid}", flush=True)
+        code = corrections.run_step(name, step)
+        if code:
+            return code
+    return 0

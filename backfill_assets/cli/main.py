@@ -65,7 +65,7 @@ def cmd_reexecute(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    from backfill_assets.cli.demo import demo_range, use_first_partition
+    from backfill_assets.cli.demo import correction_tour, demo_range, use_first_partition
     from backfill_assets.defs.partitions import last_partition
     from backfill_assets.generate import generate_feed
 
@@ -77,7 +77,10 @@ def cmd_demo(args, settings: Settings) -> int:
                             max_lateness_days=settings.max_lateness_days, last_arrival=last_partition())
     print(f"demo: generated {summary.records} records for {days.start}..{days.end} "
           f"into {settings.landing_dir}; first partition {days.first_partition}")
-    return run_backfill(settings, days.start, days.end)
+    code = run_backfill(settings, days.start, days.end)
+    if args.no_correction:
+        return code
+    return code or correction_tour(settings, days.start, days.end)
 
 
 def cmd_catch_up(args, settings: Settings) -> int:
@@ -121,6 +124,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--end", type=_date, help="last day (default: yesterday, UTC)")
     d.add_argument("--orders-per-day", type=int, default=200)
     d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--no-correction", action="store_true",
+                   help="stop after the backfill (skip the restated-rates correction)")
     d.set_defaults(func=cmd_demo)
     s = sub.add_parser("status", help="per partition and layer: published, checks, rows")
     s.add_argument("--start", type=_date)

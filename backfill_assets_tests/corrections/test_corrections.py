@@ -21,11 +21,12 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STG_ORDERS,
 )
+from backfill_assets.cli.demo import correction_tour, restated_period
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import lifecycle, registry
-from backfill_assets.generate import generate_feed
+from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
@@ -40,19 +41,6 @@ TABLES = ("staging/orders", "fact/daily_revenue")
 
 def _days(first: date, last: date) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
-def restate_rates(landing, days, currency="EUR", factor=Decimal("1.03")) -> None:
-    """A provider's restatement: a new file per rate date, sorting after the original ones."""
-    for day in days:
-        folder = landing / "fx_rates" / f"rate_date={day}"
-        rates = {}
-        for path in sorted(folder.glob("*.csv")):
-            for line in path.read_text().splitlines()[1:]:
-                cur, value = line.split(",")
-                rates[cur] = Decimal(value)
-        (folder / "fx-rates-9-restated.csv").write_text(
-            f"currency,usd_per_unit\n{currency},{(rates[currency] * factor).quantize(Decimal('0.00000001'))}\n")
 
 
 def rows_of(env, table, days) -> set:
@@ -101,7 +89,7 @@ def original(env):
 
 @pytest.fixture(scope="module")
 def restated(env):
-    restate_rates(env.settings.landing_dir, RESTATED)
+    assert restate_rates(env.settings.landing_dir, "EUR", RESTATED[0], RESTATED[-1], Decimal("1.03")) == 2
     return Reference(env.settings.landing_dir, env.settings.max_lateness_days)
 
 
@@ -233,3 +221,24 @@ def test_after_the_retention_a_correction_is_decommissioned_and_cannot_roll_back
     assert Lake(env.settings.lake_dir, spark).staged_version("staging/orders", CID) is None
     assert main(["rollback", CID]) == 1
     assert "decommissioned" in capsys.readouterr().err
+
+
+def test_the_demos_correction_tour_prints_the_references_numbers(env, spark, capsys):
+    """`make demo`'s last act on this lake: EUR restated again for Jan 2..5, then correct, diff,
+    cutover, rollback, cutover. Its printed totals are the reference's before and after."""
+    before_tour = env.settings.landing_dir.parent / "before_tour"
+    shutil.copytree(env.settings.landing_dir, before_tour)
+    first, last = restated_period(START, END)
+    fix_days = _days(first, min(END, last + timedelta(days=7)))
+    old = Reference(before_tour, env.settings.max_lateness_days)
+
+    assert correction_tour(env.settings, START, END) == 0
+    out = capsys.readouterr().out
+    new = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
+    changed = [d for d in fix_days if expected_rows(old, [d]) != expected_rows(new, [d])]
+    assert changed and out.split("changed days: ")[1].splitlines()[0] == ", ".join(map(str, changed))
+    total = lambda ref, field: sum(getattr(f, field) for f in ref.fact(fix_days))
+    assert (f"| **total** | {total(old, 'orders')} | {total(new, 'orders')} | {total(old, 'paid_orders')} "
+            f"| {total(new, 'paid_orders')} | {total(old, 'revenue_usd')} | {total(new, 'revenue_usd')} |") in out
+    assert_tables_equal(env, new, _days(START, END))
+    assert out.count("cut over:") == 2 and "rolled back:" in out
