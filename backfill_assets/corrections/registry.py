@@ -159,6 +159,9 @@ def open_correction(
         return correction
     if existing.state in State.CLOSED:
         raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")
+    if existing.state == State.CUT_OVER:
+        raise CorrectionError(f"correction {correction_id} is cut over: roll it back before "
+                              "building more of it, or start a new one")
     if existing.code_version != code_version:
         raise CorrectionError(
             f"correction {correction_id} was built by code version {existing.code_version}; "

@@ -121,6 +121,9 @@ class CorrectionPublication(Publication):
             "input_versions": dict(staged.commit.input_versions),
             "days": [d.isoformat() for d in days]})
         self._widen(days)
+        if self.correction.state != registry.State.STAGED:  # its diff no longer describes it
+            self.correction.state = registry.State.STAGED
+            self.correction.note("staged again", ", ".join(d.isoformat() for d in days))
         registry.save(self.lake.root, self.correction)
         rows = kept.rows_by_partition
         return WriteResult(staged.table, -1 if kept.base_version is None else kept.base_version,

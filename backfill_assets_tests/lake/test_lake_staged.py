@@ -148,3 +148,34 @@ def test_maintain_expires_old_staged_versions_then_removes_files_no_version_need
         assert replaced <= set(deleted)  # and the staged files whose rows it copied
     assert not any((lake.path(TABLE) / f.path).exists() for f in abandoned.files)
     assert content(lake) == [(D1, 10, "new"), (D2, 20, "new"), (D3, 30, "new")]
+
+
+def test_keep_staged_gathers_several_stagings_into_one_version(lake):
+    old = write_old(lake)
+    first = lake.stage(TABLE, frame(lake, [(D1, 10, "a"), (D2, 20, "a")]), "d", [D1, D2], commit("a"))
+    lake.keep_staged(first, [D1, D2], into="fix")
+    assert lake.discard(first) == 0  # its files moved to "fix"
+    replaced = {f.path for f in first.files if f.partition == D2}
+    second = lake.stage(TABLE, frame(lake, [(D2, 21, "b"), (D3, 31, "b")]), "d", [D2, D3], commit("b"))
+    kept = lake.keep_staged(second, [D2], into="fix")
+    assert lake.discard(second) == 1  # only D3's file, which was not kept
+    assert not any((lake.path(TABLE) / p).exists() for p in replaced)
+    assert lake.version(TABLE) == 0 and content(lake) == old
+    assert sorted(tuple(r) for r in lake.read_staged(kept).collect()) == [(D1, 10, "a"), (D2, 21, "b")]
+    assert [s.id for s in lake.staged_versions(TABLE)] == ["fix"]
+    lake.publish(lake.staged_version(TABLE, "fix"))
+    assert content(lake) == [(D1, 10, "a"), (D2, 21, "b"), (D3, 3, "old")]
+
+
+def test_publish_again_after_a_restore_checks_conflicts_from_the_restore(lake):
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    lake.keep_staged(staged, [D1], into="fix")
+    fix = lake.staged_version(TABLE, "fix")
+    published = lake.publish(fix, [D1])
+    restored = lake.restore_partitions(TABLE, "d", [D1], published.version - 1, commit("rollback"))
+    assert content(lake)[0] == (D1, 1, "old")
+    with pytest.raises(LakeConflict):
+        lake.publish(lake.staged_version(TABLE, "fix"), [D1])  # from the base: the restore touched D1
+    lake.publish(lake.staged_version(TABLE, "fix"), [D1], since=restored.version)
+    assert content(lake)[0] == (D1, 10, "new")

@@ -1,0 +1,122 @@
+"""A versioned correction against a plain backfill of the same days; run by hand.
+
+    .venv/bin/python bench/correction_bench.py --days 90 --orders-per-day 4000
+
+On one generated feed:
+
+1. backfill: ``backfill-assets backfill`` of the range (a fresh process; the lake is then
+   rebuilt once more by a second timed backfill, so both timed commands replace tables
+   that already exist);
+2. the provider restates EUR for the range's rate dates, and ``backfill-assets correct``
+   builds the same days beside production (a fresh process: raw, then staging and fact
+   staged, every check);
+3. in one process with its Spark session up: diff, then cutover, rollback and cutover
+   again, each timed alone, and the bytes the cutover copied: the files its commits added
+   that are not the staged files themselves (0 when publish is a metadata swap).
+
+The last line is the RESULT line the README quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CID = "bench"
+
+
+def cli(env: dict, *args: str) -> float:
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-m", "backfill_assets.cli", *args], env=env, check=True,
+                   cwd=ROOT, stdout=subprocess.DEVNULL)
+    return time.monotonic() - began
+
+
+def copied_bytes(table_dir: Path, version: int, staged_paths: set[str]) -> tuple[int, int]:
+    """(bytes the commit ``version`` added, of which not staged files: copied)."""
+    added = copied = 0
+    with open(table_dir / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as log:
+        for line in log:
+            add = json.loads(line).get("add")
+            if add:
+                added += add["size"]
+                if add["path"] not in staged_paths:
+                    copied += add["size"]
+    return added, copied
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--days", type=int, default=90)
+    p.add_argument("--orders-per-day", type=int, default=4000)
+    p.add_argument("--end", type=date.fromisoformat, default=date(2025, 6, 30))
+    args = p.parse_args()
+
+    from backfill_assets.generate import generate_feed, restate_rates
+
+    start = args.end - timedelta(days=args.days - 1)
+    work = Path(tempfile.mkdtemp(prefix="correction-bench-"))
+    env = {**os.environ, "BACKFILL_LANDING_DIR": str(work / "landing"),
+           "BACKFILL_LAKE_DIR": str(work / "lake"), "DAGSTER_HOME": str(work / "home"),
+           "BACKFILL_START_DATE": (start - timedelta(days=7)).isoformat(),
+           "BACKFILL_LOG_LEVEL": "ERROR"}
+    (work / "home").mkdir()
+    generate_feed(work / "landing", start - timedelta(days=7), args.end,
+                  orders_per_day=args.orders_per_day, seed=1)
+    span = ["--start", start.isoformat(), "--end", args.end.isoformat()]
+    cli(env, "backfill", *span)
+    backfill_s = cli(env, "backfill", *span)
+    print(f"backfill of {args.days} days x {args.orders_per_day} orders: {backfill_s:.1f} s", flush=True)
+
+    files = restate_rates(work / "landing", "EUR", start, args.end, Decimal("1.03"))
+    correct_s = cli(env, "correct", *span, "--reason", "bench: EUR restated", "--id", CID)
+    print(f"correct (stage, every check): {correct_s:.1f} s; {files} restated rate files", flush=True)
+
+    os.environ.update(env)
+    from backfill_assets.corrections import diff as diffing
+    from backfill_assets.corrections import lifecycle, registry
+    from backfill_assets.lake import Lake
+    from backfill_assets.spark_session import build_session, spark_config
+
+    lake = Lake(work / "lake", build_session(spark_config()))
+    began = time.monotonic()
+    result = diffing.compute(lake, registry.get(lake.root, CID))
+    diffing.record(lake, result)
+    diff_s = time.monotonic() - began
+    print(f"diff: {diff_s:.1f} s; {len(result.changed_days)} of {len(result.days)} days changed", flush=True)
+
+    timings = {}
+    for step, action in (("cutover", lambda: lifecycle.cutover(lake, CID, force=True)),
+                         ("rollback", lambda: lifecycle.rollback(lake, CID)),
+                         ("cutover_again", lambda: lifecycle.cutover(lake, CID, force=True))):
+        began = time.monotonic()
+        outcome = action()
+        timings[step] = time.monotonic() - began
+        print(f"{step}: {timings[step]:.2f} s, {len(outcome.days)} partitions per table, "
+              + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()), flush=True)
+        if step == "cutover":
+            published = copied = 0
+            for table, write in outcome.writes.items():
+                staged = lake.staged_version(table, CID)
+                a, c = copied_bytes(lake.path(table), write.version, {f.path for f in staged.files})
+                published, copied = published + a, copied + c
+    print(f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine_name} "
+          f"backfill_s={backfill_s:.1f} correct_s={correct_s:.1f} "
+          f"stage_over_backfill={correct_s / backfill_s:.2f} diff_s={diff_s:.1f} "
+          f"cutover_s={timings['cutover']:.2f} rollback_s={timings['rollback']:.2f} "
+          f"bytes_published={published} bytes_copied={copied}")
+
+
+if __name__ == "__main__":
+    main()
