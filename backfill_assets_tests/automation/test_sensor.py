@@ -9,6 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.remote_origin import (
+    RegisteredCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
 from dagster._core.utils import make_new_run_id
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
@@ -25,6 +30,10 @@ from backfill_assets_tests.automation.landing_files import (
 
 D = date.fromisoformat
 RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
+ORIGIN = RemoteJobOrigin(
+    RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("backfill_assets"), "__repository__"),
+    "backfill_job",
+)
 
 
 class Harness:
@@ -38,15 +47,25 @@ class Harness:
         result = self.sensor(dg.build_sensor_context(instance=self.instance, cursor=cursor))
         return list(result.run_requests or []), result.cursor
 
-    def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> None:
-        """Records the run the daemon would have launched for ``request``, ended."""
+    def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> str:
+        """Records the run the daemon would have launched for ``request``, ended (or, with
+        another ``status``, queued or in progress); returns its id."""
+        run_id = make_new_run_id()
         self.instance.add_run(
             dg.DagsterRun(
                 job_name="backfill_job",
-                run_id=make_new_run_id(),
+                run_id=run_id,
                 status=status,
                 tags=dict(request.tags),
+                remote_job_origin=ORIGIN,  # a queued run needs one
             )
+        )
+        return run_id
+
+    def event(self, run_id: str, event_type: str) -> None:
+        """What the run worker reports: PIPELINE_START, PIPELINE_SUCCESS, PIPELINE_FAILURE."""
+        self.instance.handle_run_event(
+            run_id, dg.DagsterEvent(event_type_value=event_type, job_name="backfill_job")
         )
 
 
@@ -203,3 +222,19 @@ def test_new_rate_file_rebuilds_the_days_whose_rate_it_sets(harness):
     assert [ranged(r) for r in harness.tick(cursor)[0]] == [
         (EVENT_DAYS, "2024-01-09", "2024-01-11")
     ]
+
+
+def test_group_waits_while_a_retry_of_its_crashed_raw_run_is_queued_or_running(harness):
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [order("13", "2024-01-12T10:00:00Z")])
+    [raw], cursor = harness.tick(cursor)
+    harness.finish(raw, status=dg.DagsterRunStatus.FAILURE)  # the run worker crashed
+    retry = harness.finish(raw, status=dg.DagsterRunStatus.QUEUED)  # run retries: same tags
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.event(retry, "PIPELINE_START")
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.event(retry, "PIPELINE_SUCCESS")
+    released, _ = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-12", "2024-01-12")]

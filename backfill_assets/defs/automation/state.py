@@ -120,14 +120,30 @@ def detect_now(
     )
 
 
+# Every status of a run that has not ended: queued (a run retry waits here), submitted,
+# starting, in progress, being canceled.
+NOT_ENDED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.MANAGED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.SUSPENDED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
 def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -> bool:
-    """True once every raw run the group awaits has ended (succeeded or not)."""
+    """True once no raw run the group awaits is queued, starting or in progress (a crashed
+    run is ended while its retry, which keeps its tags, is still queued)."""
     for key in group.awaits:
-        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=5)
-        if not runs:
+        tagged = dg.RunsFilter(tags={REQUEST_TAG: key})
+        if not instance.get_runs(filters=tagged, limit=1):
             if now - group.since < ORPHAN_SECONDS:
                 return False
-        elif not any(run.is_finished for run in runs):
+            continue
+        unended = dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=NOT_ENDED)
+        if instance.get_runs(filters=unended, limit=1):
             return False
     return True
 
