@@ -40,7 +40,7 @@ def _expand(ranges: list[list[str]]) -> tuple[date, ...]:
 
 @dataclass(frozen=True)
 class PendingGroup:
-    """Event days found by one detection, to be rebuilt once the raw runs it requested ended.
+    """Event days found by one detection, to be rebuilt once the raw runs it requested succeeded.
 
     ``awaits`` are the request keys of those raw runs (tagged on them), ``since`` the detection
     time in epoch seconds, ``why`` a one-line account for logs, run tags and ``catch-up``.

@@ -6,7 +6,7 @@ partitions rebuilt from the files that changed it. So there are two phases:
 1. ``detect``: new files -> raw runs of their arrival (or rate) dates, contiguous dates as one
    ranged run, and a *pending group* in the cursor: the event days those files change,
    awaiting the raw runs (by request key);
-2. ``release``: groups whose raw runs have ended -> staging + fact runs of their days,
+2. ``release``: groups whose raw runs have succeeded -> staging + fact runs of their days,
    contiguous days of every group released together merged into one ranged run.
 
 The sensor runs phase 2 on a later tick; ``catch-up`` right after phase 1, in one process.

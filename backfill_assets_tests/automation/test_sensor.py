@@ -57,6 +57,7 @@ class Harness:
                 run_id=run_id,
                 status=status,
                 tags=dict(request.tags),
+                asset_selection=frozenset(request.asset_selection),
                 remote_job_origin=ORIGIN,  # a queued run needs one
             )
         )
@@ -157,7 +158,7 @@ def test_folder_delivered_four_days_late(harness, tmp_path):
     deliver_folder(staged, harness.root)
     requests, cursor = harness.tick(cursor)
     assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-11", "2024-01-11")]
-    harness.finish(requests[0], status=dg.DagsterRunStatus.FAILURE)  # ended is enough
+    harness.finish(requests[0])
     released, _ = harness.tick(cursor)
     assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-09", "2024-01-10")]
 
@@ -238,3 +239,36 @@ def test_group_waits_while_a_retry_of_its_crashed_raw_run_is_queued_or_running(h
     harness.event(retry, "PIPELINE_SUCCESS")
     released, _ = harness.tick(cursor)
     assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-12", "2024-01-12")]
+
+
+def late_file_with_failed_raw_run(harness) -> tuple[dg.RunRequest, str]:
+    """A late file whose raw run failed: (its raw request, the cursor after that tick)."""
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [order("14", "2024-01-13T10:00:00Z")])
+    [raw], cursor = harness.tick(cursor)
+    harness.event(harness.finish(raw, status=dg.DagsterRunStatus.STARTED), "PIPELINE_FAILURE")
+    for _ in range(3):  # however many ticks pass, nothing is released and nothing forgotten
+        waiting, cursor = harness.tick(cursor)
+        assert waiting == []
+    return raw, cursor
+
+
+def test_failed_raw_run_keeps_its_event_days_pending_until_its_re_execution_succeeds(harness):
+    raw, cursor = late_file_with_failed_raw_run(harness)
+    again = harness.finish(raw, status=dg.DagsterRunStatus.STARTED)  # re-executed: same tags
+    assert harness.tick(cursor)[0] == []
+    harness.event(again, "PIPELINE_FAILURE")
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.finish(raw)
+    released, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-13", "2024-01-13")]
+    assert harness.tick(cursor)[0] == []
+
+
+def test_failed_raw_run_releases_its_event_days_once_another_run_rebuilt_its_partitions(harness):
+    _, cursor = late_file_with_failed_raw_run(harness)
+    time.sleep(0.01)
+    build(harness.instance, RAW_ORDERS, "2024-01-15")  # a backfill, or the daily refresh
+    released, _ = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-13", "2024-01-13")]

@@ -10,7 +10,7 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
@@ -133,17 +133,78 @@ NOT_ENDED = [
 ]
 
 
-def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -> bool:
-    """True once no raw run the group awaits is queued, starting or in progress (a crashed
-    run is ended while its retry, which keeps its tags, is still queued)."""
+def _days(run: dg.DagsterRun) -> list[str]:
+    start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
+    if not (start and end):
+        return []
+    first, last = date.fromisoformat(start), date.fromisoformat(end)
+    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+
+
+def rebuilt_since(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether every partition the ended ``run`` was to build was materialized after it ended,
+    by some other run (a backfill, the daily refresh, another detection)."""
+    days = _days(run)
+    record = instance.get_run_record_by_id(run.run_id)
+    if not days or not run.asset_selection or record is None:
+        return False
+    # without an end time, the update time, stored to the second: the next second, to be safe
+    ended = record.end_time or record.update_timestamp.timestamp() + 1.0
+    for key in run.asset_selection:
+        seen: set[str] = set()
+        cursor = None
+        while True:
+            page = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=days, after_timestamp=ended),
+                limit=500,
+                cursor=cursor,
+            )
+            seen |= {r.partition_key for r in page.records}
+            if not page.has_more:
+                break
+            cursor = page.cursor
+        if not seen.issuperset(days):
+            return False
+    return True
+
+
+def failed_raw_runs(instance: dg.DagsterInstance, group: PendingGroup) -> list[dg.DagsterRun]:
+    """The latest run of each raw request the group awaits whose latest run ended without
+    success and whose partitions no other run has rebuilt since: what holds the group."""
+    failed = []
+    for key in group.awaits:
+        latest = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1)
+        if latest and latest[0].status in (
+            dg.DagsterRunStatus.FAILURE,
+            dg.DagsterRunStatus.CANCELED,
+        ) and not rebuilt_since(instance, latest[0]):
+            failed.append(latest[0])
+    return failed
+
+
+def group_ready(
+    instance: dg.DagsterInstance,
+    group: PendingGroup,
+    now: float,
+    orphan_seconds: float = ORPHAN_SECONDS,
+) -> bool:
+    """True once each raw run the group awaits has succeeded: no run with its request tag is
+    queued, starting or in progress (a crashed run is ended while its retry, which keeps its
+    tags, is still queued), and the latest one succeeded. A failed one holds the group until a
+    re-execution (same tags) succeeds, or until other runs rebuilt its partitions since."""
     for key in group.awaits:
         tagged = dg.RunsFilter(tags={REQUEST_TAG: key})
-        if not instance.get_runs(filters=tagged, limit=1):
-            if now - group.since < ORPHAN_SECONDS:
+        latest = instance.get_runs(filters=tagged, limit=1)
+        if not latest:
+            if now - group.since < orphan_seconds:
                 return False
             continue
         unended = dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=NOT_ENDED)
         if instance.get_runs(filters=unended, limit=1):
+            return False
+        if latest[0].status != dg.DagsterRunStatus.SUCCESS and not rebuilt_since(
+            instance, latest[0]
+        ):
             return False
     return True
 
