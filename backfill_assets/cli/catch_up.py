@@ -1,7 +1,8 @@
 """``backfill-assets catch-up``: the sensor's detection, run now and synchronously.
 
 For operators (the sensor is off, or they will not wait for its next tick) and for tests.
-It reads the sensor's cursor, detects what is new, runs raw first and then staging + fact
+It reads the sensor's cursor, detects what is new (counting every folder's files, see
+``late_data/scan.py``), runs raw first and then staging + fact
 for every pending event day (its own and any the sensor left waiting), each as ranged runs
 through Dagster in this process, then advances the cursor. Run it while the sensor is
 stopped: both advancing one cursor at the same moment would race. (The daily schedule's
@@ -74,7 +75,8 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
                 "catch-up: warning: late_data_sensor is running; stop it first to avoid "
                 "two detections racing on one cursor"
             )
-        detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns)
+        # an operator's run: every folder's files are counted (recount_ns 0)
+        detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns, 0)
         requests = detection.raw + event_day_requests(detection.cursor.pending)
         _explain(detection, requests)
         outcomes = run_requests(instance, requests)

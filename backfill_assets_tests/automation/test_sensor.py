@@ -272,3 +272,13 @@ def test_failed_raw_run_releases_its_event_days_once_another_run_rebuilt_its_par
     build(harness.instance, RAW_ORDERS, "2024-01-15")  # a backfill, or the daily refresh
     released, _ = harness.tick(cursor)
     assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-13", "2024-01-13")]
+
+
+def test_full_count_interval_is_a_setting_in_minutes_ten_by_default():
+    assert AutomationSettings.from_env({}).recount_ns == 10 * 60 * 10**9
+    every = AutomationSettings.from_env({"BACKFILL_LANDING_RECOUNT_MINUTES": "2.5"})
+    assert every.recount_ns == 150 * 10**9
+    assert AutomationSettings.from_env({"BACKFILL_LANDING_RECOUNT_MINUTES": "0"}).recount_ns == 0
+    for bad in ("-1", "soon", "nan"):
+        with pytest.raises(ValueError):
+            AutomationSettings.from_env({"BACKFILL_LANDING_RECOUNT_MINUTES": bad})

@@ -36,7 +36,7 @@ def evaluate(
     cursor_text: str | None,
 ) -> Tick:
     """Detect new files (phase 1); release the pending groups whose raw runs succeeded (phase 2)."""
-    detection = detect_now(settings, instance, cursor_text, auto.settle_ns)
+    detection = detect_now(settings, instance, cursor_text, auto.settle_ns, auto.recount_ns)
     now = time.time()
     released, cursor = release(detection.cursor, lambda group: group_ready(instance, group, now))
     return Tick(detection, detection.raw + released, cursor)

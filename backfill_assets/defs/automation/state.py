@@ -103,9 +103,14 @@ def built_partitions(instance: dg.DagsterInstance):
 
 
 def detect_now(
-    settings: Settings, instance: dg.DagsterInstance, cursor_text: str | None, settle_ns: int
+    settings: Settings,
+    instance: dg.DagsterInstance,
+    cursor_text: str | None,
+    settle_ns: int,
+    recount_ns: int,
 ) -> Detection:
-    """One detection against the landing zone now, from ``cursor_text`` (or the fallback)."""
+    """One detection against the landing zone now, from ``cursor_text`` (or the fallback),
+    counting every folder's files if the last full count is ``recount_ns`` old."""
     cursor = LandingCursor.loads(cursor_text) or LandingCursor.loads(fallback_cursor(instance))
     return detect(
         settings.landing_dir,
@@ -117,6 +122,7 @@ def detect_now(
         built_partitions(instance),
         clock_ns(),
         settle_ns,
+        recount_ns,
     )
 
 
