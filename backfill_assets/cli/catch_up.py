@@ -2,20 +2,26 @@
 
 For operators (the sensor is off, or they will not wait for its next tick) and for tests.
 It reads the sensor's cursor, detects what is new (counting every folder's files, see
-``late_data/scan.py``), runs raw first and then staging + fact
-for every pending event day (its own and any the sensor left waiting), each as ranged runs
-through Dagster in this process, then advances the cursor. Run it while the sensor is
-stopped: both advancing one cursor at the same moment would race. (The daily schedule's
-event days are not its business: ``daily_refresh_follow_up`` requests them.)
+``late_data/scan.py``), runs raw first and then staging + fact for every pending event day
+(its own and any the sensor left waiting), each as ranged runs through Dagster in this
+process, then advances the cursor.
+
+It refuses to run while ``late_data_sensor`` is running: the sensor's tick stores its own
+cursor (pending groups included) whatever ``catch-up`` wrote meanwhile, and ``catch-up``
+would overwrite the sensor's, so one of the two would drop the other's pending event days.
+Stop the sensor, run ``catch-up``, start the sensor: it continues from the cursor left here.
+(The daily schedule's event days are not its business: ``daily_refresh_follow_up`` requests
+them.)
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 import dagster as dg
 
-from backfill_assets.catalog import CLI_TAG, REQUEST_TAG, STEP_ASSETS, WHY_TAG
+from backfill_assets.catalog import CLI_TAG, LATE_DATA_SENSOR, REQUEST_TAG, STEP_ASSETS, WHY_TAG
 from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.report import report_outcomes
@@ -47,6 +53,16 @@ def _explain(detection: Detection, requests: list[Request]) -> None:
         print("nothing to rebuild")
 
 
+REFUSAL = (
+    "catch-up: refusing: {sensor} is running. Each of its ticks stores its own cursor, so "
+    "catch-up and the sensor would drop each other's pending event days. Stop it first, in the "
+    "UI (Automation > {sensor} > toggle off) or with\n"
+    "  dagster sensor stop {sensor} -w workspace.yaml\n"
+    "then run catch-up, then start the sensor again (dagster sensor start {sensor} "
+    "-w workspace.yaml): it continues from the cursor catch-up leaves."
+)
+
+
 def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[RunOutcome]:
     outcomes, began = [], time.monotonic()
     for n, request in enumerate(requests, start=1):
@@ -66,15 +82,14 @@ def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[
 
 
 def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> int:
-    """Exit 0 when every rebuilt partition was published with passing checks, 1 otherwise."""
+    """Exit 0 when every rebuilt partition was published with passing checks, 1 otherwise (and
+    1, having done nothing, while ``late_data_sensor`` is running)."""
     auto = auto or AutomationSettings.from_env()
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
-        if sensor_is_running(instance):
-            print(
-                "catch-up: warning: late_data_sensor is running; stop it first to avoid "
-                "two detections racing on one cursor"
-            )
+        if sensor_is_running(instance, declared_running=auto.running):
+            print(REFUSAL.format(sensor=LATE_DATA_SENSOR), file=sys.stderr)
+            return 1
         # an operator's run: every folder's files are counted (recount_ns 0)
         detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns, 0)
         requests = detection.raw + event_day_requests(detection.cursor.pending)

@@ -72,8 +72,14 @@ def save_cursor(instance: dg.DagsterInstance, text: str) -> None:
     instance.run_storage.set_cursor_values({CURSOR_KEY: text})
 
 
-def sensor_is_running(instance: dg.DagsterInstance) -> bool:
-    return any(s.is_running for s in _sensor_states(instance))
+def sensor_is_running(instance: dg.DagsterInstance, declared_running: bool = False) -> bool:
+    """Whether ``late_data_sensor`` is on: as its stored state says (switched in the UI or the
+    CLI, or ticked while declared running in code), or, with no state yet, as the code declares
+    it (``declared_running``: ``BACKFILL_AUTOMATION=on``)."""
+    states = _sensor_states(instance)
+    if states:
+        return any(s.is_running for s in states)
+    return declared_running
 
 
 def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
