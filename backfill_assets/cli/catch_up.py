@@ -2,9 +2,10 @@
 
 For operators (the sensor is off, or they will not wait for its next tick) and for tests.
 It reads the sensor's cursor, detects what is new (counting every folder's files, see
-``late_data/scan.py``), runs raw first and then staging + fact for every pending event day
-(its own and any the sensor left waiting), each as ranged runs through Dagster in this
-process, then advances the cursor.
+``late_data/scan.py``), runs raw first, then staging + fact for every pending event day (its
+own and any the sensor left waiting) whose raw runs succeeded, each as ranged runs through
+Dagster in this process, then advances the cursor. A group whose raw run failed stays pending
+in the cursor, and the next ``catch-up`` runs that raw request again first.
 
 It refuses to run while ``late_data_sensor`` is running: the sensor's tick stores its own
 cursor (pending groups included) whatever ``catch-up`` wrote meanwhile, and ``catch-up``
@@ -29,15 +30,18 @@ from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import (
     detect_now,
+    failed_raw_runs,
+    group_ready,
     load_cursor,
+    rerun_request,
     save_cursor,
     sensor_is_running,
 )
-from backfill_assets.late_data import Detection, Request, event_day_requests
+from backfill_assets.late_data import Detection, Request, release
 from backfill_assets.settings import Settings
 
 
-def _explain(detection: Detection, requests: list[Request]) -> None:
+def _explain(detection: Detection, reruns: list[Request]) -> None:
     files = [f for f in detection.findings if not f.path.endswith("/")]
     folders = [f for f in detection.findings if f.path.endswith("/")]
     print(
@@ -48,8 +52,10 @@ def _explain(detection: Detection, requests: list[Request]) -> None:
         print(f"  {finding.line()}")
     for group in detection.cursor.pending:
         if group is not detection.group:
-            print(f"  left pending by the sensor: {group.why}")
-    if not requests:
+            print(f"  left pending: {group.why}")
+    for request in reruns:
+        print(f"  raw run to run again: {request.why}")
+    if not detection.raw and not reruns and not detection.cursor.pending:
         print("nothing to rebuild")
 
 
@@ -92,10 +98,20 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
             return 1
         # an operator's run: every folder's files are counted (recount_ns 0)
         detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns, 0)
-        requests = detection.raw + event_day_requests(detection.cursor.pending)
-        _explain(detection, requests)
-        outcomes = run_requests(instance, requests)
-        save_cursor(instance, detection.cursor.with_pending([]).dumps())
+        pending = detection.cursor.pending
+        failed = {r.run_id: r for g in pending for r in failed_raw_runs(instance, g)}
+        reruns = [r for r in map(rerun_request, failed.values()) if r is not None]
+        _explain(detection, reruns)
+        outcomes = run_requests(instance, detection.raw + reruns)
+        # a group whose raw run never appeared (dropped by the daemon) is not waited for here
+        released, cursor = release(
+            detection.cursor,
+            lambda group: group_ready(instance, group, time.time(), orphan_seconds=0.0),
+        )
+        outcomes += run_requests(instance, released)
+        for group in cursor.pending:
+            print(f"still pending (its raw run failed or has not ended): {group.why}")
+        save_cursor(instance, cursor.dumps())
     if not outcomes:
         return 0
     return report_outcomes(outcomes)

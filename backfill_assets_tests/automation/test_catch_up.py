@@ -193,3 +193,28 @@ def test_catch_up_refuses_while_the_sensor_runs_and_leaves_its_cursor_alone(tmp_
         assert "late_data_sensor is running" in output
         assert "dagster sensor stop late_data_sensor" in output
 
+
+def test_catch_up_keeps_the_event_days_of_a_failed_raw_run_and_runs_it_again(tmp_path, spark):
+    with pipeline_env(tmp_path, start_date="2024-01-01", lateness=2) as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 2), orders_per_day=10, seed=9,
+                      max_lateness_days=2)
+        blocked = env.settings.lake_dir / "raw" / "orders"  # the raw orders table cannot be made
+        blocked.parent.mkdir(parents=True)
+        blocked.write_text("not a Delta table\n")
+        failed_code, failed = catch_up()
+        blocked.unlink()
+        code, output = catch_up()
+
+        assert failed_code == 1, failed
+        assert code == 0, output
+        days = [date(2024, 1, 1) + timedelta(days=i) for i in range(10)]
+        expected = {
+            (f.event_date, f.country, f.orders, f.revenue_usd)
+            for f in Reference(landing, 2).fact(days)
+        }
+        actual = {
+            (r["event_date"], r["country"], r["orders"], r["revenue_usd"])
+            for r in env.rows("fact/daily_revenue")
+        }
+        assert expected and actual == expected

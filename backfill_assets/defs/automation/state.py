@@ -194,6 +194,25 @@ def failed_raw_runs(instance: dg.DagsterInstance, group: PendingGroup) -> list[d
     return failed
 
 
+AGAIN = "again after failed run"
+
+
+def rerun_request(run: dg.DagsterRun) -> Request | None:
+    """The raw request a failed ``run`` was made for, to run again under the same key (so the
+    groups awaiting that key see its outcome)."""
+    days = _days(run)
+    assets = set(run.asset_selection or ())
+    step = next((name for name, keys in STEP_ASSETS.items() if set(keys) == assets), None)
+    if not days or step is None or REQUEST_TAG not in run.tags:
+        return None
+    why = run.tags.get(WHY_TAG, "")
+    if why.startswith(AGAIN):  # failed before: say why it was first requested, once
+        why = why.split(": ", 1)[-1]
+    why = f"{AGAIN} {run.run_id[:8]}: {why}"
+    first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
+    return Request(step, first, last, run.tags[REQUEST_TAG], why)
+
+
 def group_ready(
     instance: dg.DagsterInstance,
     group: PendingGroup,
