@@ -161,9 +161,7 @@ def start_late_data_sensor(instance: dg.DagsterInstance, cursor: str) -> None:
         [entry] = workspace.get_code_location_entries().values()
         [repository] = entry.code_location.get_repositories().values()
         state = instance.start_sensor(repository.get_sensor("late_data_sensor"))
-    instance.update_instigator_state(
-        state.with_data(state.instigator_data._replace(cursor=cursor))
-    )
+    instance.update_instigator_state(state.with_data(state.instigator_data._replace(cursor=cursor)))
 
 
 def stored_sensor_cursors(instance: dg.DagsterInstance) -> list[str | None]:
@@ -197,8 +195,14 @@ def test_catch_up_refuses_while_the_sensor_runs_and_leaves_its_cursor_alone(tmp_
 def test_catch_up_keeps_the_event_days_of_a_failed_raw_run_and_runs_it_again(tmp_path, spark):
     with pipeline_env(tmp_path, start_date="2024-01-01", lateness=2) as env:
         landing = env.settings.landing_dir
-        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 2), orders_per_day=10, seed=9,
-                      max_lateness_days=2)
+        generate_feed(
+            landing,
+            date(2024, 1, 1),
+            date(2024, 1, 2),
+            orders_per_day=10,
+            seed=9,
+            max_lateness_days=2,
+        )
         blocked = env.settings.lake_dir / "raw" / "orders"  # the raw orders table cannot be made
         blocked.parent.mkdir(parents=True)
         blocked.write_text("not a Delta table\n")

@@ -210,7 +210,9 @@ def test_file_its_change_times_hide_is_found_by_the_periodic_count_of_every_fold
     first = write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
     ahead = 60 * 10**9  # the sensor's clock runs a minute ahead of the file server's
     cursor = tick(tmp_path, None, built={D("2024-01-12")}, now_ns=clock_ns() + ahead).cursor
-    hidden = write_orders(tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")])
+    hidden = write_orders(
+        tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")]
+    )
     missed = tick(tmp_path, cursor, now_ns=clock_ns() + ahead)
     assert missed.raw == []  # stamped before the mark: the times alone do not show it
     ten_minutes = 10 * 60 * 10**9  # the documented default: every folder counted every 10 min
@@ -277,4 +279,3 @@ def test_release_merges_contiguous_days_of_ready_groups_with_stable_run_keys():
     assert [r.key for r in again] == [r.key for r in requests] and len(
         {r.key for r in requests}
     ) == 2
-

@@ -56,7 +56,11 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
             context.log.info(finding.line())
         cursor = tick.cursor.dumps()
         failed = sorted(
-            {r.run_id[:8] for g in tick.cursor.pending for r in failed_raw_runs(context.instance, g)}
+            {
+                r.run_id[:8]
+                for g in tick.cursor.pending
+                for r in failed_raw_runs(context.instance, g)
+            }
         )
         if failed:
             context.log.warning(

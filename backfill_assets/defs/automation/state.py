@@ -145,6 +145,9 @@ NOT_ENDED = [
 ]
 
 
+ENDED_WITHOUT_SUCCESS = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
 def _days(run: dg.DagsterRun) -> list[str]:
     start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
     if not (start and end):
@@ -186,10 +189,9 @@ def failed_raw_runs(instance: dg.DagsterInstance, group: PendingGroup) -> list[d
     failed = []
     for key in group.awaits:
         latest = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1)
-        if latest and latest[0].status in (
-            dg.DagsterRunStatus.FAILURE,
-            dg.DagsterRunStatus.CANCELED,
-        ) and not rebuilt_since(instance, latest[0]):
+        if not latest or latest[0].status not in ENDED_WITHOUT_SUCCESS:
+            continue
+        if not rebuilt_since(instance, latest[0]):
             failed.append(latest[0])
     return failed
 
