@@ -1,20 +1,28 @@
 """``backfill-assets catch-up``: the sensor's detection, run now and synchronously.
 
 For operators (the sensor is off, or they will not wait for its next tick) and for tests.
-It reads the sensor's cursor, detects what is new, runs raw first and then staging + fact
-for every pending event day (its own and any the sensor left waiting), each as ranged runs
-through Dagster in this process, then advances the cursor. Run it while the sensor is
-stopped: both advancing one cursor at the same moment would race. (The daily schedule's
-event days are not its business: ``daily_refresh_follow_up`` requests them.)
+It reads the sensor's cursor, detects what is new (counting every folder's files, see
+``late_data/scan.py``), runs raw first, then staging + fact for every pending event day (its
+own and any the sensor left waiting) whose raw runs succeeded, each as ranged runs through
+Dagster in this process, then advances the cursor. A group whose raw run failed stays pending
+in the cursor, and the next ``catch-up`` runs that raw request again first.
+
+It refuses to run while ``late_data_sensor`` is running: the sensor's tick stores its own
+cursor (pending groups included) whatever ``catch-up`` wrote meanwhile, and ``catch-up``
+would overwrite the sensor's, so one of the two would drop the other's pending event days.
+Stop the sensor, run ``catch-up``, start the sensor: it continues from the cursor left here.
+(The daily schedule's event days are not its business: ``daily_refresh_follow_up`` requests
+them.)
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 import dagster as dg
 
-from backfill_assets.catalog import CLI_TAG, REQUEST_TAG, STEP_ASSETS, WHY_TAG
+from backfill_assets.catalog import CLI_TAG, LATE_DATA_SENSOR, REQUEST_TAG, STEP_ASSETS, WHY_TAG
 from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.report import report_outcomes
@@ -22,15 +30,18 @@ from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import (
     detect_now,
+    failed_raw_runs,
+    group_ready,
     load_cursor,
+    rerun_request,
     save_cursor,
     sensor_is_running,
 )
-from backfill_assets.late_data import Detection, Request, event_day_requests
+from backfill_assets.late_data import Detection, Request, release
 from backfill_assets.settings import Settings
 
 
-def _explain(detection: Detection, requests: list[Request]) -> None:
+def _explain(detection: Detection, reruns: list[Request]) -> None:
     files = [f for f in detection.findings if not f.path.endswith("/")]
     folders = [f for f in detection.findings if f.path.endswith("/")]
     print(
@@ -41,9 +52,21 @@ def _explain(detection: Detection, requests: list[Request]) -> None:
         print(f"  {finding.line()}")
     for group in detection.cursor.pending:
         if group is not detection.group:
-            print(f"  left pending by the sensor: {group.why}")
-    if not requests:
+            print(f"  left pending: {group.why}")
+    for request in reruns:
+        print(f"  raw run to run again: {request.why}")
+    if not detection.raw and not reruns and not detection.cursor.pending:
         print("nothing to rebuild")
+
+
+REFUSAL = (
+    "catch-up: refusing: {sensor} is running. Each of its ticks stores its own cursor, so "
+    "catch-up and the sensor would drop each other's pending event days. Stop it first, in the "
+    "UI (Automation > {sensor} > toggle off) or with\n"
+    "  dagster sensor stop {sensor} -w workspace.yaml\n"
+    "then run catch-up, then start the sensor again (dagster sensor start {sensor} "
+    "-w workspace.yaml): it continues from the cursor catch-up leaves."
+)
 
 
 def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[RunOutcome]:
@@ -65,20 +88,30 @@ def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[
 
 
 def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> int:
-    """Exit 0 when every rebuilt partition was published with passing checks, 1 otherwise."""
+    """Exit 0 when every rebuilt partition was published with passing checks, 1 otherwise (and
+    1, having done nothing, while ``late_data_sensor`` is running)."""
     auto = auto or AutomationSettings.from_env()
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
-        if sensor_is_running(instance):
-            print(
-                "catch-up: warning: late_data_sensor is running; stop it first to avoid "
-                "two detections racing on one cursor"
-            )
-        detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns)
-        requests = detection.raw + event_day_requests(detection.cursor.pending)
-        _explain(detection, requests)
-        outcomes = run_requests(instance, requests)
-        save_cursor(instance, detection.cursor.with_pending([]).dumps())
+        if sensor_is_running(instance, declared_running=auto.running):
+            print(REFUSAL.format(sensor=LATE_DATA_SENSOR), file=sys.stderr)
+            return 1
+        # an operator's run: every folder's files are counted (recount_ns 0)
+        detection = detect_now(settings, instance, load_cursor(instance), auto.settle_ns, 0)
+        pending = detection.cursor.pending
+        failed = {r.run_id: r for g in pending for r in failed_raw_runs(instance, g)}
+        reruns = [r for r in map(rerun_request, failed.values()) if r is not None]
+        _explain(detection, reruns)
+        outcomes = run_requests(instance, detection.raw + reruns)
+        # a group whose raw run never appeared (dropped by the daemon) is not waited for here
+        released, cursor = release(
+            detection.cursor,
+            lambda group: group_ready(instance, group, time.time(), orphan_seconds=0.0),
+        )
+        outcomes += run_requests(instance, released)
+        for group in cursor.pending:
+            print(f"still pending (its raw run failed or has not ended): {group.why}")
+        save_cursor(instance, cursor.dumps())
     if not outcomes:
         return 0
     return report_outcomes(outcomes)

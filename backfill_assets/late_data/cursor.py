@@ -5,7 +5,8 @@ It is stored by Dagster with every sensor tick, so it is kept small: no file nam
 it holds one integer per partition folder (how many complete files it had, -1 for no folder),
 which over three years is some 4 KB, plus a single high-water mark: files whose change time
 (``st_ctime_ns``) is before it were taken into account, files at or after it are new. The
-counts catch what the times cannot explain (see ``scan.py``).
+counts catch what the times cannot explain (see ``scan.py``); ``counted`` is when every
+folder's files were last counted (a cursor without it is counted on its next detection).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
 VERSION = 1
-
 
 
 def day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
@@ -40,7 +40,7 @@ def _expand(ranges: list[list[str]]) -> tuple[date, ...]:
 
 @dataclass(frozen=True)
 class PendingGroup:
-    """Event days found by one detection, to be rebuilt once the raw runs it requested ended.
+    """Event days found by one detection, to be rebuilt once the raw runs it requested succeeded.
 
     ``awaits`` are the request keys of those raw runs (tagged on them), ``since`` the detection
     time in epoch seconds, ``why`` a one-line account for logs, run tags and ``catch-up``.
@@ -79,6 +79,7 @@ class LandingCursor:
     high_water_ns: int
     counts: dict[str, dict[date, int]] = field(default_factory=dict)
     pending: tuple[PendingGroup, ...] = ()
+    counted_ns: int = 0  # when every folder's files were last counted (see ``scan.py``)
 
     def with_pending(self, pending: Iterable[PendingGroup]) -> LandingCursor:
         return replace(self, pending=tuple(pending))
@@ -98,6 +99,7 @@ class LandingCursor:
             {
                 "v": VERSION,
                 "hw": self.high_water_ns,
+                "counted": self.counted_ns,
                 "counts": counts,
                 "pending": [g.to_json() for g in self.pending],
             },
@@ -117,4 +119,4 @@ class LandingCursor:
             start = date.fromisoformat(first)
             counts[dataset] = {start + timedelta(days=i): n for i, n in enumerate(values) if n >= 0}
         pending = tuple(PendingGroup.from_json(g) for g in data["pending"])
-        return cls(int(data["hw"]), counts, pending)
+        return cls(int(data["hw"]), counts, pending, int(data.get("counted", 0)))

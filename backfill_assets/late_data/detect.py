@@ -6,7 +6,7 @@ partitions rebuilt from the files that changed it. So there are two phases:
 1. ``detect``: new files -> raw runs of their arrival (or rate) dates, contiguous dates as one
    ranged run, and a *pending group* in the cursor: the event days those files change,
    awaiting the raw runs (by request key);
-2. ``release``: groups whose raw runs have ended -> staging + fact runs of their days,
+2. ``release``: groups whose raw runs have succeeded -> staging + fact runs of their days,
    contiguous days of every group released together merged into one ranged run.
 
 The sensor runs phase 2 on a later tick; ``catch-up`` right after phase 1, in one process.
@@ -37,6 +37,8 @@ WHY_LENGTH = 240
 # A cold start is a backfill: its raw runs span gaps of a few days without folders (weekends
 # without rates), building those days empty, rather than becoming a run per week.
 COLD_BRIDGE_DAYS = 3
+# How often every folder's files are counted, whatever its change time (see ``scan.py``).
+RECOUNT_NS = 10 * 60 * 10**9
 
 
 @dataclass(frozen=True)
@@ -191,22 +193,26 @@ def detect(
     built: Callable[[str], dict[date, int]],
     now_ns: int,
     settle_ns: int,
+    recount_ns: int = RECOUNT_NS,
 ) -> Detection:
     """New files since ``cursor`` among partitions ``first .. last``: raw requests, pending group.
 
     ``built(dataset)`` maps the dates whose raw partition was materialized to when the run that
     did it started (ns); it is asked only on a cold start. ``lateness`` and ``rate_max_age``
-    are the settings' windows (days).
+    are the settings' windows (days). Every folder's files are counted when the cursor's last
+    full count is ``recount_ns`` old or more (0: on every detection).
     """
     root = Path(root)
     cold = cursor is None
     hw_old = 0 if cold else cursor.high_water_ns
     hw_new = max(now_ns - settle_ns, hw_old)
+    recount = cold or now_ns - cursor.counted_ns >= recount_ns
+    counted_ns = now_ns if recount else cursor.counted_ns
     rates = RateFolders(root, rate_max_age)
     counts, raw_days, findings, keyed = {}, {d: [] for d in DATASETS}, [], []
     for dataset in DATASETS:
         previous = None if cold else cursor.counts.get(dataset, {})
-        scan = scan_dataset(root, dataset, first, last, previous, hw_old, hw_new)
+        scan = scan_dataset(root, dataset, first, last, previous, hw_old, hw_new, recount)
         counts[dataset] = scan.counts
         built_at = built(dataset) if cold else {}
         for folder in scan.changed:
@@ -232,7 +238,8 @@ def detect(
             _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]),
         )
         pending.append(group)
-    return Detection(LandingCursor(hw_new, counts, tuple(pending)), raw, group, findings)
+    after = LandingCursor(hw_new, counts, tuple(pending), counted_ns)
+    return Detection(after, raw, group, findings)
 
 
 def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:

@@ -8,6 +8,11 @@ preserve or back-date it (``cp -p`` and ``rsync -t`` do that to ``st_mtime``). S
   cursor's high-water mark; renaming an in-flight ``_x.jsonl`` to ``x.jsonl`` makes it new then;
 - a folder whose own change time is before the mark gained no entries since the last look,
   and is not listed at all: a warm tick over three years costs one ``stat`` per folder;
+- except on a *full count* (``recount``): then every folder is listed and its count of
+  complete files compared with the cursor's, whatever its change time. Clock skew with a file
+  server, or a network share's attribute cache (30-60 s), can stamp a new file and its folder
+  before the mark: only the count shows such a file. The sensor counts every folder every
+  ``BACKFILL_LANDING_RECOUNT_MINUTES`` (default 10), ``catch-up`` on every run;
 - a folder not in the cursor is new as a whole, whatever its files' times: a delivery that
   moves a finished folder into place keeps the files' older change times.
 
@@ -108,11 +113,13 @@ def scan_dataset(
     previous: dict[date, int] | None,
     hw_old: int,
     hw_new: int,
+    recount: bool = False,
 ) -> DatasetScan:
     """Folders of dataset ``name`` dated ``first .. last`` with new files, and every folder's count.
 
     ``previous`` is the cursor's counts (None on a cold start: every folder is a first look).
-    Folders after ``last`` are not partitions yet and stay unknown until they are.
+    Folders after ``last`` are not partitions yet and stay unknown until they are. With
+    ``recount``, known folders are listed and counted whatever their change time.
     """
     ds = dataset(name)
     counts: dict[date, int] = {}
@@ -128,7 +135,7 @@ def scan_dataset(
                 continue
             stamp = entry.stat().st_ctime_ns
             known = previous.get(day) if previous is not None else None
-            if known is not None and stamp < hw_old:
+            if known is not None and stamp < hw_old and not recount:
                 counts[day] = known
                 continue
             if known is None and stamp >= hw_new:

@@ -6,6 +6,8 @@ import contextlib
 import io
 import os
 import re
+import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -13,11 +15,15 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.definitions.run_request import InstigatorType
+from dagster._core.test_utils import in_process_test_workspace
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
 from backfill_assets.cli.catch_up import run_catch_up
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import RunOutcome, execute
+from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.generate import generate_feed
 from backfill_assets.settings import Settings
@@ -30,6 +36,7 @@ LATE_FOLDER = "arrival_date=2024-01-06"
 HAND_WRITTEN = date(2024, 1, 7)
 LAST_DAY = date(2024, 1, 13)  # the feed's last arrival: FEED_END + lateness + 3
 ALL_LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE)
+PROJECT = Path(__file__).resolve().parents[2]
 RUN_LINE = re.compile(r"\] stg_orders\+fct_daily_revenue (\S+)\.\.(\S+) \.\.\.")
 
 
@@ -46,7 +53,7 @@ class Scenario:
 
 def catch_up() -> tuple[int, str]:
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         code = run_catch_up(Settings.from_env(), AutomationSettings(settle_seconds=0))
     return code, out.getvalue()
 
@@ -140,3 +147,78 @@ def test_catch_up_with_nothing_new_runs_nothing(scenario):
     code, output = scenario.second
     assert code == 0 and "nothing to rebuild" in output
     assert scenario.second_runs == 0
+
+
+def start_late_data_sensor(instance: dg.DagsterInstance, cursor: str) -> None:
+    """Switches the sensor on as the UI does (its code location loaded in this process) and
+    stores ``cursor`` as the daemon does after a tick."""
+    origin = LoadableTargetOrigin(
+        executable_path=sys.executable,
+        module_name="backfill_assets.definitions",
+        working_directory=str(PROJECT),
+    )
+    with in_process_test_workspace(instance, origin) as workspace:
+        [entry] = workspace.get_code_location_entries().values()
+        [repository] = entry.code_location.get_repositories().values()
+        state = instance.start_sensor(repository.get_sensor("late_data_sensor"))
+    instance.update_instigator_state(state.with_data(state.instigator_data._replace(cursor=cursor)))
+
+
+def stored_sensor_cursors(instance: dg.DagsterInstance) -> list[str | None]:
+    return [
+        s.instigator_data.cursor
+        for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+        if s.name == "late_data_sensor"
+    ]
+
+
+def test_catch_up_refuses_while_the_sensor_runs_and_leaves_its_cursor_alone(tmp_path, spark):
+    with pipeline_env(tmp_path, start_date="2024-01-01") as env:
+        landing = env.settings.landing_dir
+        write_orders(landing, date(2024, 1, 3), "a.jsonl", [order("s-1", "2024-01-02T10:00:00Z")])
+        # the sensor's tick: a raw run requested, event days pending in its cursor
+        sensor = build_late_data_sensor(env.settings, AutomationSettings(settle_seconds=0))
+        time.sleep(0.01)
+        tick = sensor(dg.build_sensor_context(instance=env.instance))
+        assert len(tick.run_requests) == 1 and '"pending":[{' in tick.cursor
+        start_late_data_sensor(env.instance, tick.cursor)
+
+        code, output = catch_up()
+
+        assert stored_sensor_cursors(env.instance) == [tick.cursor]  # its pending days kept
+        assert env.instance.get_runs() == []
+        assert code != 0
+        assert "late_data_sensor is running" in output
+        assert "dagster sensor stop late_data_sensor" in output
+
+
+def test_catch_up_keeps_the_event_days_of_a_failed_raw_run_and_runs_it_again(tmp_path, spark):
+    with pipeline_env(tmp_path, start_date="2024-01-01", lateness=2) as env:
+        landing = env.settings.landing_dir
+        generate_feed(
+            landing,
+            date(2024, 1, 1),
+            date(2024, 1, 2),
+            orders_per_day=10,
+            seed=9,
+            max_lateness_days=2,
+        )
+        blocked = env.settings.lake_dir / "raw" / "orders"  # the raw orders table cannot be made
+        blocked.parent.mkdir(parents=True)
+        blocked.write_text("not a Delta table\n")
+        failed_code, failed = catch_up()
+        blocked.unlink()
+        code, output = catch_up()
+
+        assert failed_code == 1, failed
+        assert code == 0, output
+        days = [date(2024, 1, 1) + timedelta(days=i) for i in range(10)]
+        expected = {
+            (f.event_date, f.country, f.orders, f.revenue_usd)
+            for f in Reference(landing, 2).fact(days)
+        }
+        actual = {
+            (r["event_date"], r["country"], r["orders"], r["revenue_usd"])
+            for r in env.rows("fact/daily_revenue")
+        }
+        assert expected and actual == expected

@@ -11,6 +11,7 @@ from backfill_assets.late_data.scan import clock_ns
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,
+    oracle_event_days,
     order,
     write_orders,
     write_rates,
@@ -200,6 +201,26 @@ def test_folder_replaced_by_a_move_is_rebuilt_whole_when_times_cannot_explain_it
     found = tick(tmp_path, cursor)
     assert found.group.days == (D("2024-01-21"),)
     assert found.findings[0].detail.startswith("unexplained change")
+
+
+def test_file_its_change_times_hide_is_found_by_the_periodic_count_of_every_folder(tmp_path):
+    """Clock skew with a file server (or a network share's attribute cache) stamps a new file
+    and its folder before the high-water mark the last tick stored: only the folder's count
+    shows it, and only if that count is consulted."""
+    first = write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
+    ahead = 60 * 10**9  # the sensor's clock runs a minute ahead of the file server's
+    cursor = tick(tmp_path, None, built={D("2024-01-12")}, now_ns=clock_ns() + ahead).cursor
+    hidden = write_orders(
+        tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")]
+    )
+    missed = tick(tmp_path, cursor, now_ns=clock_ns() + ahead)
+    assert missed.raw == []  # stamped before the mark: the times alone do not show it
+    ten_minutes = 10 * 60 * 10**9  # the documented default: every folder counted every 10 min
+    found = tick(tmp_path, missed.cursor, now_ns=clock_ns() + ahead + ten_minutes)
+    assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
+    assert set(found.group.days) == oracle_event_days([first, hidden])  # the whole folder
+    assert found.findings[0].detail.startswith("unexplained change")
+    assert tick(tmp_path, found.cursor, now_ns=clock_ns() + ahead + ten_minutes).raw == []
 
 
 def test_folder_after_the_last_partition_waits_until_its_day_is_a_partition(tmp_path):

@@ -9,6 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.remote_origin import (
+    RegisteredCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
 from dagster._core.utils import make_new_run_id
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
@@ -25,6 +30,10 @@ from backfill_assets_tests.automation.landing_files import (
 
 D = date.fromisoformat
 RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
+ORIGIN = RemoteJobOrigin(
+    RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("backfill_assets"), "__repository__"),
+    "backfill_job",
+)
 
 
 class Harness:
@@ -38,15 +47,26 @@ class Harness:
         result = self.sensor(dg.build_sensor_context(instance=self.instance, cursor=cursor))
         return list(result.run_requests or []), result.cursor
 
-    def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> None:
-        """Records the run the daemon would have launched for ``request``, ended."""
+    def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> str:
+        """Records the run the daemon would have launched for ``request``, ended (or, with
+        another ``status``, queued or in progress); returns its id."""
+        run_id = make_new_run_id()
         self.instance.add_run(
             dg.DagsterRun(
                 job_name="backfill_job",
-                run_id=make_new_run_id(),
+                run_id=run_id,
                 status=status,
                 tags=dict(request.tags),
+                asset_selection=frozenset(request.asset_selection),
+                remote_job_origin=ORIGIN,  # a queued run needs one
             )
+        )
+        return run_id
+
+    def event(self, run_id: str, event_type: str) -> None:
+        """What the run worker reports: PIPELINE_START, PIPELINE_SUCCESS, PIPELINE_FAILURE."""
+        self.instance.handle_run_event(
+            run_id, dg.DagsterEvent(event_type_value=event_type, job_name="backfill_job")
         )
 
 
@@ -138,7 +158,7 @@ def test_folder_delivered_four_days_late(harness, tmp_path):
     deliver_folder(staged, harness.root)
     requests, cursor = harness.tick(cursor)
     assert [ranged(r) for r in requests] == [(("raw_orders",), "2024-01-11", "2024-01-11")]
-    harness.finish(requests[0], status=dg.DagsterRunStatus.FAILURE)  # ended is enough
+    harness.finish(requests[0])
     released, _ = harness.tick(cursor)
     assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-09", "2024-01-10")]
 
@@ -203,3 +223,62 @@ def test_new_rate_file_rebuilds_the_days_whose_rate_it_sets(harness):
     assert [ranged(r) for r in harness.tick(cursor)[0]] == [
         (EVENT_DAYS, "2024-01-09", "2024-01-11")
     ]
+
+
+def test_group_waits_while_a_retry_of_its_crashed_raw_run_is_queued_or_running(harness):
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [order("13", "2024-01-12T10:00:00Z")])
+    [raw], cursor = harness.tick(cursor)
+    harness.finish(raw, status=dg.DagsterRunStatus.FAILURE)  # the run worker crashed
+    retry = harness.finish(raw, status=dg.DagsterRunStatus.QUEUED)  # run retries: same tags
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.event(retry, "PIPELINE_START")
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.event(retry, "PIPELINE_SUCCESS")
+    released, _ = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-12", "2024-01-12")]
+
+
+def late_file_with_failed_raw_run(harness) -> tuple[dg.RunRequest, str]:
+    """A late file whose raw run failed: (its raw request, the cursor after that tick)."""
+    _, cursor = harness.tick(None)
+    write_orders(harness.root, D("2024-01-15"), "late.jsonl", [order("14", "2024-01-13T10:00:00Z")])
+    [raw], cursor = harness.tick(cursor)
+    harness.event(harness.finish(raw, status=dg.DagsterRunStatus.STARTED), "PIPELINE_FAILURE")
+    for _ in range(3):  # however many ticks pass, nothing is released and nothing forgotten
+        waiting, cursor = harness.tick(cursor)
+        assert waiting == []
+    return raw, cursor
+
+
+def test_failed_raw_run_keeps_its_event_days_pending_until_its_re_execution_succeeds(harness):
+    raw, cursor = late_file_with_failed_raw_run(harness)
+    again = harness.finish(raw, status=dg.DagsterRunStatus.STARTED)  # re-executed: same tags
+    assert harness.tick(cursor)[0] == []
+    harness.event(again, "PIPELINE_FAILURE")
+    waiting, cursor = harness.tick(cursor)
+    assert waiting == []
+    harness.finish(raw)
+    released, cursor = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-13", "2024-01-13")]
+    assert harness.tick(cursor)[0] == []
+
+
+def test_failed_raw_run_releases_its_event_days_once_another_run_rebuilt_its_partitions(harness):
+    _, cursor = late_file_with_failed_raw_run(harness)
+    time.sleep(0.01)
+    build(harness.instance, RAW_ORDERS, "2024-01-15")  # a backfill, or the daily refresh
+    released, _ = harness.tick(cursor)
+    assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-13", "2024-01-13")]
+
+
+def test_full_count_interval_is_a_setting_in_minutes_ten_by_default():
+    assert AutomationSettings.from_env({}).recount_ns == 10 * 60 * 10**9
+    every = AutomationSettings.from_env({"BACKFILL_LANDING_RECOUNT_MINUTES": "2.5"})
+    assert every.recount_ns == 150 * 10**9
+    assert AutomationSettings.from_env({"BACKFILL_LANDING_RECOUNT_MINUTES": "0"}).recount_ns == 0
+    for bad in ("-1", "soon", "nan"):
+        with pytest.raises(ValueError):
+            AutomationSettings.from_env({"BACKFILL_LANDING_RECOUNT_MINUTES": bad})

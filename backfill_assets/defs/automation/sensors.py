@@ -10,7 +10,12 @@ import dagster as dg
 
 from backfill_assets.catalog import BACKFILL_JOB, LATE_DATA_SENSOR
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import detect_now, group_ready, run_request
+from backfill_assets.defs.automation.state import (
+    detect_now,
+    failed_raw_runs,
+    group_ready,
+    run_request,
+)
 from backfill_assets.late_data import Detection, LandingCursor, Request, release
 from backfill_assets.settings import Settings
 
@@ -30,8 +35,8 @@ def evaluate(
     instance: dg.DagsterInstance,
     cursor_text: str | None,
 ) -> Tick:
-    """Detect new files (phase 1); release the pending groups whose raw runs ended (phase 2)."""
-    detection = detect_now(settings, instance, cursor_text, auto.settle_ns)
+    """Detect new files (phase 1); release the pending groups whose raw runs succeeded (phase 2)."""
+    detection = detect_now(settings, instance, cursor_text, auto.settle_ns, auto.recount_ns)
     now = time.time()
     released, cursor = release(detection.cursor, lambda group: group_ready(instance, group, now))
     return Tick(detection, detection.raw + released, cursor)
@@ -42,17 +47,32 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
         """Watches the landing zone for new files, late folders included, and rebuilds what
         they change: raw of their arrival (or rate) date at once, then staging and fact of
         exactly the event days inside the lateness window that their records carry (for rate
-        files: the days whose rate they set), once those raw runs have ended. Contiguous days
-        run as one ranged run; run keys make a re-evaluated tick request nothing twice."""
+        files: the days whose rate they set), once those raw runs have succeeded (a failed
+        one holds its days until a re-execution succeeds or its raw partitions are rebuilt).
+        Contiguous days run as one ranged run; run keys make a re-evaluated tick request
+        nothing twice."""
         tick = evaluate(settings, auto, context.instance, context.cursor)
         for finding in tick.detection.findings:
             context.log.info(finding.line())
         cursor = tick.cursor.dumps()
+        failed = sorted(
+            {
+                r.run_id[:8]
+                for g in tick.cursor.pending
+                for r in failed_raw_runs(context.instance, g)
+            }
+        )
+        if failed:
+            context.log.warning(
+                f"raw run(s) {', '.join(failed)} failed: their event days stay pending until "
+                "a re-execution succeeds or their raw partitions are rebuilt"
+            )
         if not tick.requests:
             waiting = sum(len(g.days) for g in tick.cursor.pending)
+            held = f" ({len(failed)} raw run(s) failed: re-execute them)" if failed else ""
             return dg.SensorResult(
                 skip_reason=f"no new landed files; {waiting} event day(s) "
-                "waiting for their raw runs",
+                f"waiting for their raw runs{held}",
                 cursor=cursor,
             )
         return dg.SensorResult(run_requests=[run_request(r) for r in tick.requests], cursor=cursor)

@@ -7,10 +7,15 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from backfill_assets.late_data.detect import RECOUNT_NS
+
 
 @dataclass(frozen=True)
 class AutomationSettings:
     """``BACKFILL_AUTOMATION=on`` starts the sensor and the schedule as RUNNING.
+
+    ``BACKFILL_LANDING_RECOUNT_MINUTES`` (default 10; 0: every tick) is how often the sensor
+    counts every landing folder's files, whatever the folder's change time (``late_data/scan.py``).
 
     Off by default: switching on a sensor that rebuilds history is an operator's decision (in
     the UI, or with this variable in a deployment), not a side effect of loading the code in a
@@ -21,6 +26,7 @@ class AutomationSettings:
     sensor_interval_seconds: int = 60
     settle_seconds: float = 2.0
     rerun_days: int = 3
+    recount_minutes: float = RECOUNT_NS / 60e9
 
     @classmethod
     def from_env(cls, env: os._Environ | dict | None = None) -> AutomationSettings:
@@ -32,6 +38,9 @@ class AutomationSettings:
                 sensor_interval_seconds=int(env.get("BACKFILL_SENSOR_INTERVAL_SECONDS", "60")),
                 settle_seconds=float(env.get("BACKFILL_LANDING_SETTLE_SECONDS", "2")),
                 rerun_days=int(env.get("BACKFILL_RERUN_DAYS", "3")),
+                recount_minutes=float(
+                    env.get("BACKFILL_LANDING_RECOUNT_MINUTES", str(RECOUNT_NS / 60e9))
+                ),
             )
         except ValueError as exc:
             raise ValueError(f"bad late-data automation setting: {exc}") from exc
@@ -39,10 +48,12 @@ class AutomationSettings:
             settings.sensor_interval_seconds < 1
             or settings.settle_seconds < 0
             or settings.rerun_days < 1
+            or not settings.recount_minutes >= 0
         ):
             raise ValueError(
                 "need BACKFILL_SENSOR_INTERVAL_SECONDS >= 1, "
-                "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1"
+                "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1, "
+                "BACKFILL_LANDING_RECOUNT_MINUTES >= 0"
             )
         return settings
 
@@ -59,3 +70,7 @@ class AutomationSettings:
     @property
     def settle_ns(self) -> int:
         return int(self.settle_seconds * 1e9)
+
+    @property
+    def recount_ns(self) -> int:
+        return int(self.recount_minutes * 60e9)

@@ -10,7 +10,7 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
@@ -72,8 +72,14 @@ def save_cursor(instance: dg.DagsterInstance, text: str) -> None:
     instance.run_storage.set_cursor_values({CURSOR_KEY: text})
 
 
-def sensor_is_running(instance: dg.DagsterInstance) -> bool:
-    return any(s.is_running for s in _sensor_states(instance))
+def sensor_is_running(instance: dg.DagsterInstance, declared_running: bool = False) -> bool:
+    """Whether ``late_data_sensor`` is on: as its stored state says (switched in the UI or the
+    CLI, or ticked while declared running in code), or, with no state yet, as the code declares
+    it (``declared_running``: ``BACKFILL_AUTOMATION=on``)."""
+    states = _sensor_states(instance)
+    if states:
+        return any(s.is_running for s in states)
+    return declared_running
 
 
 def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
@@ -103,9 +109,14 @@ def built_partitions(instance: dg.DagsterInstance):
 
 
 def detect_now(
-    settings: Settings, instance: dg.DagsterInstance, cursor_text: str | None, settle_ns: int
+    settings: Settings,
+    instance: dg.DagsterInstance,
+    cursor_text: str | None,
+    settle_ns: int,
+    recount_ns: int,
 ) -> Detection:
-    """One detection against the landing zone now, from ``cursor_text`` (or the fallback)."""
+    """One detection against the landing zone now, from ``cursor_text`` (or the fallback),
+    counting every folder's files if the last full count is ``recount_ns`` old."""
     cursor = LandingCursor.loads(cursor_text) or LandingCursor.loads(fallback_cursor(instance))
     return detect(
         settings.landing_dir,
@@ -117,17 +128,116 @@ def detect_now(
         built_partitions(instance),
         clock_ns(),
         settle_ns,
+        recount_ns,
     )
 
 
-def group_ready(instance: dg.DagsterInstance, group: PendingGroup, now: float) -> bool:
-    """True once every raw run the group awaits has ended (succeeded or not)."""
+# Every status of a run that has not ended: queued (a run retry waits here), submitted,
+# starting, in progress, being canceled.
+NOT_ENDED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.MANAGED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.SUSPENDED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+ENDED_WITHOUT_SUCCESS = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def _days(run: dg.DagsterRun) -> list[str]:
+    start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
+    if not (start and end):
+        return []
+    first, last = date.fromisoformat(start), date.fromisoformat(end)
+    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+
+
+def rebuilt_since(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether every partition the ended ``run`` was to build was materialized after it ended,
+    by some other run (a backfill, the daily refresh, another detection)."""
+    days = _days(run)
+    record = instance.get_run_record_by_id(run.run_id)
+    if not days or not run.asset_selection or record is None:
+        return False
+    # without an end time, the update time, stored to the second: the next second, to be safe
+    ended = record.end_time or record.update_timestamp.timestamp() + 1.0
+    for key in run.asset_selection:
+        seen: set[str] = set()
+        cursor = None
+        while True:
+            page = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=days, after_timestamp=ended),
+                limit=500,
+                cursor=cursor,
+            )
+            seen |= {r.partition_key for r in page.records}
+            if not page.has_more:
+                break
+            cursor = page.cursor
+        if not seen.issuperset(days):
+            return False
+    return True
+
+
+def failed_raw_runs(instance: dg.DagsterInstance, group: PendingGroup) -> list[dg.DagsterRun]:
+    """The latest run of each raw request the group awaits whose latest run ended without
+    success and whose partitions no other run has rebuilt since: what holds the group."""
+    failed = []
     for key in group.awaits:
-        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=5)
-        if not runs:
-            if now - group.since < ORPHAN_SECONDS:
+        latest = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1)
+        if not latest or latest[0].status not in ENDED_WITHOUT_SUCCESS:
+            continue
+        if not rebuilt_since(instance, latest[0]):
+            failed.append(latest[0])
+    return failed
+
+
+AGAIN = "again after failed run"
+
+
+def rerun_request(run: dg.DagsterRun) -> Request | None:
+    """The raw request a failed ``run`` was made for, to run again under the same key (so the
+    groups awaiting that key see its outcome)."""
+    days = _days(run)
+    assets = set(run.asset_selection or ())
+    step = next((name for name, keys in STEP_ASSETS.items() if set(keys) == assets), None)
+    if not days or step is None or REQUEST_TAG not in run.tags:
+        return None
+    why = run.tags.get(WHY_TAG, "")
+    if why.startswith(AGAIN):  # failed before: say why it was first requested, once
+        why = why.split(": ", 1)[-1]
+    why = f"{AGAIN} {run.run_id[:8]}: {why}"
+    first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
+    return Request(step, first, last, run.tags[REQUEST_TAG], why)
+
+
+def group_ready(
+    instance: dg.DagsterInstance,
+    group: PendingGroup,
+    now: float,
+    orphan_seconds: float = ORPHAN_SECONDS,
+) -> bool:
+    """True once each raw run the group awaits has succeeded: no run with its request tag is
+    queued, starting or in progress (a crashed run is ended while its retry, which keeps its
+    tags, is still queued), and the latest one succeeded. A failed one holds the group until a
+    re-execution (same tags) succeeds, or until other runs rebuilt its partitions since."""
+    for key in group.awaits:
+        tagged = dg.RunsFilter(tags={REQUEST_TAG: key})
+        latest = instance.get_runs(filters=tagged, limit=1)
+        if not latest:
+            if now - group.since < orphan_seconds:
                 return False
-        elif not any(run.is_finished for run in runs):
+            continue
+        unended = dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=NOT_ENDED)
+        if instance.get_runs(filters=unended, limit=1):
+            return False
+        if latest[0].status != dg.DagsterRunStatus.SUCCESS and not rebuilt_since(
+            instance, latest[0]
+        ):
             return False
     return True
 
