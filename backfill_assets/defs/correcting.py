@@ -65,6 +65,8 @@ def _ancestors(context: dg.AssetExecutionContext) -> set[str]:
 class CorrectionPublication(Publication):
     """``Publication`` for a correction run: see the module docstring."""
 
+    publishes = False
+
     def __init__(self, context: dg.AssetExecutionContext, lake: Lake, correction_id: str) -> None:
         super().__init__(context, lake)
         days = partition_dates(context)
@@ -104,9 +106,10 @@ class CorrectionPublication(Publication):
             metadata={"correction": self.correction.id, "check": o.check_name,
                       "passed": o.passed, **dict(o.metadata)})
             for o in outcomes if not o.passed]
-        for day, checks in held_days(outcomes).items():
+        failed = held_days(outcomes)
+        for day, checks in failed.items():
             self.hold(day, *checks)
-        return [d for d in days if d not in self.held]
+        return [d for d in days if d not in failed]
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
         """Keep the staged files of ``days`` in the correction's version of the table."""

@@ -143,6 +143,8 @@ class Publication:
     docstring). A context manager: on leaving it, every version the step staged is
     discarded, so the files of held days (or of a step that raised) never linger."""
 
+    publishes = True  # False for a correction's run, which keeps what passed staged
+
     def __init__(self, context: dg.AssetExecutionContext, lake: Lake) -> None:
         self.context = context
         self.lake = lake
@@ -183,11 +185,14 @@ class Publication:
         return self.lake.read_staged(staged)
 
     def audit(self, days: list[date], outcomes: list[CheckOutcome]) -> list[date]:
-        """Report every outcome; the days of ``days`` that passed every check, in order."""
+        """Report every outcome; the days of ``days`` that passed every check of ``outcomes``, in
+        order (a day held earlier in the step may pass these: its fact is rebuilt from the
+        staging that stays published)."""
         self._events += report(self.context, outcomes)
-        for day, checks in held_days(outcomes).items():
+        failed = held_days(outcomes)
+        for day, checks in failed.items():
             self.hold(day, *checks)
-        return [d for d in days if d not in self.held]
+        return [d for d in days if d not in failed]
 
     def hold(self, day: date, *reasons: str) -> None:
         self.held.setdefault(day, []).extend(reasons)

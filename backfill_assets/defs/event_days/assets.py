@@ -20,7 +20,12 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.defs.correcting import publication_for
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
-from backfill_assets.defs.event_days.fact import build_fact, fact_metadata, previous_fact_totals
+from backfill_assets.defs.event_days.fact import (
+    build_fact,
+    fact_metadata,
+    previous_fact_totals,
+    stale_fact_days,
+)
 from backfill_assets.defs.event_days.staging import build_staging
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import (
@@ -75,6 +80,12 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
     staged = step.stage(FACT_TABLE, build.fact, days,
                         commit_info(step.context, FCT_DAILY_REVENUE, days, inputs))
     good = step.audit(days, build.audit(days, step.read_staged(staged)))
+    if good and step.publishes:
+        # The fact must match the staging published now: one republished meanwhile holds it.
+        moved = lake.changed_since(source.path, source.partition_column, version, good)
+        for d in sorted(moved):
+            step.hold(d, f"{STG_ORDERS.to_user_string()} republished while the fact was built")
+        good = [d for d in good if d not in moved]
     if not good:
         return
     before, replaced_version = previous_fact_totals(lake, good)
@@ -90,6 +101,12 @@ def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, set
     """Staging then fact for the selected event days; a day held in staging is held in fact."""
     with publication_for(context, lake) as step:
         selected = context.selected_asset_keys
+        if STG_ORDERS in selected and FCT_DAILY_REVENUE not in selected:
+            raise dg.Failure(
+                description=f"{STG_ORDERS.to_user_string()} without "
+                f"{FCT_DAILY_REVENUE.to_user_string()} would leave the fact built from a staging "
+                "that is no longer published: select both (the fact alone is fine)",
+                allow_retries=False)
         staging_version = None
         if STG_ORDERS in selected:
             published, staging_version = publish_staging(step, spark, settings)
@@ -97,11 +114,15 @@ def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, set
         else:
             published = step.published_days(STG_ORDERS)
         if FCT_DAILY_REVENUE in selected:
+            # A day held in staging keeps its published staging; its fact is rebuilt only if
+            # it was built from an older one (a fact held, killed or unselected before).
+            stale = stale_fact_days(lake, list(step.held)) if step.publishes else set()
             candidates = []
             for d in partition_dates(context):
                 if d in step.held:
-                    continue
-                if d in published:
+                    if d in stale:
+                        candidates.append(d)
+                elif d in published:
                     candidates.append(d)
                 else:
                     step.hold(d, f"{STG_ORDERS.to_user_string()} not published")

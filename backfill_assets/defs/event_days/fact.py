@@ -8,7 +8,7 @@ from datetime import date
 import dagster as dg
 from pyspark.sql import DataFrame
 
-from backfill_assets.catalog import FACT_TABLE
+from backfill_assets.catalog import FACT_TABLE, STAGING_TABLE
 from backfill_assets.defs.event_days.checks import fact_outcomes
 from backfill_assets.defs.publishing import CheckOutcome
 from backfill_assets.lake import Lake
@@ -31,6 +31,24 @@ class FactBuild:
 def build_fact(staging: DataFrame) -> FactBuild:
     """``staging`` is the published staging of the days, read back pinned from the lake."""
     return FactBuild(daily_revenue(staging), staging_totals(staging))
+
+
+def stale_fact_days(lake: Lake, days: list[date]) -> set[date]:
+    """Days of ``days`` whose fact was built from an older staging than the one published now
+    (a fact held, killed or not selected after its staging published), or never built."""
+    if not days or not lake.exists(STAGING_TABLE.path):
+        return set()
+    wanted = set(days)
+    staging = {p.partition: p.last_written_version
+               for p in lake.partitions(STAGING_TABLE.path, STAGING_TABLE.partition_column)
+               if p.partition in wanted}
+    if not lake.exists(FACT_TABLE.path):
+        return set(staging)
+    fact = {p.partition: p.last_written_version
+            for p in lake.partitions(FACT_TABLE.path, FACT_TABLE.partition_column) if p.partition in wanted}
+    built_from = {h["version"]: (h["metadata"] or {}).get("input_versions", {}).get(STAGING_TABLE.path, -1)
+                  for h in lake.history(FACT_TABLE.path) if h["version"] in set(fact.values())}
+    return {d for d, written in staging.items() if d not in fact or built_from[fact[d]] < written}
 
 
 def previous_fact_totals(lake: Lake, days: list[date]) -> tuple[dict[date, dict], int | None]:
