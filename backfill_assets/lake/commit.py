@@ -56,6 +56,18 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
+class Compaction:
+    """What one compaction did: its commit (None when no partition had small files to join),
+    the files it took out of the table and the fewer files holding the same rows it put in."""
+
+    table: str
+    version: int | None
+    files_removed: int
+    files_added: int
+    attempts: int
+
+
+@dataclass(frozen=True)
 class PartitionInfo:
     """One non-empty partition: its rows and the version of the commit that last changed it."""
 

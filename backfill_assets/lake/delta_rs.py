@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 
 from backfill_assets.lake.commit import (
     CommitInfo,
+    Compaction,
     WriteResult,
     encode_metadata,
     new_write_id,
@@ -213,6 +214,51 @@ class DeltaRsEngine:
         return sorted(table.vacuum(retention_hours=hours, dry_run=False,
                                    enforce_retention_duration=False, full=True))
 
+    def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
+        """delta-rs's ``optimize.compact``: each partition's small files rewritten into fewer, in
+        one commit whose actions are ``dataChange: false`` (same rows, so a staged version's
+        conflict check and ``partitions`` ignore it). Committed like every write here: at
+        read_version + 1 only, retried from a fresh snapshot when another commit came first,
+        so a publish that lands meanwhile is never undone by a compaction of the old files."""
+        write_id = new_write_id()
+        last_error: Exception | None = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            table = self.load(table_dir)
+            if table is None:
+                raise LakeTableMissing(f"table {name} does not exist")
+            check_readable(table, name)
+            read_version = table.version()
+            rows = self.row_counts(name, table_dir, column, read_version)
+            metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
+            props = CommitProperties(custom_metadata={"userMetadata": metadata},
+                                     max_commit_retries=0)
+            try:
+                metrics = table.optimize.compact(commit_properties=props)
+            except Exception as exc:
+                landed = commit_of_write(table_dir, write_id, read_version)
+                if landed is not None:
+                    files = _commit_file_counts(table_dir, landed)
+                    return Compaction(name, landed, files[1], files[0], attempt)
+                if not isinstance(exc, CommitFailedError) or self.version(table_dir) == read_version:
+                    raise
+                last_error = exc
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                continue
+            version = commit_of_write(table_dir, write_id, read_version)
+            if version is None:
+                return Compaction(name, None, 0, 0, attempt)
+            return Compaction(name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"],
+                              attempt)
+        raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+    def checkpoint(self, name, table_dir) -> int:
+        """Write a checkpoint of the latest version; that version."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        table.create_checkpoint()
+        return table.version()
+
     def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata, write_id):
         """Commit once at read_version + 1, retrying from a fresh snapshot on a lost race.
 
@@ -263,6 +309,17 @@ class DeltaRsEngine:
                 last_error = exc
             time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
         raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+
+def _commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
+    """(adds, removes) of one commit file."""
+    adds = removes = 0
+    with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
+        for line in lines:
+            action = json.loads(line)
+            adds += "add" in action
+            removes += "remove" in action
+    return adds, removes
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 import backfill_assets.lake.delta_spark_log as log
 from backfill_assets.lake.commit import (
     CommitInfo,
+    Compaction,
     WriteResult,
     encode_metadata,
     new_write_id,
@@ -41,6 +42,8 @@ VACUUM_CONF = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
 }
+# The session setting Delta takes a commit's userMetadata from where no write option reaches.
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def native_delta_available(spark: SparkSession) -> bool:
@@ -194,6 +197,44 @@ class DeltaSparkEngine:
                 else:
                     self.spark.conf.set(key, value)
         return sorted(before - _data_files(table_dir))
+
+    def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
+        """``OPTIMIZE``: each partition's small files rewritten into fewer, in one commit whose
+        actions are ``dataChange: false``. A lost race (a publish landed first) is Delta's
+        conflict exception on the compaction's side: retried from a fresh snapshot, so the
+        publish stands. The commit carries the metadata document through the session's
+        ``commitInfo.userMetadata`` setting, set only around the command."""
+        write_id = new_write_id()
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            read_version = self._pinned(name, table_dir, None)
+            rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
+            metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
+            previous = self.spark.conf.get(USER_METADATA_CONF, None)
+            try:
+                self.spark.conf.set(USER_METADATA_CONF, metadata)
+                metrics = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()[0]["metrics"]
+            except Exception as exc:
+                landed = commit_of_write(table_dir, write_id, read_version)
+                if landed is not None:
+                    return Compaction(name, landed, -1, -1, attempt)  # counts unknown: hook failed
+                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                continue
+            finally:
+                if previous is None:
+                    self.spark.conf.unset(USER_METADATA_CONF)
+                else:
+                    self.spark.conf.set(USER_METADATA_CONF, previous)
+            return Compaction(name, commit_of_write(table_dir, write_id, read_version),
+                              metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt)
+        raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
+
+    def checkpoint(self, name, table_dir) -> int:
+        """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""
+        version = self._pinned(name, table_dir, None)
+        log.write_checkpoint(self.spark, table_dir, version)
+        return version
 
     def _partition_columns(self, table_dir: str) -> list[str]:
         detail = self.spark.sql(f"DESCRIBE DETAIL {_sql_path(table_dir)}").collect()[0]
