@@ -42,6 +42,9 @@ ASSET_TABLES: dict[dg.AssetKey, tuple[Table, ...]] = {
     FCT_DAILY_REVENUE: (FACT_TABLE,),
 }
 
+# Every table of the lake, for whatever runs over all of them (maintenance).
+LAKE_TABLES: tuple[Table, ...] = tuple(dict.fromkeys(t for ts in ASSET_TABLES.values() for t in ts))
+
 # The landing datasets (see ``landing.layout``) and the raw asset that copies each.
 ORDERS_DATASET, FX_RATES_DATASET = "orders", "fx_rates"
 RAW_ASSET_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS, FX_RATES_DATASET: RAW_FX_RATES}
@@ -61,6 +64,10 @@ CORRECTION_JOB = "correction_job"
 LATE_DATA_SENSOR = "late_data_sensor"
 FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
 DAILY_SCHEDULE = "daily_refresh"
+# Lake upkeep (vacuum, compaction, checkpoints): its job, its one op, its weekly schedule.
+MAINTENANCE_JOB = "lake_maintenance_job"
+MAINTENANCE_OP = "maintain_lake"
+MAINTENANCE_SCHEDULE = "weekly_lake_maintenance"
 
 # Run tags. Dagster's own pair makes a run ranged; ours say who asked and why.
 RANGE_START = "dagster/asset_partition_range_start"

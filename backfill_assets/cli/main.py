@@ -89,6 +89,12 @@ def cmd_catch_up(args, settings: Settings) -> int:
     return run_catch_up(settings)
 
 
+def cmd_maintain(args, settings: Settings) -> int:
+    from backfill_assets.cli.maintain import run_maintain
+
+    return run_maintain(settings)
+
+
 def cmd_status(args, settings: Settings) -> int:
     from backfill_assets.cli.status import print_status
 
@@ -134,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("catch-up", help="rebuild now the raw partitions and event days that "
                        "files landed since the late-data sensor's cursor change")
     c.set_defaults(func=cmd_catch_up)
+    m = sub.add_parser("maintain", help="every table: vacuum with BACKFILL_RETENTION_DAYS "
+                       "honoured (default 14, at least 7), compact small files, write checkpoints")
+    m.set_defaults(func=cmd_maintain)
     corrections.add_parsers(sub, _date)
     return p
 

@@ -1,7 +1,7 @@
 """The Delta table layer: read a partition set pinned to a version, replace one atomically, or
 stage one, audit it and publish it."""
 
-from backfill_assets.lake.commit import CommitInfo, PartitionInfo, WriteResult
+from backfill_assets.lake.commit import CommitInfo, Compaction, PartitionInfo, WriteResult
 from backfill_assets.lake.keys import (
     LakeConflict,
     LakeError,
@@ -13,6 +13,7 @@ from backfill_assets.lake.table import Lake
 
 __all__ = [
     "CommitInfo",
+    "Compaction",
     "Lake",
     "LakeConflict",
     "LakeError",

@@ -3,13 +3,17 @@
 Both engines store the same JSON document in the commit's ``userMetadata``
 field (the one field Delta readers everywhere show), so the history of a table
 answers "which run wrote this partition, from which input versions" whichever
-engine wrote it.
+engine wrote it. Every write also records a unique ``write_id`` there
+(``new_write_id``), so that a writer whose commit call raised can look for its
+own commit in the log (``log.commit_of_write``) before taking the error for a
+lost race.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,12 +56,28 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
+class Compaction:
+    """What one compaction did: its commit (None when no partition had small files to join),
+    the files it took out of the table and the fewer files holding the same rows it put in."""
+
+    table: str
+    version: int | None
+    files_removed: int
+    files_added: int
+    attempts: int
+
+
+@dataclass(frozen=True)
 class PartitionInfo:
     """One non-empty partition: its rows and the version of the commit that last changed it."""
 
     partition: dt.date
     rows: int
     last_written_version: int
+
+
+def new_write_id() -> str:
+    return uuid.uuid4().hex
 
 
 def encode_metadata(
@@ -83,7 +103,8 @@ def encode_metadata(
     if restored_from_version is not None:
         document["restored_from_version"] = restored_from_version
     if write_id is not None:
-        # Lets an engine that cannot learn its commit's version directly find it in history.
+        # Unique per write: finds the write's commit in the log, whether to learn its version
+        # or to tell a landed commit whose post-commit step failed from a lost race.
         document["write_id"] = write_id
     return json.dumps(document, sort_keys=True)
 

@@ -32,9 +32,15 @@ from deltalake.transaction import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
+from backfill_assets.lake.commit import (
+    CommitInfo,
+    Compaction,
+    WriteResult,
+    encode_metadata,
+    new_write_id,
+)
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
-from backfill_assets.lake.log import touched_after
+from backfill_assets.lake.log import commit_of_write, touched_after
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.spark_files import check_readable, nullable, read_files, spark_schema
 from backfill_assets.lake.staged import StagedVersion
@@ -110,9 +116,11 @@ class DeltaRsEngine:
                         f"{base_version} that the staged data was audited against; stage again")
             return adds, "overwrite", [(column, "in", texts)]
 
-        metadata = encode_metadata(commit, self.name, operation, rows)
+        write_id = new_write_id()
+        metadata = encode_metadata(commit, self.name, operation, rows, write_id=write_id)
         delta_schema = DeltaSchema.from_json(schema.json())
-        version, attempts = self._commit(table_dir, column, delta_schema, adds, actions, metadata)
+        version, attempts = self._commit(table_dir, column, delta_schema, adds, actions, metadata,
+                                         write_id)
         pause_point("after_commit")
         return WriteResult(name, version, rows, len(adds), attempts)
 
@@ -190,8 +198,11 @@ class DeltaRsEngine:
             added[0] = len(adds)
             return removes + adds, "append", None
 
-        metadata = encode_metadata(commit, self.name, "restore_partitions", rows, version)
-        new_version, attempts = self._commit(table_dir, column, None, [], actions, metadata)
+        write_id = new_write_id()
+        metadata = encode_metadata(commit, self.name, "restore_partitions", rows, version,
+                                   write_id=write_id)
+        new_version, attempts = self._commit(table_dir, column, None, [], actions, metadata,
+                                             write_id)
         return WriteResult(name, new_version, rows, added[0], attempts)
 
     def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
@@ -203,13 +214,65 @@ class DeltaRsEngine:
         return sorted(table.vacuum(retention_hours=hours, dry_run=False,
                                    enforce_retention_duration=False, full=True))
 
-    def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata):
-        """Commit once at read_version + 1, retrying from a fresh snapshot on a lost race."""
+    def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
+        """delta-rs's ``optimize.compact``: each partition's small files rewritten into fewer, in
+        one commit whose actions are ``dataChange: false`` (same rows, so a staged version's
+        conflict check and ``partitions`` ignore it). Committed like every write here: at
+        read_version + 1 only, retried from a fresh snapshot when another commit came first,
+        so a publish that lands meanwhile is never undone by a compaction of the old files."""
+        write_id = new_write_id()
+        last_error: Exception | None = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            table = self.load(table_dir)
+            if table is None:
+                raise LakeTableMissing(f"table {name} does not exist")
+            check_readable(table, name)
+            read_version = table.version()
+            rows = self.row_counts(name, table_dir, column, read_version)
+            metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
+            props = CommitProperties(custom_metadata={"userMetadata": metadata},
+                                     max_commit_retries=0)
+            try:
+                metrics = table.optimize.compact(commit_properties=props)
+            except Exception as exc:
+                landed = commit_of_write(table_dir, write_id, read_version)
+                if landed is not None:
+                    files = _commit_file_counts(table_dir, landed)
+                    return Compaction(name, landed, files[1], files[0], attempt)
+                if not isinstance(exc, CommitFailedError) or self.version(table_dir) == read_version:
+                    raise
+                last_error = exc
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                continue
+            version = commit_of_write(table_dir, write_id, read_version)
+            if version is None:
+                return Compaction(name, None, 0, 0, attempt)
+            return Compaction(name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"],
+                              attempt)
+        raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+    def checkpoint(self, name, table_dir) -> int:
+        """Write a checkpoint of the latest version; that version."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        table.create_checkpoint()
+        return table.version()
+
+    def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata, write_id):
+        """Commit once at read_version + 1, retrying from a fresh snapshot on a lost race.
+
+        ``metadata`` carries ``write_id``. When a commit call raises, the log is searched for
+        it first: delta-rs writes a checkpoint and cleans up old log files after the commit,
+        in the same call, so an error there (a checkpoint that cannot be written) comes after
+        a commit that landed. That write succeeded; retrying it would commit it twice, and a
+        publish retried by its caller would find its own commit and report a conflict."""
         last_error: Exception | None = None
         for attempt in range(1, MAX_ATTEMPTS + 1):
             props = CommitProperties(custom_metadata={"userMetadata": metadata},
                                      max_commit_retries=0)
             table = self.load(table_dir)
+            read_version = None if table is None else table.version()
             try:
                 if table is None:
                     if create_schema is None:
@@ -220,7 +283,6 @@ class DeltaRsEngine:
                         table_dir, create_schema, create_adds, mode="error",
                         partition_by=[column], commit_properties=props)
                     return 0, attempt
-                read_version = table.version()
                 file_actions, mode, filters = actions(table)
                 if attempt == 1:
                     pause_point("before_commit")
@@ -228,18 +290,36 @@ class DeltaRsEngine:
                     file_actions, mode=mode, schema=table.schema(), partition_by=[column],
                     partition_filters=filters, commit_properties=props)
                 return read_version + 1, attempt
-            except CommitFailedError as exc:
-                # Only a lost race is worth retrying: the table must have moved on.
-                if table is not None and self.version(table_dir) == table.version():
-                    raise LakeError(f"commit to {table_dir} refused: {exc}") from exc
-                last_error = exc
-            except DeltaError as exc:
-                # Another process created the table first: retry as a replace.
-                if table is not None or self.load(table_dir) is None:
+            except LakeError:
+                raise  # refused before committing (conflict, schema): nothing to look for
+            except Exception as exc:
+                landed = commit_of_write(table_dir, write_id, read_version)
+                if landed is not None:
+                    return landed, attempt
+                if isinstance(exc, CommitFailedError):
+                    # Only a lost race is worth retrying: the table must have moved on.
+                    if table is not None and self.version(table_dir) == read_version:
+                        raise LakeError(f"commit to {table_dir} refused: {exc}") from exc
+                elif isinstance(exc, DeltaError):
+                    # Another process created the table first: retry as a replace.
+                    if table is not None or self.load(table_dir) is None:
+                        raise
+                else:
                     raise
                 last_error = exc
             time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
         raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+
+def _commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
+    """(adds, removes) of one commit file."""
+    adds = removes = 0
+    with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
+        for line in lines:
+            action = json.loads(line)
+            adds += "add" in action
+            removes += "remove" in action
+    return adds, removes
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:

@@ -6,7 +6,10 @@ Commit info travels in the ``userMetadata`` write option. Rows outside the set
 are found by the same pass that counts rows per partition, before anything is
 written; Delta's own replaceWhere constraint check is a second guard. A lost
 race (Delta's conflict exceptions, see ``delta_spark_log``) is retried with a
-fresh transaction; disjoint partition sets do not conflict in Delta at all.
+fresh transaction; disjoint partition sets do not conflict in Delta at all. Any
+error is first checked against the log for the write's id: when it is there, the
+commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
+the write succeeded and is neither retried nor reported as failed.
 Restore rewrites the partitions from a ``versionAsOf`` read, so it works even
 where a metadata-only restore of some partitions is not offered.
 """
@@ -17,14 +20,20 @@ import datetime as dt
 import os
 import random
 import time
-import uuid
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import backfill_assets.lake.delta_spark_log as log
-from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata
+from backfill_assets.lake.commit import (
+    CommitInfo,
+    Compaction,
+    WriteResult,
+    encode_metadata,
+    new_write_id,
+)
 from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.log import commit_of_write, newest_commit
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
 
 MAX_ATTEMPTS = 8
@@ -33,6 +42,8 @@ VACUUM_CONF = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
 }
+# The session setting Delta takes a commit's userMetadata from where no write option reaches.
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def native_delta_available(spark: SparkSession) -> bool:
@@ -98,10 +109,11 @@ class DeltaSparkEngine:
             raise LakeError(f"rows with {column} outside the partitions being written: "
                             f"{', '.join(outside[:10])}")
         rows = {day: counts.get(day, 0) for day in dates}
-        write_id = uuid.uuid4().hex
+        write_id = new_write_id()
         metadata = encode_metadata(commit, self.name, operation, rows, restored_from,
                                    write_id=write_id)
         for attempt in range(1, MAX_ATTEMPTS + 1):
+            read_version = newest_commit(table_dir)  # a floor: this write's commit is newer
             try:
                 (self._with_pause_points(df, column, dates, attempt)
                    .write.format("delta").mode("overwrite")
@@ -112,6 +124,8 @@ class DeltaSparkEngine:
             except Exception as exc:
                 if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
                     raise LakeError(f"rows outside the partitions being written: {exc}") from exc
+                if commit_of_write(table_dir, write_id, read_version) is not None:
+                    break  # it landed; a post-commit step (hook, checkpoint) failed after it
                 if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
                     raise
                 time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
@@ -183,6 +197,44 @@ class DeltaSparkEngine:
                 else:
                     self.spark.conf.set(key, value)
         return sorted(before - _data_files(table_dir))
+
+    def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
+        """``OPTIMIZE``: each partition's small files rewritten into fewer, in one commit whose
+        actions are ``dataChange: false``. A lost race (a publish landed first) is Delta's
+        conflict exception on the compaction's side: retried from a fresh snapshot, so the
+        publish stands. The commit carries the metadata document through the session's
+        ``commitInfo.userMetadata`` setting, set only around the command."""
+        write_id = new_write_id()
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            read_version = self._pinned(name, table_dir, None)
+            rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
+            metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
+            previous = self.spark.conf.get(USER_METADATA_CONF, None)
+            try:
+                self.spark.conf.set(USER_METADATA_CONF, metadata)
+                metrics = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()[0]["metrics"]
+            except Exception as exc:
+                landed = commit_of_write(table_dir, write_id, read_version)
+                if landed is not None:
+                    return Compaction(name, landed, -1, -1, attempt)  # counts unknown: hook failed
+                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                continue
+            finally:
+                if previous is None:
+                    self.spark.conf.unset(USER_METADATA_CONF)
+                else:
+                    self.spark.conf.set(USER_METADATA_CONF, previous)
+            return Compaction(name, commit_of_write(table_dir, write_id, read_version),
+                              metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt)
+        raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
+
+    def checkpoint(self, name, table_dir) -> int:
+        """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""
+        version = self._pinned(name, table_dir, None)
+        log.write_checkpoint(self.spark, table_dir, version)
+        return version
 
     def _partition_columns(self, table_dir: str) -> list[str]:
         detail = self.spark.sql(f"DESCRIBE DETAIL {_sql_path(table_dir)}").collect()[0]

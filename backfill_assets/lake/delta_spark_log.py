@@ -64,6 +64,15 @@ def _snapshot(spark: SparkSession, table_dir: str, version: int):
     return log.getSnapshotAt(version, *defaults)
 
 
+def write_checkpoint(spark: SparkSession, table_dir: str, version: int) -> None:
+    """A checkpoint of ``version`` (and ``_last_checkpoint``), as Delta writes one every
+    ``delta.checkpointInterval`` commits; delta-spark offers no public API for it."""
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession,
+                                                                       table_dir)
+    delta_log.checkpoint(_snapshot(spark, table_dir, version),
+                         getattr(delta_log, "checkpoint$default$2")())
+
+
 def snapshot_files(spark: SparkSession, table_dir: str, version: int) -> DataFrame:
     """The add actions of ``version``'s snapshot: path, partitionValues, stats, ..."""
     return DataFrame(_snapshot(spark, table_dir, version).allFiles().toDF(), spark)

@@ -11,6 +11,8 @@ import json
 import os
 import re
 
+from backfill_assets.lake.commit import decode_metadata
+
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 
 
@@ -72,3 +74,37 @@ def _touched(commit_file: str, column: str) -> set[str]:
         # Cleaned up between listing and reading: treated like an expired commit.
         pass
     return touched
+
+
+def commit_of_write(table_dir: str, write_id: str, after: int | None) -> int | None:
+    """The version of the commit after ``after`` (any when None) whose userMetadata carries
+    ``write_id``, or None. How a writer whose commit attempt raised tells "my commit landed and
+    a post-commit step (checkpoint, log clean-up, hook) failed" from "my commit did not land"."""
+    log_dir = os.path.join(table_dir, "_delta_log")
+    if not os.path.isdir(log_dir):
+        return None
+    floor = -1 if after is None else after
+    for version in sorted((int(m.group(1)) for name in os.listdir(log_dir)
+                           if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor),
+                          reverse=True):
+        try:
+            with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as lines:
+                for line in lines:
+                    info = json.loads(line).get("commitInfo")
+                    if info is not None:
+                        metadata = decode_metadata(info.get("userMetadata"))
+                        if metadata.get("write_id") == write_id:
+                            return version
+                        break
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def newest_commit(table_dir: str) -> int | None:
+    """The newest version with a commit file, by listing the log (None: no table yet)."""
+    log_dir = os.path.join(table_dir, "_delta_log")
+    if not os.path.isdir(log_dir):
+        return None
+    return max((int(m.group(1)) for name in os.listdir(log_dir)
+                if (m := _COMMIT_FILE.fullmatch(name))), default=None)

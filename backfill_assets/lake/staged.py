@@ -140,6 +140,20 @@ def open_versions(table_dir: str) -> list[StagedVersion]:
     return found
 
 
+def file_ages_ms(table_dir: str, staged: StagedVersion) -> list[int]:
+    """The modification times (ms) of a staged version's unpublished files still on disk, as
+    vacuum sees them (a published file is in the log: vacuum keeps it while a version needs it)."""
+    found = []
+    for f in staged.files:
+        if f.partition in staged.published:
+            continue
+        try:
+            found.append(int(os.stat(os.path.join(table_dir, f.path)).st_mtime * 1000))
+        except FileNotFoundError:
+            pass
+    return found
+
+
 def merge(target: StagedVersion | None, source: StagedVersion, dates, target_id: str) -> StagedVersion:
     """``target`` (None: a new version ``target_id``) with ``source``'s files of ``dates`` in
     place of its own. Its base is the older of the two: conflicts are checked from there."""

@@ -22,7 +22,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 import backfill_assets.lake.staged as manifests
-from backfill_assets.lake.commit import CommitInfo, PartitionInfo, WriteResult, decode_metadata
+from backfill_assets.lake.commit import (
+    CommitInfo,
+    Compaction,
+    PartitionInfo,
+    WriteResult,
+    decode_metadata,
+)
 from backfill_assets.lake.keys import (
     LakeConflict,
     LakeError,
@@ -155,11 +161,29 @@ class Lake:
         if not isinstance(retention_hours, (int, float)) or retention_hours < 0:
             raise LakeError(f"retention_hours must be >= 0, got {retention_hours!r}")
         cutoff_ms = (time.time() - retention_hours * 3600) * 1000
-        at_risk = [s.id for s in self.staged_versions(table) if s.created_ms <= cutoff_ms]
+        # By its oldest file too: a stage that took longer than the retention wrote files older
+        # than its manifest, and vacuum judges a file no version names by the file's own age.
+        at_risk = [s.id for s in self.staged_versions(table)
+                   if min([s.created_ms, *manifests.file_ages_ms(str(self.path(table)), s)])
+                   <= cutoff_ms]
         if at_risk:
             raise LakeError(f"{table}: vacuum with {retention_hours} h retention would delete the "
                             f"files of open staged versions {at_risk}; discard or expire them first")
         return self._engine.vacuum(table, str(self.path(table)), retention_hours)
+
+    def compact(self, table: str, partition_column: str, commit: CommitInfo) -> Compaction:
+        """Join each partition's small files into fewer, bigger ones, in one commit that changes
+        no row (its actions say ``dataChange: false``). A commit that lands first (a publish)
+        wins: the compaction is retried from the new snapshot, never committed over it."""
+        if not isinstance(commit, CommitInfo):
+            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        return self._engine.compact(table, str(self.path(table)), check_column_name(partition_column),
+                                    commit)
+
+    def checkpoint(self, table: str) -> int:
+        """Write a checkpoint of the latest version (readers then replay the log from it, not
+        from version 0); that version."""
+        return self._engine.checkpoint(table, str(self.path(table)))
 
     # Write-audit-publish -------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Late-data automation: the sensor, the daily schedule and its follow-up, over ``late_data``
-(``backfill-assets catch-up`` runs the same detection from the command line)."""
+(``backfill-assets catch-up`` runs the same detection from the command line); and the weekly
+lake maintenance schedule (``backfill-assets maintain`` runs it from the command line)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
+from backfill_assets.defs.automation.maintenance import build_maintenance_schedule
 from backfill_assets.defs.automation.schedules import build_daily_schedule
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.defs.automation.settings import AutomationSettings
@@ -24,5 +26,5 @@ def build_automation(settings: Settings, auto: AutomationSettings | None = None)
     auto = auto or AutomationSettings.from_env()
     return Automation(
         [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto)],
-        [build_daily_schedule(settings, auto)],
+        [build_daily_schedule(settings, auto), build_maintenance_schedule()],
     )

@@ -1,0 +1,43 @@
+"""`backfill-assets maintain`: the weekly lake maintenance, now, from the command line.
+
+Every table of the catalog: expire abandoned staged versions, vacuum with
+``BACKFILL_RETENTION_DAYS`` honoured (default 14, refused below the floor of 7: in-flight
+writers' files), compact small files, write a checkpoint. See ``lake/maintenance.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from backfill_assets.catalog import LAKE_TABLES
+from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets.lake.maintenance import maintain_tables, retention_days
+from backfill_assets.resources import code_version
+from backfill_assets.settings import Settings
+
+
+def run_maintain(settings: Settings) -> int:
+    days = retention_days()  # ValueError below the floor: main() prints it, exit 2
+    engine = os.environ.get("BACKFILL_LAKE_ENGINE", "auto")
+    if engine == "delta-spark":
+        from backfill_assets.spark_session import build_session, spark_config
+
+        lake = Lake(settings.lake_dir, build_session(spark_config()), engine=engine)
+    else:
+        lake = Lake(settings.lake_dir, None, engine="delta-rs")  # no Spark needed
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    commit = CommitInfo(run_id=f"maintain-{stamp}", code_version=code_version(),
+                        extra={"maintenance": "cli"})
+    print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine_name}",
+          flush=True)
+    done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days,
+                           commit)
+    for table in done:
+        print(table.summary(), flush=True)
+    refused = [t.table for t in done if t.vacuum_refused]
+    if refused:
+        print(f"maintain: vacuum skipped for {', '.join(refused)} (open staged versions with "
+              f"files older than the retention); everything else done")
+        return 1
+    return 0

@@ -1,0 +1,64 @@
+"""The weekly lake maintenance: a job of one op over every table of the catalog, and its schedule.
+
+The op is ``lake.maintenance.maintain_tables`` (what ``backfill-assets maintain`` runs too):
+expire abandoned staged versions, vacuum with ``BACKFILL_RETENTION_DAYS`` honoured, compact
+small files, write checkpoints. A retention below the floor fails the run before anything is
+touched.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import dagster as dg
+
+from backfill_assets.catalog import (
+    LAKE_TABLES,
+    MAINTENANCE_JOB,
+    MAINTENANCE_OP,
+    MAINTENANCE_SCHEDULE,
+    WHY_TAG,
+)
+from backfill_assets.lake import CommitInfo
+from backfill_assets.lake.maintenance import maintain_tables, retention_days
+from backfill_assets.resources import PipelineResource, SparkResource, code_version
+
+CRON = "0 4 * * 0"  # Sundays 04:00 UTC, clear of the daily refresh at 02:00
+
+
+@dg.op(name=MAINTENANCE_OP)
+def maintain_lake(context, spark: SparkResource,
+                  pipeline: PipelineResource) -> None:
+    """Vacuum (retention honoured), compact and checkpoint every table of the lake."""
+    days = retention_days()
+    lake = pipeline.lake(spark.spark_session)
+    done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days,
+                           CommitInfo(run_id=context.run_id, code_version=code_version(),
+                                      extra={"maintenance": "weekly"}))
+    for table in done:
+        context.log.info(table.summary())
+
+
+@dg.job(name=MAINTENANCE_JOB, description="Lake upkeep over every table: expire abandoned staged "
+        "versions, vacuum with BACKFILL_RETENTION_DAYS honoured, compact small files, write "
+        "checkpoints.")
+def maintenance_job():
+    maintain_lake()
+
+
+def build_maintenance_schedule() -> dg.ScheduleDefinition:
+    def weekly_lake_maintenance(context: dg.ScheduleEvaluationContext):
+        """Sundays at 04:00 UTC: vacuum every table with BACKFILL_RETENTION_DAYS (default 14,
+        never below 7: in-flight writers' files), compact small files, write checkpoints."""
+        day = context.scheduled_execution_time.date().isoformat()
+        key = f"maintenance:{day}"
+        return dg.RunRequest(run_key=key, tags={WHY_TAG: f"weekly lake maintenance {day}"})
+
+    return dg.schedule(
+        name=MAINTENANCE_SCHEDULE,
+        cron_schedule=CRON,
+        execution_timezone="UTC",
+        job=maintenance_job,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=inspect.cleandoc(weekly_lake_maintenance.__doc__),
+    )(weekly_lake_maintenance)

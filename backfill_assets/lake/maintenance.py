@@ -1,0 +1,101 @@
+"""Routine upkeep of the lake's tables: vacuum with the retention honoured, compaction of small
+files, checkpoints. ``backfill-assets maintain`` runs it on demand, the weekly schedule of
+``defs/automation/maintenance.py`` in Dagster; both over every table of the catalog.
+
+The retention (``BACKFILL_RETENTION_DAYS``, default 14) has a floor, ``RETENTION_FLOOR_DAYS``:
+vacuum deletes every file no version within the retention needs and older than it, and that
+includes files a writer has written but not committed yet (a long backfill run, a killed one
+retried later) and the files of a staged version waiting to be published. Below the floor
+both refuse to run. Per table, in this order:
+
+1. close the staged versions opened longer ago than the retention (``Lake.expire_staged``:
+   abandoned by a killed step or a dropped correction);
+2. vacuum with the retention (``Lake.vacuum``, which refuses while an open staged version has a
+   file older than the retention: that table's vacuum is skipped and reported, not forced);
+3. compact small files (``Lake.compact``: one commit, same rows, loses to a concurrent publish
+   and retries instead of undoing it); the files it replaces stay until a later vacuum finds
+   them older than the retention, so time travel within the retention keeps working;
+4. write a checkpoint of the latest version (``Lake.checkpoint``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from backfill_assets.lake.commit import CommitInfo, Compaction
+from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.table import Lake
+
+RETENTION_ENV = "BACKFILL_RETENTION_DAYS"
+DEFAULT_RETENTION_DAYS = 14.0
+RETENTION_FLOOR_DAYS = 7.0
+FLOOR_REASON = ("the floor protects in-flight writers' files: vacuum deletes files no version "
+                "names once they are older than the retention, and that includes the files a "
+                "running or retried backfill has written but not committed yet")
+
+
+def retention_days(env: os._Environ | dict | None = None) -> float:
+    """``BACKFILL_RETENTION_DAYS`` (default 14); ValueError below the floor or not a number."""
+    env = os.environ if env is None else env
+    text = env.get(RETENTION_ENV, str(DEFAULT_RETENTION_DAYS))
+    try:
+        days = float(text)
+    except ValueError:
+        raise ValueError(f"{RETENTION_ENV} must be a number of days, got {text!r}") from None
+    check_retention(days)
+    return days
+
+
+def check_retention(days: float) -> None:
+    if not days >= RETENTION_FLOOR_DAYS:  # also refuses NaN
+        raise ValueError(f"refusing a retention of {days:g} days: {RETENTION_ENV} must be at "
+                         f"least {RETENTION_FLOOR_DAYS:g} days; {FLOOR_REASON}")
+
+
+@dataclass
+class TableMaintenance:
+    """What maintenance did to one table."""
+
+    table: str
+    missing: bool = False
+    expired_staged: list[str] = field(default_factory=list)
+    vacuumed: list[str] = field(default_factory=list)
+    vacuum_refused: str | None = None
+    compaction: Compaction | None = None
+    checkpoint_version: int | None = None
+
+    def summary(self) -> str:
+        if self.missing:
+            return f"{self.table}: no table yet, nothing to do"
+        vacuum = (f"vacuum skipped ({self.vacuum_refused})" if self.vacuum_refused
+                  else f"vacuum deleted {len(self.vacuumed)} files")
+        c = self.compaction
+        compacted = ("no small files to compact" if c is None or c.version is None
+                     else f"compacted {c.files_removed} files into {c.files_added} "
+                          f"(version {c.version})")
+        return (f"{self.table}: expired {len(self.expired_staged)} staged versions; {vacuum}; "
+                f"{compacted}; checkpoint at version {self.checkpoint_version}")
+
+
+def maintain_tables(lake: Lake, tables: Iterable[tuple[str, str]], retention_days: float,
+                    commit: CommitInfo) -> list[TableMaintenance]:
+    """Maintain each (table path, partition column); see the module docstring."""
+    check_retention(retention_days)
+    hours = retention_days * 24
+    done = []
+    for path, column in tables:
+        result = TableMaintenance(path)
+        done.append(result)
+        if not lake.exists(path):
+            result.missing = True
+            continue
+        result.expired_staged = lake.expire_staged(path, hours)
+        try:
+            result.vacuumed = lake.vacuum(path, hours)
+        except LakeError as exc:
+            result.vacuum_refused = str(exc)
+        result.compaction = lake.compact(path, column, commit)
+        result.checkpoint_version = lake.checkpoint(path)
+    return done
