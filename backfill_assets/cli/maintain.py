@@ -1,6 +1,7 @@
 """`backfill-assets maintain`: the weekly lake maintenance, now, from the command line.
 
-Every table of the catalog: expire abandoned staged versions, vacuum with
+Corrections older than the retention are decommissioned first (no rollback after that). Every
+table of the catalog: expire abandoned staged versions, vacuum with
 ``BACKFILL_RETENTION_DAYS`` honoured (default 14, refused below the floor of 7: in-flight
 writers' files), compact small files, write a checkpoint. See ``lake/maintenance.py``.
 """
@@ -11,6 +12,7 @@ import datetime as dt
 import os
 
 from backfill_assets.catalog import LAKE_TABLES
+from backfill_assets.corrections.lifecycle import decommission
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.lake.maintenance import maintain_tables, retention_days
 from backfill_assets.resources import code_version
@@ -31,6 +33,9 @@ def run_maintain(settings: Settings) -> int:
                         extra={"maintenance": "cli"})
     print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine_name}",
           flush=True)
+    for closed in decommission(lake, days):
+        print(f"maintain: correction {closed} decommissioned (older than {days:g} days: no "
+              "rollback from now on)", flush=True)
     done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days,
                            commit)
     for table in done:

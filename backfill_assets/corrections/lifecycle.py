@@ -23,7 +23,6 @@ from backfill_assets.corrections.registry import Correction, CorrectionError, St
 from backfill_assets.lake import CommitInfo, Lake, WriteResult
 
 DEFAULT_MAX_REVENUE_CHANGE_PCT = 10.0
-RETENTION_DAYS_DEFAULT = 14
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import dagster as dg
@@ -25,7 +25,7 @@ from backfill_assets.cli.demo import correction_tour, restated_period
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
-from backfill_assets.corrections import lifecycle, registry
+from backfill_assets.corrections import registry
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets_tests.pipeline_env import pipeline_env
@@ -213,12 +213,14 @@ def test_corrections_lists_each_with_its_state(env, capsys):
     assert "cut over" in line and "provider restated EUR" in line
 
 
-def test_after_the_retention_a_correction_is_decommissioned_and_cannot_roll_back(env, spark, capsys):
-    from datetime import UTC, datetime
-
-    closed = lifecycle.decommission(lake(env, spark), 14, now=datetime.now(UTC) + timedelta(days=15))
-    assert closed == [CID]
-    assert Lake(env.settings.lake_dir, spark).staged_version("staging/orders", CID) is None
+def test_after_the_retention_maintain_decommissions_it_and_rollback_is_refused(env, spark, capsys):
+    record = env.settings.lake_dir / registry.FOLDER / f"{CID}.json"
+    document = json.loads(record.read_text())
+    document["created_at"] = (datetime.now(UTC) - timedelta(days=15)).isoformat(timespec="seconds")
+    record.write_text(json.dumps(document))  # made 15 days ago; the retention is 14
+    assert main(["maintain"]) == 0, capsys.readouterr().err
+    assert f"correction {CID} decommissioned" in capsys.readouterr().out
+    assert not (env.settings.lake_dir / "staging/orders/_staged" / f"{CID}.json").exists()
     assert main(["rollback", CID]) == 1
     assert "decommissioned" in capsys.readouterr().err
 

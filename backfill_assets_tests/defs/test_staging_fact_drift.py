@@ -54,7 +54,7 @@ def env(tmp_path_factory, spark):
 def test_a_run_holding_staging_rebuilds_a_stale_fact_from_the_published_staging(env, spark):
     lake = Lake(env.settings.lake_dir, spark)
     # Staging[D] republished without one paid order, as by a run whose fact step then crashed.
-    staging, version = lake.read_partitions("staging/orders", "event_date", [DAY])
+    staging, _version = lake.read_partitions("staging/orders", "event_date", [DAY])
     dropped = staging.filter("status = 'paid'").limit(1).collect()[0]["order_id"]
     lake.replace_partitions("staging/orders", staging.filter(f"order_id != '{dropped}'"),
                             "event_date", [DAY], CommitInfo("crashed-run", "test"))

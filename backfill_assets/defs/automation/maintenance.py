@@ -19,6 +19,7 @@ from backfill_assets.catalog import (
     MAINTENANCE_SCHEDULE,
     WHY_TAG,
 )
+from backfill_assets.corrections.lifecycle import decommission
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake.maintenance import maintain_tables, retention_days
 from backfill_assets.resources import PipelineResource, SparkResource, code_version
@@ -29,9 +30,12 @@ CRON = "0 4 * * 0"  # Sundays 04:00 UTC, clear of the daily refresh at 02:00
 @dg.op(name=MAINTENANCE_OP)
 def maintain_lake(context, spark: SparkResource,
                   pipeline: PipelineResource) -> None:
-    """Vacuum (retention honoured), compact and checkpoint every table of the lake."""
+    """Decommission corrections older than the retention, then vacuum (retention honoured),
+    compact and checkpoint every table of the lake."""
     days = retention_days()
     lake = pipeline.lake(spark.spark_session)
+    for closed in decommission(lake, days):
+        context.log.info(f"correction {closed} decommissioned: older than {days:g} days")
     done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days,
                            CommitInfo(run_id=context.run_id, code_version=code_version(),
                                       extra={"maintenance": "weekly"}))
@@ -39,8 +43,8 @@ def maintain_lake(context, spark: SparkResource,
         context.log.info(table.summary())
 
 
-@dg.job(name=MAINTENANCE_JOB, description="Lake upkeep over every table: expire abandoned staged "
-        "versions, vacuum with BACKFILL_RETENTION_DAYS honoured, compact small files, write "
+@dg.job(name=MAINTENANCE_JOB, description="Lake upkeep: decommission corrections older than "
+        "BACKFILL_RETENTION_DAYS; over every table, expire abandoned staged versions, vacuum with BACKFILL_RETENTION_DAYS honoured, compact small files, write "
         "checkpoints.")
 def maintenance_job():
     maintain_lake()
