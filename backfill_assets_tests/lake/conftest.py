@@ -1,10 +1,11 @@
 """Lake test fixtures: engine-parametrised ``lake`` and ``engine``, and the native delta-spark delegation.
 
 The native engine needs a Spark session with Delta's jars, which the shared
-session has not. When set-up fetched them, a module's ``delta-spark`` tests
-(and the cross-engine ones) are run for real in one child pytest per module
+session has not. When set-up fetched them, every selected ``delta-spark`` test of
+the lake directory (and the cross-engine ones) is run for real in one child pytest
 (``BACKFILL_LAKE_NATIVE_SESSION=1``), whose ``spark`` is the pipeline's own
-delta-spark session; the parent's test passes or fails with the child's outcome.
+delta-spark session: one JVM with Delta's jars for the whole directory instead of
+one per module. Each parent test passes or fails with its own case's outcome there.
 Without the jars they skip, saying set-up could not fetch them.
 """
 
@@ -29,7 +30,8 @@ from backfill_assets_tests.lake.lake_support import (
 ENGINES = ["delta-rs", "delta-spark"]
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
 NATIVE_FIXTURES = {"two_engines"}  # fixtures whose tests need Delta's jars whatever the params
-_SELECTED = pytest.StashKey[dict]()
+_SELECTED = pytest.StashKey[list]()
+CHILD_TIMEOUT = 2400  # seconds for the one native run of the whole directory
 
 
 if IN_NATIVE_CHILD:
@@ -53,12 +55,24 @@ def _needs_native(item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Remember, per module, the selected tests that must run in the native child."""
-    selected: dict[str, list[str]] = {}
-    for item in items:
-        if _needs_native(item):
-            selected.setdefault(item.nodeid.split("::")[0], []).append(item.nodeid)
+    """Remember the selected tests that must run in the native child.
+
+    In the parent, the first of them waits for the whole child run, so each may take as
+    long as that run (its own assertions ran in the child, under the usual timeout).
+    """
+    selected = [item.nodeid for item in items if _needs_native(item)]
     config.stash[_SELECTED] = selected
+    if not IN_NATIVE_CHILD:
+        for item in items:
+            if _needs_native(item):
+                item.add_marker(pytest.mark.timeout(CHILD_TIMEOUT + 120))
+
+
+def _case_key(nodeid: str) -> tuple[str, str]:
+    """(classname, name) as the JUnit report of the child names the case ``nodeid``."""
+    path, *scopes, name = nodeid.split("::")
+    dotted = path.removesuffix(".py").replace("/", ".")
+    return ".".join([dotted, *scopes]), name
 
 
 class _NativeTwin:
@@ -68,38 +82,46 @@ class _NativeTwin:
         self.outcomes, self.log = outcomes, log
 
 
-_children: dict[str, _NativeTwin] = {}
+_child: list[_NativeTwin] = []
 
 
 def _native_twin(request) -> _NativeTwin:
-    """Run the module's native tests once in a child pytest; their outcomes by test name."""
-    module = request.node.nodeid.split("::")[0]
-    if module not in _children:
-        _children[module] = _run_child(request, module)
-    return _children[module]
+    """Run every selected native test once in a child pytest; their outcomes by case."""
+    if not _child:
+        _child.append(_run_child(request))
+    return _child[0]
 
 
-def _run_child(request, module: str) -> _NativeTwin:
+def _run_child(request) -> _NativeTwin:
     report = request.getfixturevalue("tmp_path_factory").mktemp("native") / "report.xml"
-    node_ids = request.config.stash.get(_SELECTED, {}).get(module, [])
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", *node_ids, "-p", "no:cacheprovider", "-q",
-         f"--junitxml={report}"],
-        cwd=REPO, env=subprocess_env(**{NATIVE_ENV: "1"}), capture_output=True, text=True,
-        timeout=1500, check=False,  # failures are read from the report, test by test
-    )
+    node_ids = request.config.stash.get(_SELECTED, [])
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", *node_ids, "-p", "no:cacheprovider", "-q",
+             f"--junitxml={report}"],
+            cwd=REPO, env=subprocess_env(**{NATIVE_ENV: "1"}), capture_output=True, text=True,
+            timeout=CHILD_TIMEOUT, check=False,  # failures are read from the report, case by case
+        )
+        log = run.stdout + run.stderr
+    except subprocess.TimeoutExpired as exc:
+        log = f"the native child ran out of its {CHILD_TIMEOUT} s\n" + _text(exc.stdout) + _text(exc.stderr)
     outcomes = {}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
+            key = (case.get("classname"), case.get("name"))
             bad = case.find("failure") if case.find("failure") is not None else case.find("error")
             skipped = case.find("skipped")
             if bad is not None:
-                outcomes[case.get("name")] = ("failed", bad.get("message", "") + (bad.text or ""))
+                outcomes[key] = ("failed", bad.get("message", "") + (bad.text or ""))
             elif skipped is not None:
-                outcomes[case.get("name")] = ("skipped", skipped.get("message", ""))
+                outcomes[key] = ("skipped", skipped.get("message", ""))
             else:
-                outcomes[case.get("name")] = ("passed", "")
-    return _NativeTwin(outcomes, "\n".join((run.stdout + run.stderr).splitlines()[-30:]))
+                outcomes[key] = ("passed", "")
+    return _NativeTwin(outcomes, "\n".join(log.splitlines()[-30:]))
+
+
+def _text(output) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else (output or "")
 
 
 def engine_or_twin(request, name: str):
@@ -147,7 +169,8 @@ def pytest_pyfunc_call(pyfuncitem):
     if twin is None:
         return None
     outcome, text = twin.outcomes.get(
-        pyfuncitem.name, ("failed", f"test did not run in the native child:\n{twin.log}"))
+        _case_key(pyfuncitem.nodeid),
+        ("failed", f"test did not run in the native child:\n{twin.log}"))
     if outcome == "failed":
         pytest.fail(f"native delta-spark run failed:\n{text}", pytrace=False)
     if outcome == "skipped":

@@ -18,7 +18,7 @@ from backfill_assets_tests.lake.lake_support import (
     wait_for,
 )
 
-# The first delta-spark test waits for the whole module to run in the native child.
+# The module's writer processes start in its first test's set-up (their waits are 300 s each).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 
