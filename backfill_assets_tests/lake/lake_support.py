@@ -9,6 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from deltalake import DeltaTable
+
+from backfill_assets.lake import CommitInfo
+
 REPO = Path(__file__).resolve().parents[2]
 NATIVE_ENV = "BACKFILL_LAKE_NATIVE_SESSION"
 NO_JARS = ("Delta's jars are not in .jars/delta: `make setup` could not fetch them "
@@ -74,3 +78,22 @@ def log_tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+THINGS = "staging/things"  # the table the write-audit-publish and maintenance tests write
+
+
+def commit(run_id: str) -> CommitInfo:
+    return CommitInfo(run_id=run_id, code_version="abc123")
+
+
+def content(lake, table: str = THINGS) -> list[tuple]:
+    df, _ = lake.read_table(table)
+    return sorted(tuple(r) for r in df.collect())
+
+
+def log_files(lake, table: str = THINGS) -> set[str]:
+    """The data files the Delta log lists now, read by delta-rs directly."""
+    root = str(lake.path(table))
+    return {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
+

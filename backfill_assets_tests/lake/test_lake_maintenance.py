@@ -11,20 +11,17 @@ import time
 from collections import Counter
 
 import pytest
-from deltalake import DeltaTable
 
-from backfill_assets.lake import CommitInfo, LakeError
+from backfill_assets.lake import LakeError
 from backfill_assets.lake.maintenance import maintain_tables, retention_days
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 SCHEMA = "d date, id bigint, tag string"
-TABLE = "staging/things"
+TABLE = THINGS
 OTHER = "raw/others"
 DAY_S = 24 * 3600
 
-
-def commit(run_id: str) -> CommitInfo:
-    return CommitInfo(run_id=run_id, code_version="abc123")
 
 
 def rows_of(n_per_day: dict, tag: str = "t"):
@@ -53,14 +50,6 @@ def write_in_pieces(lake, rows, days, pieces: int, table=TABLE, run_id="w"):
              .mode("append").save(str(lake.path(table))))
 
 
-def content(lake, table=TABLE):
-    df, _ = lake.read_table(table)
-    return sorted(tuple(r) for r in df.collect())
-
-
-def log_files(lake, table=TABLE) -> set[str]:
-    root = str(lake.path(table))
-    return {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
 
 
 def files_per_day(lake, table=TABLE) -> Counter:

@@ -6,35 +6,22 @@ expiry clean up."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import pytest
-from deltalake import DeltaTable
 
-from backfill_assets.lake import CommitInfo, LakeConflict, LakeError
+from backfill_assets.lake import LakeConflict, LakeError
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 SCHEMA = "d date, id bigint, tag string"
-TABLE = "staging/things"
+TABLE = THINGS
 
-
-def commit(run_id: str) -> CommitInfo:
-    return CommitInfo(run_id=run_id, code_version="abc123")
 
 
 def frame(lake, rows):
     return lake.spark.createDataFrame(rows, SCHEMA)
 
 
-def content(lake, table=TABLE):
-    df, _ = lake.read_table(table)
-    return sorted(tuple(r) for r in df.collect())
-
-
-def log_files(lake, table=TABLE) -> set[str]:
-    """The data files the Delta log lists now, read by delta-rs directly."""
-    root = str(lake.path(table))
-    return {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
 
 
 def write_old(lake):
