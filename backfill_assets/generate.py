@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.days import days_between
 from backfill_assets.landing.layout import DATASETS, FX_HEADER
 
 _DAY_MS = 86_400_000
@@ -311,7 +312,7 @@ def generate_feed(
     if last_arrival is not None and last_arrival < end:
         raise ValueError("last_arrival must not be before end: every event day lands on its day")
     root = Path(landing_root)
-    days = [start + timedelta(days=k) for k in range((end - start).days + 1)]
+    days = days_between(start, end)
     files, records, rejected = _order_days(root, days, orders_per_day, seed, max_lateness_days,
                                            last_arrival)
     rate_files = sum(_write_rates(root, start + timedelta(days=k), seed)

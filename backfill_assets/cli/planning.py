@@ -25,6 +25,7 @@ from backfill_assets.catalog import (
     RAW_ORDERS_TABLE,
     STEP_ASSETS,
 )
+from backfill_assets.days import days_between
 from backfill_assets.defs.partitions import last_partition
 from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import landed_partitions, list_landing_files
@@ -47,7 +48,7 @@ class RunPlan:
 
     @property
     def days(self) -> list[date]:
-        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days + 1)]
+        return days_between(self.start, self.end)
 
 
 def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
+from backfill_assets.days import days_between
+
 VERSION = 1
 
 
@@ -34,7 +36,7 @@ def _expand(ranges: list[list[str]]) -> tuple[date, ...]:
     days: list[date] = []
     for first, last in ranges:
         start, end = date.fromisoformat(first), date.fromisoformat(last)
-        days += [start + timedelta(days=i) for i in range((end - start).days + 1)]
+        days += days_between(start, end)
     return tuple(days)
 
 

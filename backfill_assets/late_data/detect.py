@@ -28,6 +28,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from backfill_assets.catalog import EVENT_DAYS_STEP, ORDERS_DATASET, RAW_STEP_OF_DATASET
+from backfill_assets.days import days_between
 from backfill_assets.landing.layout import DATASETS
 from backfill_assets.late_data.cursor import LandingCursor, PendingGroup, day_ranges
 from backfill_assets.late_data.effects import RateFolders, order_file_effect, rate_effects
@@ -53,7 +54,7 @@ class Request:
 
     @property
     def days(self) -> list[date]:
-        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days + 1)]
+        return days_between(self.start, self.end)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def _window(
         low, high = folder.day - timedelta(days=lateness), folder.day
     else:
         low, high = folder.day, min(folder.day + timedelta(days=rate_max_age), last)
-    days = (low + timedelta(days=i) for i in range((high - low).days + 1))
+    days = days_between(low, high)
     return tuple(d for d in days if d >= first)
 
 

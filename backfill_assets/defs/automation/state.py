@@ -10,7 +10,7 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
@@ -27,6 +27,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     WHY_TAG,
 )
+from backfill_assets.days import days_between
 from backfill_assets.defs.partitions import last_partition
 from backfill_assets.late_data import (
     Detection,
@@ -153,7 +154,7 @@ def _days(run: dg.DagsterRun) -> list[str]:
     if not (start and end):
         return []
     first, last = date.fromisoformat(start), date.fromisoformat(end)
-    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+    return [d.isoformat() for d in days_between(first, last)]
 
 
 def rebuilt_since(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:

@@ -21,6 +21,7 @@ from backfill_assets.catalog import (
     VALID_ORDERS_TABLE,
     Table,
 )
+from backfill_assets.days import days_between
 from backfill_assets.defs.event_days.checks import missing_window_files, staging_outcomes
 from backfill_assets.defs.publishing import CheckOutcome
 from backfill_assets.lake import Lake, LakeTableMissing
@@ -56,10 +57,6 @@ def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
         return spark.createDataFrame([], schema), None
 
 
-def _days(first: date, last: date) -> list[date]:
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
 def unsplit_arrivals(lake: Lake, arrivals: list[date], versions: dict[Table, int | None]) -> set[date]:
     """Arrival dates whose raw rows are not exactly its parsed valid rows plus its quarantine
     rows, per the lake's row counts at the versions staging read: a raw rebuild that stopped
@@ -93,9 +90,9 @@ def _landed_and_read(settings: Settings, dataset: str, dates: list[date], raw: D
 def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> StagingBuild:
     first, last = days[0], days[-1]
     lateness = settings.max_lateness_days
-    arrivals = _days(first, last + timedelta(days=lateness))
+    arrivals = days_between(first, last + timedelta(days=lateness))
     # Rate dates before the first partition are no raw partition: nothing reads or awaits them.
-    rate_days = _days(max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last)
+    rate_days = days_between(max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last)
     raw, raw_version = _read_or_empty(spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS)
     parsed, parsed_version = _read_or_empty(
         spark, lake, VALID_ORDERS_TABLE, arrivals, schemas.VALID_ORDERS
