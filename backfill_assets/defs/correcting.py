@@ -9,8 +9,10 @@ a production run, with ``CorrectionPublication`` in place of ``Publication``:
   record (``corrections/registry.py``);
 - the fact is built from the correction's staging, not production's;
 - check results go to the correction's record and to an observation per partition, never to
-  the production partitions' check status; held days are named there and fail the run, as in
-  production, so "re-execute from failure" redoes only them, into the same correction.
+  the production partitions' check status; held days are named there and in the run's log,
+  and the run succeeds (a failed run would mark production's partitions failed in Dagster).
+  Correcting those days again under the same id, once their inputs are fixed, replaces them
+  in the correction.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from backfill_assets.corrections import registry
 from backfill_assets.defs.publishing import (
     CheckOutcome,
     Publication,
+    close_check_outputs,
     held_days,
     partition_dates,
 )
@@ -143,15 +146,25 @@ class CorrectionPublication(Publication):
                       **{k: v for k, v in metadata.items() if not k.startswith("dagster/")}}))
 
     def finish(self) -> Iterator:
-        """Record the held days in the correction, then end like production's step."""
+        """Record the held days in the correction and name them; the run still succeeds.
+
+        Unlike production's, a correction's step does not fail for a held day: Dagster would
+        mark the production partitions of a failed run as failed, and nothing of production
+        failed. Its held days are in the record, which a cutover reads."""
         if self.held:
+            days = set(partition_dates(self.context))
             for asset_key in self.context.selected_asset_keys:
                 record = self._record(asset_key)
                 for day, checks in self.held.items():
-                    if day in partition_dates(self.context):
+                    if day in days:
                         record.held[day.isoformat()] = sorted(set(checks))
             registry.save(self.lake.root, self.correction)
-        yield from super().finish()
+            self.context.log.warning(
+                f"correction {self.correction.id}: held (never cut over): "
+                + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
+                + f". Fix their inputs, then correct those days again with --id {self.correction.id}.")
+        yield from self.drain()
+        yield from close_check_outputs(self.context)
 
 
 def publication_for(context: dg.AssetExecutionContext, lake: Lake) -> Publication:

@@ -179,18 +179,38 @@ def test_cutover_refuses_when_production_changed_since_the_diff(env, original, c
     assert_tables_equal(env, original, _days(START, END))
 
 
-def test_cutover_publishes_the_correction_and_touches_nothing_else(env, restated, changed_days, capsys):
+def set_held(env, day, checks) -> None:
+    """Mark ``day`` held by the correction's checks in its record, as a failed check does."""
+    path = env.settings.lake_dir / registry.FOLDER / f"{CID}.json"
+    document = json.loads(path.read_text())
+    for table in TABLES:
+        held = document["tables"][table]["held"]
+        if checks:
+            held[day.isoformat()] = checks
+        else:
+            held.pop(day.isoformat(), None)
+    path.write_text(json.dumps(document))
+
+
+def test_cutover_publishes_the_correction_but_no_held_day_and_touches_nothing_else(
+    env, original, restated, changed_days, capsys
+):
+    held = changed_days[0]
+    set_held(env, held, ["stg_orders.fx_rate_present"])
     outside = [d.isoformat() for d in _days(START, END) if not FIX_START <= d <= FIX_END]
     before = {t: active_files(env, t) for t in TABLES}
     assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
-    assert_tables_equal(env, restated, _days(START, END))
+    assert_tables_equal(env, original, [held])  # held by a check: never cut over
+    assert_tables_equal(env, restated, [d for d in _days(START, END) if d != held])
+    set_held(env, held, None)
     after = {t: active_files(env, t) for t in TABLES}
     for t in TABLES:
         assert {d: after[t][d] for d in outside} == {d: before[t][d] for d in outside}
     # Metadata only: the published files are the staged ones, no copy.
     manifest = env.settings.lake_dir / "staging/orders/_staged" / f"{CID}.json"
     staged = {f["path"] for f in json.loads(manifest.read_text())["files"]}
-    live = {p.split("/staging/orders/")[1] for d in changed_days for p in after["staging/orders"][d.isoformat()]}
+    live = {p.split("/staging/orders/")[1] for d in changed_days[1:]
+            for p in after["staging/orders"][d.isoformat()]}
     assert live <= staged
     mats = env.instance.fetch_materializations(STG_ORDERS, limit=200).records
     cut = {r.partition_key for r in mats
