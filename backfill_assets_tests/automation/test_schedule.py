@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import dagster as dg
+from dagster._core.storage.tags import WILL_RETRY_TAG
 from dagster._core.utils import make_new_run_id
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RANGE_END, RANGE_START, STG_ORDERS
@@ -88,6 +89,26 @@ def test_follow_up_requests_the_event_days_of_the_daily_raw_run_once_it_ended(tm
         ] == [("2024-03-05", "2024-03-14", ["fct_daily_revenue", "stg_orders"])]
         again = sensor(dg.build_sensor_context(instance=instance, cursor=followed.cursor))
         assert again.run_requests == []
+
+
+def test_follow_up_waits_for_the_retry_of_a_failed_raw_run(tmp_path):
+    """A raw run that failed and will be retried (run retries keep its tags) is followed up
+    when its retry ends, not before: staging would only hold the days the retry brings."""
+    [raw] = evaluate(datetime(2024, 3, 15, 2, 0, tzinfo=UTC)).run_requests
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+        sensor = build_follow_up_sensor(AutomationSettings())
+        first = sensor(dg.build_sensor_context(instance=instance))
+        ended = {}
+        for name, extra in (("retried", {WILL_RETRY_TAG: "true"}), ("final", {})):
+            run = dg.DagsterRun(job_name="backfill_job", run_id=make_new_run_id(),
+                                status=dg.DagsterRunStatus.STARTED, tags={**raw.tags, **extra})
+            instance.add_run(run)
+            instance.handle_run_event(run.run_id, dg.DagsterEvent(
+                event_type_value="PIPELINE_FAILURE", job_name="backfill_job", message="crashed"))
+            ended[name] = run.run_id
+        followed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+        assert [r.run_key.rsplit(":", 1)[1] for r in followed.run_requests] == [ended["final"][:12]]
 
 
 def test_schedule_and_its_follow_up_rebuild_every_layer_with_the_late_data_sensor_off(

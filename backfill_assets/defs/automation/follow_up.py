@@ -4,7 +4,8 @@ A tick cannot order two runs, and one run cannot build a raw range and a differe
 range (see ``schedules.py``). So the schedule requests the raw run, tagged with its event
 days, and this sensor requests staging + fact for those days once that run has ended,
 whether it succeeded or held some days (staging's ``window_complete`` then holds the event
-days whose raw did not land). It is on by default and independent of ``late_data_sensor``:
+days whose raw did not land). A failed run that Dagster will retry is skipped: its retry
+carries the same tags and is followed up when it ends. It is on by default and independent of ``late_data_sensor``:
 with the late-data sensor stopped, the schedule still rebuilds every layer. It only ever
 acts on runs the schedule started, so it does nothing while the schedule is stopped.
 """
@@ -17,6 +18,7 @@ import time
 from datetime import UTC, date, datetime
 
 import dagster as dg
+from dagster._core.storage.tags import WILL_RETRY_TAG
 
 from backfill_assets.catalog import (
     BACKFILL_JOB,
@@ -64,11 +66,13 @@ def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request]
         run, updated = record.dagster_run, record.update_timestamp.timestamp()
         if updated <= mark or EVENT_DAYS_TAG not in run.tags:
             continue
+        new_mark = max(new_mark, updated)
+        if run.tags.get(WILL_RETRY_TAG) == "true":
+            continue  # its retry keeps these tags: that run's end is followed up instead
         first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
         why = f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})"
         key = f"{EVENT_DAYS_STEP}:{first}..{last}:after:{run.run_id[:12]}"
         requests.append(Request(EVENT_DAYS_STEP, first, last, key, why))
-        new_mark = max(new_mark, updated)
     return requests, new_mark
 
 
