@@ -159,6 +159,8 @@ def test_sensor_and_schedule_are_registered_stopped_unless_automation_is_on(monk
     schedule = defs.resolve_schedule_def("daily_refresh")
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    maintenance = defs.resolve_schedule_def("weekly_lake_maintenance")
+    assert maintenance.default_status == dg.DefaultScheduleStatus.STOPPED  # it deletes files
     # the schedule's second half is always on: it acts only on the schedule's own runs
     follow_up = defs.resolve_sensor_def("daily_refresh_follow_up")
     assert follow_up.default_status == dg.DefaultSensorStatus.RUNNING
@@ -169,3 +171,5 @@ def test_sensor_and_schedule_are_registered_stopped_unless_automation_is_on(monk
     monkeypatch.setenv("BACKFILL_SENSOR_INTERVAL_SECONDS", "5")
     on = build_definitions(settings).resolve_sensor_def("late_data_sensor")
     assert on.default_status == dg.DefaultSensorStatus.RUNNING and on.minimum_interval_seconds == 5
+    weekly = build_definitions(settings).resolve_schedule_def("weekly_lake_maintenance")
+    assert weekly.default_status == dg.DefaultScheduleStatus.RUNNING

@@ -239,6 +239,7 @@ def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     assert queries.automation_states(dagster_ui) == {
         "daily_refresh": "STOPPED", "late_data_sensor": "STOPPED",
         "daily_refresh_follow_up": "RUNNING",  # on by default; it acts on the schedule's runs only
+        "weekly_lake_maintenance": "STOPPED",
     }
     page = ui.page
     with ui.step("automation page"):

@@ -26,5 +26,5 @@ def build_automation(settings: Settings, auto: AutomationSettings | None = None)
     auto = auto or AutomationSettings.from_env()
     return Automation(
         [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto)],
-        [build_daily_schedule(settings, auto), build_maintenance_schedule()],
+        [build_daily_schedule(settings, auto), build_maintenance_schedule(auto)],
     )

@@ -20,6 +20,7 @@ from backfill_assets.catalog import (
     WHY_TAG,
 )
 from backfill_assets.corrections.lifecycle import decommission
+from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake.maintenance import maintain_tables, retention_days
 from backfill_assets.resources import PipelineResource, SparkResource, code_version
@@ -44,15 +45,16 @@ def maintain_lake(context, spark: SparkResource,
 
 
 @dg.job(name=MAINTENANCE_JOB, description="Lake upkeep: decommission corrections older than "
-        "BACKFILL_RETENTION_DAYS; over every table, expire abandoned staged versions, vacuum with BACKFILL_RETENTION_DAYS honoured, compact small files, write "
-        "checkpoints.")
+        "BACKFILL_RETENTION_DAYS; over every table, expire abandoned staged versions, vacuum "
+        "with that retention honoured, compact small files, write checkpoints.")
 def maintenance_job():
     maintain_lake()
 
 
-def build_maintenance_schedule() -> dg.ScheduleDefinition:
+def build_maintenance_schedule(auto: AutomationSettings) -> dg.ScheduleDefinition:
     def weekly_lake_maintenance(context: dg.ScheduleEvaluationContext):
-        """Sundays at 04:00 UTC: vacuum every table with BACKFILL_RETENTION_DAYS (default 14,
+        """Sundays at 04:00 UTC (registered running with BACKFILL_AUTOMATION=on, like the daily
+        refresh): decommission corrections older than the retention, vacuum every table with BACKFILL_RETENTION_DAYS (default 14,
         never below 7: in-flight writers' files), compact small files, write checkpoints."""
         day = context.scheduled_execution_time.date().isoformat()
         key = f"maintenance:{day}"
@@ -63,6 +65,6 @@ def build_maintenance_schedule() -> dg.ScheduleDefinition:
         cron_schedule=CRON,
         execution_timezone="UTC",
         job=maintenance_job,
-        default_status=dg.DefaultScheduleStatus.RUNNING,
+        default_status=auto.default_schedule_status,  # it deletes files: on when asked
         description=inspect.cleandoc(weekly_lake_maintenance.__doc__),
     )(weekly_lake_maintenance)
