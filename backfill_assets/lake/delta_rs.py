@@ -40,7 +40,7 @@ from backfill_assets.lake.commit import (
     new_write_id,
 )
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
-from backfill_assets.lake.log import commit_of_write, touched_after
+from backfill_assets.lake.log import commit_file_counts, commit_of_write, touched_after
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.spark_files import check_readable, nullable, read_files, spark_schema
 from backfill_assets.lake.staged import StagedVersion
@@ -237,7 +237,7 @@ class DeltaRsEngine:
             except Exception as exc:
                 landed = commit_of_write(table_dir, write_id, read_version)
                 if landed is not None:
-                    files = _commit_file_counts(table_dir, landed)
+                    files = commit_file_counts(table_dir, landed)
                     return Compaction(name, landed, files[1], files[0], attempt)
                 if not isinstance(exc, CommitFailedError) or self.version(table_dir) == read_version:
                     raise
@@ -309,17 +309,6 @@ class DeltaRsEngine:
                 last_error = exc
             time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
         raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
-
-
-def _commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
-    """(adds, removes) of one commit file."""
-    adds = removes = 0
-    with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
-        for line in lines:
-            action = json.loads(line)
-            adds += "add" in action
-            removes += "remove" in action
-    return adds, removes
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:

@@ -33,7 +33,7 @@ from backfill_assets.lake.commit import (
     new_write_id,
 )
 from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
-from backfill_assets.lake.log import commit_of_write, newest_commit
+from backfill_assets.lake.log import commit_file_counts, commit_of_write, newest_commit
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
 
 MAX_ATTEMPTS = 8
@@ -130,8 +130,10 @@ class DeltaSparkEngine:
                     raise
                 time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
         pause_point("after_commit")
-        version, files = log.find_commit(table_dir, write_id, self.version(table_dir))
-        return WriteResult(name, version, rows, files, attempt)
+        version = commit_of_write(table_dir, write_id, read_version)
+        if version is None:
+            raise LakeError(f"the commit of write {write_id} is missing from {table_dir}'s log")
+        return WriteResult(name, version, rows, commit_file_counts(table_dir, version)[0], attempt)
 
     def _pinned(self, name, table_dir, version) -> int:
         """``version``, or the latest when None; LakeError when the table has no such version."""

@@ -1,4 +1,4 @@
-"""What the native engine reads from Delta's own log: conflicts, file statistics, its commit.
+"""What the native engine reads from Delta's own log: conflicts, file statistics, checkpoints.
 
 - A lost race is recognised by the class of the JVM exception: delta-spark
   throws subclasses of ``io.delta.exceptions.DeltaConcurrentModificationException``
@@ -7,23 +7,16 @@
   ``MetadataChangedException``, ``ProtocolChangedException``); never by message text.
 - Rows per partition come from the snapshot's add actions (``numRecords`` in
   each file's statistics), through ``DeltaLog`` in the session's JVM.
-- A write finds its commit by reading commit files newest first, usually one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import re
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from backfill_assets.lake.keys import LakeError
-
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
-_COMMIT_FILE = re.compile(r"(\d{20})\.json")
 
 
 def _java_class(spark: SparkSession, name: str):
@@ -105,27 +98,3 @@ def file_row_counts(spark: SparkSession, table_dir: str, column: str, version: i
         if row["unknown"]:
             unknown.append(day)
     return counts, unknown
-
-
-def find_commit(table_dir: str, write_id: str, newest: int) -> tuple[int, int]:
-    """(version, files added) of the commit whose userMetadata carries ``write_id``.
-
-    Reads commit files from ``newest`` down: the write's own commit is the newest
-    unless another writer committed in between, so this is one file in the common case.
-    """
-    log_dir = os.path.join(table_dir, "_delta_log")
-    versions = sorted((int(m.group(1)) for name in os.listdir(log_dir)
-                       if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) <= newest),
-                      reverse=True)
-    for version in versions:
-        adds, mine = 0, False
-        with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as lines:
-            for line in lines:
-                action = json.loads(line)
-                if "add" in action:
-                    adds += 1
-                elif "commitInfo" in action:
-                    mine = write_id in (action["commitInfo"].get("userMetadata") or "")
-        if mine:
-            return version, adds
-    raise LakeError(f"the commit of write {write_id} is missing from {table_dir}'s log")

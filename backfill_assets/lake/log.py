@@ -101,6 +101,17 @@ def commit_of_write(table_dir: str, write_id: str, after: int | None) -> int | N
     return None
 
 
+def commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
+    """(add actions, remove actions) of the commit ``version``."""
+    adds = removes = 0
+    with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
+        for line in lines:
+            action = json.loads(line)
+            adds += "add" in action
+            removes += "remove" in action
+    return adds, removes
+
+
 def newest_commit(table_dir: str) -> int | None:
     """The newest version with a commit file, by listing the log (None: no table yet)."""
     log_dir = os.path.join(table_dir, "_delta_log")
