@@ -243,13 +243,8 @@ class Lake:
         a commit after ``since`` (default: the staged version's base, the version its audit
         compared with) touched one of them."""
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
-        unknown = sorted(set(dates) - set(staged.dates))
-        if unknown:
-            raise LakeError(f"{staged.table}: {unknown} are not partitions of staged version {staged.id}")
         table_dir = str(self.path(staged.table))
-        current = manifests.load(table_dir, staged.id)
-        if current is None:
-            raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        current = self._open_staged(staged, dates)
         commit = commit or staged.commit
         if since is not None:
             current = replace(current, base_version=self._version_arg(since))
@@ -288,12 +283,7 @@ class Lake:
         How a correction gathers the days of several runs into one version to cut over."""
         dates = self._dates(partitions)
         table_dir = str(self.path(staged.table))
-        source = manifests.load(table_dir, staged.id)
-        if source is None:
-            raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
-        unknown = sorted(set(dates) - set(source.dates))
-        if unknown:
-            raise LakeError(f"{staged.table}: {unknown} are not partitions of staged version {staged.id}")
+        source = self._open_staged(staged, dates)
         target = manifests.load(table_dir, manifests.check_id(into))
         merged = manifests.merge(target, source, dates, into)
         manifests.save(table_dir, merged)
@@ -303,6 +293,16 @@ class Lake:
         manifests.save(table_dir, replace(source, files=tuple(
             f for f in source.files if f.partition not in set(dates))))
         return merged
+
+    def _open_staged(self, staged: StagedVersion, dates) -> StagedVersion:
+        """The current manifest of ``staged``; LakeError when it is closed or lacks ``dates``."""
+        unknown = sorted(set(dates) - set(staged.dates))
+        if unknown:
+            raise LakeError(f"{staged.table}: {unknown} are not partitions of staged version {staged.id}")
+        current = manifests.load(str(self.path(staged.table)), staged.id)
+        if current is None:
+            raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        return current
 
     def staged_version(self, table: str, stage_id: str) -> StagedVersion | None:
         """The open staged version ``stage_id`` of ``table``, or None."""
