@@ -184,17 +184,21 @@ def rebuilt_since(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     return True
 
 
+def _failed_unrepaired(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """``run`` ended without success and no other run has rebuilt its partitions since."""
+    return run.status in ENDED_WITHOUT_SUCCESS and not rebuilt_since(instance, run)
+
+
+def _latest(instance: dg.DagsterInstance, key: str) -> dg.DagsterRun | None:
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1)
+    return runs[0] if runs else None
+
+
 def failed_raw_runs(instance: dg.DagsterInstance, group: PendingGroup) -> list[dg.DagsterRun]:
     """The latest run of each raw request the group awaits whose latest run ended without
     success and whose partitions no other run has rebuilt since: what holds the group."""
-    failed = []
-    for key in group.awaits:
-        latest = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1)
-        if not latest or latest[0].status not in ENDED_WITHOUT_SUCCESS:
-            continue
-        if not rebuilt_since(instance, latest[0]):
-            failed.append(latest[0])
-    return failed
+    latest = [_latest(instance, key) for key in group.awaits]
+    return [run for run in latest if run is not None and _failed_unrepaired(instance, run)]
 
 
 AGAIN = "again after failed run"
@@ -227,18 +231,13 @@ def group_ready(
     tags, is still queued), and the latest one succeeded. A failed one holds the group until a
     re-execution (same tags) succeeds, or until other runs rebuilt its partitions since."""
     for key in group.awaits:
-        tagged = dg.RunsFilter(tags={REQUEST_TAG: key})
-        latest = instance.get_runs(filters=tagged, limit=1)
-        if not latest:
+        latest = _latest(instance, key)
+        if latest is None:
             if now - group.since < orphan_seconds:
                 return False
             continue
         unended = dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=NOT_ENDED)
-        if instance.get_runs(filters=unended, limit=1):
-            return False
-        if latest[0].status != dg.DagsterRunStatus.SUCCESS and not rebuilt_since(
-            instance, latest[0]
-        ):
+        if instance.get_runs(filters=unended, limit=1) or _failed_unrepaired(instance, latest):
             return False
     return True
 
