@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from backfill_assets.catalog import FACT_TABLE, FCT_DAILY_REVENUE, STAGING_TABLE, STG_ORDERS
+from backfill_assets.catalog import ASSET_TABLES, FCT_DAILY_REVENUE
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
 
-ASSET_OF_TABLE = {STAGING_TABLE.path: STG_ORDERS, FACT_TABLE.path: FCT_DAILY_REVENUE}
+ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}
 
 
 def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None:

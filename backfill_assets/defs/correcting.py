@@ -17,7 +17,7 @@ a production run, with ``CorrectionPublication`` in place of ``Publication``:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import date
 
 import dagster as dg
@@ -34,8 +34,6 @@ from backfill_assets.corrections import registry
 from backfill_assets.defs.publishing import (
     CheckOutcome,
     Publication,
-    close_check_outputs,
-    held_days,
     partition_dates,
 )
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
@@ -102,17 +100,14 @@ class CorrectionPublication(Publication):
                              allow_retries=False)
         return self.lake.read_staged(staged, days), staged.base_version
 
-    def audit(self, days: list[date], outcomes: list[CheckOutcome]) -> list[date]:
-        """Like production's, but the results go to the correction, not to production's partitions."""
-        self._events += [dg.AssetObservation(
+    def check_events(self, outcomes: list[CheckOutcome]) -> list:
+        """An observation per failed check and day, naming the correction: the results go to
+        the correction, never to production partitions' check status."""
+        return [dg.AssetObservation(
             asset_key=o.asset_key, partition=o.partition.isoformat(),
             metadata={"correction": self.correction.id, "check": o.check_name,
                       "passed": o.passed, **dict(o.metadata)})
             for o in outcomes if not o.passed]
-        failed = held_days(outcomes)
-        for day, checks in failed.items():
-            self.hold(day, *checks)
-        return [d for d in days if d not in failed]
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
         """Keep the staged files of ``days`` in the correction's version of the table."""
@@ -145,26 +140,25 @@ class CorrectionPublication(Publication):
             metadata={"correction": self.correction.id, "staged_for_correction": True,
                       **{k: v for k, v in metadata.items() if not k.startswith("dagster/")}}))
 
-    def finish(self) -> Iterator:
+    def end(self) -> None:
         """Record the held days in the correction and name them; the run still succeeds.
 
         Unlike production's, a correction's step does not fail for a held day: Dagster would
         mark the production partitions of a failed run as failed, and nothing of production
         failed. Its held days are in the record, which a cutover reads."""
-        if self.held:
-            days = set(partition_dates(self.context))
-            for asset_key in self.context.selected_asset_keys:
-                record = self._record(asset_key)
-                for day, checks in self.held.items():
-                    if day in days:
-                        record.held[day.isoformat()] = sorted(set(checks))
-            registry.save(self.lake.root, self.correction)
-            self.context.log.warning(
-                f"correction {self.correction.id}: held (never cut over): "
-                + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
-                + f". Fix their inputs, then correct those days again with --id {self.correction.id}.")
-        yield from self.drain()
-        yield from close_check_outputs(self.context)
+        if not self.held:
+            return
+        days = set(partition_dates(self.context))
+        for asset_key in self.context.selected_asset_keys:
+            record = self._record(asset_key)
+            for day, checks in self.held.items():
+                if day in days:
+                    record.held[day.isoformat()] = sorted(set(checks))
+        registry.save(self.lake.root, self.correction)
+        self.context.log.warning(
+            f"correction {self.correction.id}: held (never cut over): "
+            + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
+            + f". Fix their inputs, then correct those days again with --id {self.correction.id}.")
 
 
 def publication_for(context: dg.AssetExecutionContext, lake: Lake) -> Publication:

@@ -188,11 +188,15 @@ class Publication:
         """Report every outcome; the days of ``days`` that passed every check of ``outcomes``, in
         order (a day held earlier in the step may pass these: its fact is rebuilt from the
         staging that stays published)."""
-        self._events += report(self.context, outcomes)
+        self._events += self.check_events(outcomes)
         failed = held_days(outcomes)
         for day, checks in failed.items():
             self.hold(day, *checks)
         return [d for d in days if d not in failed]
+
+    def check_events(self, outcomes: list[CheckOutcome]) -> list:
+        """What Dagster records of the outcomes: one evaluation per selected check and day."""
+        return list(report(self.context, outcomes))
 
     def hold(self, day: date, *reasons: str) -> None:
         self.held.setdefault(day, []).extend(reasons)
@@ -212,7 +216,10 @@ class Publication:
         yield from events
 
     def finish(self) -> Iterator:
-        """The rest of the events, the check outputs, then a failure naming any held day."""
+        """The rest of the events, the check outputs, then ``end``: a failure naming any held day."""
         yield from self.drain()
         yield from close_check_outputs(self.context)
+        self.end()
+
+    def end(self) -> None:
         fail_if_held(self.held)
