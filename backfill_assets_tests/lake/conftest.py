@@ -60,12 +60,27 @@ def pytest_collection_modifyitems(config, items):
     In the parent, the first of them waits for the whole child run, so each may take as
     long as that run (its own assertions ran in the child, under the usual timeout).
     """
+    _drop_same_cases(config, items)
     selected = [item.nodeid for item in items if _needs_native(item)]
     config.stash[_SELECTED] = selected
     if not IN_NATIVE_CHILD:
         for item in items:
             if _needs_native(item):
                 item.add_marker(pytest.mark.timeout(CHILD_TIMEOUT + 120))
+
+
+def _drop_same_cases(config, items) -> None:
+    """Deselect a case marked ``same_case_as(engine, case)`` on that engine: it would repeat the
+    other case there, so it is not run (nor reported skipped) on a machine with the jars."""
+    dropped = []
+    for item in items:
+        mark = item.get_closest_marker("same_case_as")
+        callspec = getattr(item, "callspec", None)
+        if mark and callspec is not None and mark.args[0] in callspec.params.values():
+            dropped.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
 
 
 def _case_key(nodeid: str) -> tuple[str, str]:
