@@ -87,18 +87,23 @@ def commit_of_write(table_dir: str, write_id: str, after: int | None) -> int | N
     for version in sorted((int(m.group(1)) for name in os.listdir(log_dir)
                            if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor),
                           reverse=True):
-        try:
-            with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as lines:
-                for line in lines:
-                    info = json.loads(line).get("commitInfo")
-                    if info is not None:
-                        metadata = decode_metadata(info.get("userMetadata"))
-                        if metadata.get("write_id") == write_id:
-                            return version
-                        break
-        except FileNotFoundError:
-            continue
+        if commit_metadata(table_dir, version).get("write_id") == write_id:
+            return version
     return None
+
+
+def commit_metadata(table_dir: str, version: int) -> dict:
+    """The CommitInfo document of commit ``version`` ({} when it has none, or its commit file
+    was cleaned up): one commit file read, not the table's history."""
+    try:
+        with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
+            for line in lines:
+                info = json.loads(line).get("commitInfo")
+                if info is not None:
+                    return decode_metadata(info.get("userMetadata"))
+    except FileNotFoundError:
+        pass
+    return {}
 
 
 def commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:

@@ -37,7 +37,7 @@ from backfill_assets.lake.keys import (
     date_text,
     parse_partition_dates,
 )
-from backfill_assets.lake.log import last_written_versions, touched_after
+from backfill_assets.lake.log import commit_metadata, last_written_versions, touched_after
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.spark_files import nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
@@ -128,6 +128,11 @@ class Lake:
         texts = {date_text(d) for d in self._dates(partitions)}
         changed = touched_after(str(self.path(table)), check_column_name(partition_column), version, texts)
         return {dt.date.fromisoformat(t) for t in changed}
+
+    def commit_metadata(self, table: str, version: int) -> dict:
+        """The CommitInfo document (run, code and input versions) of one commit, from its commit
+        file; {} for a commit this layer did not write or whose file was cleaned up."""
+        return commit_metadata(str(self.path(table)), self._version_arg(version, required=True))
 
     def history(self, table: str) -> list[dict]:
         """Commits newest first: version, timestamp (UTC datetime), operation, metadata."""

@@ -46,8 +46,8 @@ def stale_fact_days(lake: Lake, days: list[date]) -> set[date]:
         return set(staging)
     fact = {p.partition: p.last_written_version
             for p in lake.partitions(FACT_TABLE.path, FACT_TABLE.partition_column) if p.partition in wanted}
-    built_from = {h["version"]: (h["metadata"] or {}).get("input_versions", {}).get(STAGING_TABLE.path, -1)
-                  for h in lake.history(FACT_TABLE.path) if h["version"] in set(fact.values())}
+    built_from = {v: lake.commit_metadata(FACT_TABLE.path, v).get("input_versions", {})
+                  .get(STAGING_TABLE.path, -1) for v in set(fact.values())}
     return {d for d, written in staging.items() if d not in fact or built_from[fact[d]] < written}
 
 
