@@ -72,6 +72,9 @@ def cutover(settings: Settings, correction_id: str, max_pct: float, force: bool,
     _record(outcome, "cutover")
     print(f"correction {correction_id} cut over: {len(outcome.days)} day(s), "
           + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()))
+    if outcome.skipped:
+        print("left to production (rebuilt there after the correction was staged): "
+              + ", ".join(map(str, outcome.skipped)))
     return 0
 
 

@@ -34,6 +34,7 @@ from backfill_assets.corrections import registry
 from backfill_assets.defs.publishing import (
     CheckOutcome,
     Publication,
+    ancestor_run_ids,
     partition_dates,
 )
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
@@ -55,14 +56,6 @@ def correction_of(context: dg.AssetExecutionContext) -> str | None:
     return context.run.tags.get(CORRECTION_TAG)
 
 
-def _ancestors(context: dg.AssetExecutionContext) -> set[str]:
-    ids, run = set(), context.run
-    while run is not None and run.parent_run_id:
-        ids.add(run.parent_run_id)
-        run = context.instance.get_run_by_id(run.parent_run_id)
-    return ids
-
-
 class CorrectionPublication(Publication):
     """``Publication`` for a correction run: see the module docstring."""
 
@@ -77,7 +70,7 @@ class CorrectionPublication(Publication):
                 days[0], days[-1], code_version())
         except registry.CorrectionError as exc:
             raise dg.Failure(description=f"correction {correction_id}: {exc}", allow_retries=False) from exc
-        self._ancestors = _ancestors(context)
+        self._ancestors = set(ancestor_run_ids(context))
 
     def _record(self, asset_key: dg.AssetKey) -> registry.TableRecord:
         return self.correction.table(ASSET_TABLES[asset_key][0].path)

@@ -75,6 +75,15 @@ def partition_dates(context: dg.AssetExecutionContext) -> list[date]:
     return sorted(date.fromisoformat(key) for key in context.partition_keys)
 
 
+def ancestor_run_ids(context: dg.AssetExecutionContext) -> list[str]:
+    """The runs this one re-executes, parent first."""
+    ids, run = [], context.run
+    while run is not None and run.parent_run_id:
+        ids.append(run.parent_run_id)
+        run = context.instance.get_run_by_id(run.parent_run_id)
+    return ids
+
+
 def published_by_earlier_attempts(
     context: dg.AssetExecutionContext, asset_key: dg.AssetKey
 ) -> set[date]:
@@ -84,16 +93,11 @@ def published_by_earlier_attempts(
     days its ancestors published stay as they are and only the held days are redone.
     """
     published: set[date] = set()
-    run = context.run
-    instance = context.instance
-    while run is not None and run.parent_run_id:
-        for record in instance.all_logs(
-            run.parent_run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
-        ):
+    for run_id in ancestor_run_ids(context):
+        for record in context.instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
             mat = record.asset_materialization
             if mat is not None and mat.asset_key == asset_key and mat.partition:
                 published.add(date.fromisoformat(mat.partition))
-        run = instance.get_run_by_id(run.parent_run_id)
     return published
 
 
