@@ -49,6 +49,10 @@ CASES = {
     "valid_two_decimals_number": (with_amount_literal("0.10"), None),
     "valid_minute_precision": (record(event_time="2024-01-09T10:00Z"), None),
     "valid_fraction_and_offset": (record(event_time="2024-01-09T10:00:00.123+05:30"), None),
+    "valid_nine_fraction_digits": (
+        record(event_time="2024-01-09T10:00:00.123456789Z", updated_at="2024-01-09T23:59:59.999999999Z"),
+        None,
+    ),
     "valid_extra_fields": (record(channel="web", meta={"amount": 1.234}), None),
     "valid_number_beside_nested_amount": (
         '{"meta":{"amount":1.234},' + with_amount_literal("12.5")[1:],
@@ -172,6 +176,16 @@ def test_typed_columns_of_valid_records(validated_rows):
     assert validated_rows["valid_first_instant"]["updated_at_text"] == "0001-01-01 00:00:00.000"
     assert (minute["order_id"], minute["customer_id"], minute["status"]) == ("o-1", "c-1", "paid")
     assert (minute["currency"], minute["country"]) == ("EUR", "DE")
+
+
+def test_fraction_digits_beyond_the_microsecond_are_dropped_not_rounded(validated):
+    """The contract keeps a fraction to the microsecond, further digits dropped: .999999999 stays
+    in its second (rounding would carry it into the next day)."""
+    row = validated.filter(F.col("source_file") == "valid_nine_fraction_digits").select(
+        F.date_format("event_time", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("event"),
+        F.date_format("updated_at", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("updated"),
+    ).collect()[0]
+    assert (row["event"], row["updated"]) == ("2024-01-09 10:00:00.123456", "2024-01-09 23:59:59.999999")
 
 
 def test_typed_columns_are_null_where_unparseable(validated_rows):
