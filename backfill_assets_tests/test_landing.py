@@ -13,7 +13,9 @@ from backfill_assets.landing.layout import (
     list_landing_files,
 )
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
+from backfill_assets.transforms.orders import validate_orders
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets_tests.reference import judge
 
 JAN2, JAN3, JAN4, JAN5 = date(2024, 1, 2), date(2024, 1, 3), date(2024, 1, 4), date(2024, 1, 5)
 
@@ -73,9 +75,11 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
     files = list_landing_files(tmp_path, "orders", [JAN3, JAN4])
     assert len(files) == 6
 
-    raw = read_order_lines(spark, str(tmp_path), files)
+    lines = read_order_lines(spark, str(tmp_path), files)
 
-    assert _names(raw.schema) == _names(RAW_ORDERS)
+    assert _names(lines.schema) == _names(RAW_ORDERS) + [("_utf8", "boolean")]
+    assert lines.filter("not _utf8").count() == 0
+    raw = lines.select(*RAW_ORDERS.fieldNames())
     assert sorted(tuple(r) for r in raw.collect()) == sorted(
         [
             (JAN3, crlf, 1, '{"a":1}'),
@@ -94,7 +98,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
 def test_readers_return_empty_tables_for_no_files(spark, tmp_path):
     orders = read_order_lines(spark, tmp_path, [])
     rates = read_rate_lines(spark, tmp_path, [])
-    assert _names(orders.schema) == _names(RAW_ORDERS)
+    assert _names(orders.schema) == _names(RAW_ORDERS) + [("_utf8", "boolean")]
     assert _names(rates.schema) == _names(RAW_FX_RATES)
     assert orders.count() == 0 and rates.count() == 0
 
@@ -149,3 +153,45 @@ def test_has_records_skips_a_rate_files_header_as_the_reader_does(spark, tmp_pat
     assert with_rows == {"rates.csv", "headerless.csv"}
     folder = tmp_path / "fx_rates/rate_date=2024-01-01"
     assert {name for name in texts if has_records(folder / name, DATASETS["fx_rates"])} == with_rows
+
+
+def _utf8_or_none(line: bytes) -> str | None:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def test_a_line_that_is_not_utf8_is_malformed_json_and_its_neighbours_are_judged_alone(spark, tmp_path):
+    """JSON text is UTF-8 (RFC 8259 section 8.1): a line with bytes that are not is no JSON object,
+    even when the bad bytes sit inside a string value (read leniently, two different bad ids
+    would both become "o\ufffd" and be deduplicated as one order). Judged line by line: a valid
+    line beside it, one with a real U+FFFD, and the byte 0x0A inside a multi-byte pair of hex
+    digits ("\\xa0" after "0") are unaffected."""
+    record = ('{"order_id":"%s","customer_id":"c","event_time":"2024-01-03T10:00:00Z",'
+              '"updated_at":"2024-01-03T10:00:00Z","status":"paid","amount":"1.00",'
+              '"currency":"USD","country":"US"}')
+    lines = [
+        (record % "o\xff").encode("latin-1"),             # a lone continuation byte
+        (record % "ok1").encode(),
+        (record % "o\ufffd").encode(),                    # U+FFFD, written as valid UTF-8
+        (record % "o\xed\xa0\x80").encode("latin-1"),     # an encoded surrogate
+        (record % "o\xc0\xaf").encode("latin-1"),         # an overlong "/"
+        (record % "0\xa0").encode("latin-1"),             # 0x30 0xA0: hex "30A0", no line break in it
+        (record % "ok2").encode(),
+    ]
+    for name, body in (("mixed.jsonl", b"\n".join(lines) + b"\n"),
+                       ("clean.jsonl", (record % "ok3").encode())):
+        path = tmp_path / "orders/arrival_date=2024-01-03" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    files = list_landing_files(tmp_path, "orders", [JAN3])
+
+    validated = validate_orders(read_order_lines(spark, tmp_path, files), 7)
+
+    got = {(r["source_file"].rsplit("/", 1)[1], r["line_number"]): r["reason"] for r in validated.collect()}
+    expected = {("clean.jsonl", 1): None}
+    for number, line in enumerate(lines, start=1):
+        text = _utf8_or_none(line)
+        expected["mixed.jsonl", number] = "malformed_json" if text is None else judge(text, JAN3, 7)[0]
+    assert got == expected

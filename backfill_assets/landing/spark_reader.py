@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
 from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
-from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS, UTF8_COLUMN
 
 # Whitespace as Python's str.isspace() knows it (Java's \s alone misses NBSP and friends).
 _BLANK_LINE = r"^[\s\x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*\z"
@@ -32,6 +32,24 @@ def _relative_path_of_input() -> Column:
     """
     decoded = F.try_url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
     return F.regexp_extract(decoded, r"([^/]+/[^/]+/[^/]+)$", 1)
+
+
+def _not_utf8_positions(text: Column) -> Column:
+    """The 0-based positions of the lines of ``text`` (split on ``\\n``) whose bytes are not UTF-8.
+
+    Spark's text reader keeps a file's bytes as they are, but splitting decodes them, turning
+    bad bytes into U+FFFD. So a file that is not valid UTF-8 as a whole (rare; the check is
+    cheap) is split a second time, as hex digits: every byte as two digits and a comma, so a
+    ``0A,`` is always a whole byte (a line feed), and each piece is checked as the bytes it was.
+    """
+    pieces = F.split(F.regexp_replace(F.hex(text.cast("binary")), "(..)", "$1,"), "0A,", -1)
+    valid = F.transform(
+        pieces, lambda hexed: F.is_valid_utf8(F.unhex(F.replace(hexed, F.lit(","), F.lit(""))).cast("string"))
+    )
+    positions = F.sequence(F.lit(0), F.size(valid) - 1)
+    return F.when(F.is_valid_utf8(text), F.array().cast("array<int>")).otherwise(
+        F.filter(positions, lambda i: ~F.get(valid, i))
+    )
 
 
 def _read_texts(
@@ -55,8 +73,9 @@ def _read_texts(
 def _read_lines(
     spark: SparkSession, landing_root: str | Path, files: list[LandingFile], suffix: str
 ) -> DataFrame:
-    """Every non-blank line of ``files``: (partition, source_file, line_number, line,
-    is_first, first_line), the last two about the file's first non-blank line."""
+    """Every non-blank line of ``files``: (partition, source_file, line_number, line, utf8,
+    is_first, first_line), the last two about the file's first non-blank line. ``utf8`` is
+    False for a line whose bytes are not UTF-8: ``line`` shows them as U+FFFD."""
     root = Path(landing_root).absolute()
     catalog = spark.createDataFrame(
         [(f.relative_path, f.partition) for f in files],
@@ -67,6 +86,7 @@ def _read_lines(
         F.transform(
             F.split(F.col("value"), "\n", -1), lambda line: F.regexp_replace(line, r"\r\z", "")
         ).alias("lines"),
+        _not_utf8_positions(F.col("value")).alias("not_utf8"),
     )
     blank_flags = F.transform(F.col("lines"), lambda line: line.rlike(_BLANK_LINE))
     first_record = F.array_position(blank_flags, F.lit(False))
@@ -76,33 +96,39 @@ def _read_lines(
         F.when(first_record > 0, F.get(F.col("lines"), first_record.cast("int") - 1)).alias(
             "first_line"
         ),
+        "not_utf8",
         F.posexplode(F.col("lines")).alias("pos", "line"),
     ).select(
         "source_file",
         (F.col("pos") + F.lit(1)).cast("bigint").alias("line_number"),
         "line",
+        (~F.array_contains(F.col("not_utf8"), F.col("pos"))).alias("utf8"),
         ((F.col("pos") + F.lit(1)) == F.col("first_record")).alias("is_first"),
         "first_line",
     )
     return (
         lines.filter(~F.col("line").rlike(_BLANK_LINE))
         .join(F.broadcast(catalog), on="source_file", how="inner")
-        .select("partition", "source_file", "line_number", "line", "is_first", "first_line")
+        .select("partition", "source_file", "line_number", "line", "utf8", "is_first", "first_line")
     )
 
 
 def read_order_lines(
     spark: SparkSession, landing_root: str | Path, files: list[LandingFile]
 ) -> DataFrame:
-    """raw/orders rows (RAW_ORDERS schema): one row per record of the given .jsonl files."""
+    """raw/orders rows (RAW_ORDERS schema) and ``_utf8``: one row per record of the given .jsonl
+    files. ``_utf8`` is False where the line's bytes are not UTF-8 (its payload shows them as
+    U+FFFD, a table's strings being UTF-8): validation rejects those as malformed JSON. It is
+    not a column of raw/orders."""
     if not files:
-        return spark.createDataFrame([], RAW_ORDERS)
+        return spark.createDataFrame([], RAW_ORDERS).withColumn(UTF8_COLUMN, F.lit(True))
     lines = _read_lines(spark, landing_root, files, DATASETS[ORDERS_DATASET].suffix)
     return lines.select(
         F.col("partition").alias("arrival_date"),
         F.col("source_file"),
         F.col("line_number"),
         F.col("line").alias("payload"),
+        F.col("utf8").alias(UTF8_COLUMN),
     )
 
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from backfill_assets.transforms.schemas import MONEY, QUARANTINE_ORDERS, RAW_ORDERS, STATUSES
+from backfill_assets.transforms.schemas import (
+    MONEY,
+    QUARANTINE_ORDERS,
+    RAW_ORDERS,
+    STATUSES,
+    UTF8_COLUMN,
+)
 
 REJECT_REASONS = ("malformed_json", "missing_field", "invalid_value", "future_event", "too_late")
 
@@ -150,9 +156,14 @@ def _utc_date(ts: Column) -> Column:
 
 
 def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
-    """raw/orders rows + ``reason`` (NULL when valid) + the typed fields of each record."""
+    """raw/orders rows + ``reason`` (NULL when valid) + the typed fields of each record.
+
+    ``raw`` may carry the landing reader's ``_utf8`` flag (False: the line's bytes are not UTF-8).
+    """
     raw_columns = [F.col(name) for name in RAW_ORDERS.fieldNames()]
-    parsed = raw.select(*raw_columns, _record(F.col("payload")).alias("_record"))
+    # JSON text is UTF-8: a line whose bytes are not (flagged by the landing reader) is no object.
+    utf8 = F.col(UTF8_COLUMN) if UTF8_COLUMN in raw.columns else F.lit(True)
+    parsed = raw.select(*raw_columns, F.when(utf8, _record(F.col("payload"))).alias("_record"))
     missing = F.lit(False)
     for name in FIELDS:
         missing = missing | _is_missing(name)

@@ -28,6 +28,9 @@ RAW_ORDERS = _struct(
     ("line_number", T.LongType()),
     ("payload", T.StringType()),
 )
+# Beside raw rows as the landing reader gives them, not in raw/orders: False where the line's
+# bytes are not UTF-8 (its payload shows them as U+FFFD). Such a line is malformed JSON.
+UTF8_COLUMN = "_utf8"
 
 QUARANTINE_ORDERS = _struct(
     ("arrival_date", T.DateType()),

@@ -77,7 +77,7 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     listed = _listed(files)
     lines = read_order_lines(spark, pipeline.landing, files)
     commit = commit_info(step.context, RAW_ORDERS, days, {})
-    raw = step.stage(RAW_ORDERS_TABLE, lines, days, commit)
+    raw = step.stage(RAW_ORDERS_TABLE, lines.select(*schemas.RAW_ORDERS.fieldNames()), days, commit)
     # Read the landing files once more and parse each record once; cache only what the rest
     # needs (verdict, typed fields, line hash, payload of rejects), not every payload: the
     # cache stays small enough for memory however long the range.
