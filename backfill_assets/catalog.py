@@ -79,4 +79,5 @@ EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" even
 CLI_TAG = "backfill_assets/cli"  # the command that started the run
 CORRECTION_TAG = "backfill_assets/correction"  # the correction a run builds (nothing published)
 CORRECTION_REASON_TAG = "backfill_assets/correction_reason"
+WORKER_TAG = "backfill_assets/worker"  # host:pid:start of the process executing the run
 CURSOR_KEY = "backfill_assets/late_data_cursor"  # catch-up's cursor while the sensor has none

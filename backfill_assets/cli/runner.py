@@ -8,6 +8,7 @@ in the UI and can be re-executed from there.
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
@@ -15,9 +16,10 @@ from datetime import date
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-from backfill_assets.catalog import RANGE_END, RANGE_START
+from backfill_assets.catalog import RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.definitions import backfill_job, correction_job
+from backfill_assets.defs.run_workers import release_orphaned_runs, worker_identity
 
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
 QUIET = {"loggers": {"console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}}}
@@ -39,7 +41,9 @@ def execute(
 ) -> RunOutcome:
     """Run ``plan`` as one ranged run of the backfill job (of the correction job when
     ``correction``: ``tags`` then carry the correction's id and reason)."""
-    run_tags = {RANGE_START: plan.start.isoformat(), RANGE_END: plan.end.isoformat(), **(tags or {})}
+    release_orphans(instance)
+    run_tags = {RANGE_START: plan.start.isoformat(), RANGE_END: plan.end.isoformat(),
+                WORKER_TAG: worker_identity(), **(tags or {})}
     with dg.execute_job(
         dg.reconstructable(correction_job if correction else backfill_job),
         instance=instance,
@@ -61,15 +65,26 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
         raise ValueError(f"run {run_id} is not a ranged backfill run")
     plan = RunPlan(tuple(sorted(parent.asset_selection or (), key=str)), date.fromisoformat(start), date.fromisoformat(end))
     job = correction_job if parent.job_name == correction_job().name else backfill_job
+    release_orphans(instance)
     with dg.execute_job(
         dg.reconstructable(job),
         instance=instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
         run_config=QUIET,
-        tags={k: v for k, v in parent.tags.items() if not k.startswith("dagster/") or k in (RANGE_START, RANGE_END)},
+        tags={**{k: v for k, v in parent.tags.items()
+                 if not k.startswith("dagster/") or k in (RANGE_START, RANGE_END)},
+              WORKER_TAG: worker_identity()},
         raise_on_error=False,
     ) as result:
         return outcome_of_run(instance, plan, result.run_id, result.success)
+
+
+def release_orphans(instance: dg.DagsterInstance) -> None:
+    """Release the runs a killed process left unfinished (``defs.run_workers``): they would hold
+    the ``spark`` pool's slot, and every run started now would wait for it for ever."""
+    for run_id in release_orphaned_runs(instance):
+        print(f"released run {run_id}: its process is gone (killed?); it is marked failed and its "
+              "pool slots are freed", file=sys.stderr, flush=True)
 
 
 def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, success: bool) -> RunOutcome:

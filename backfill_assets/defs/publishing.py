@@ -33,6 +33,7 @@ from dagster._core.events import DagsterEventType
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import Table
+from backfill_assets.defs.run_workers import record_worker
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
 
 RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
@@ -150,6 +151,7 @@ class Publication:
     publishes = True  # False for a correction's run, which keeps what passed staged
 
     def __init__(self, context: dg.AssetExecutionContext, lake: Lake) -> None:
+        record_worker(context)  # a run whose process dies can then be released (run_workers)
         self.context = context
         self.lake = lake
         self.held: dict[date, list[str]] = {}

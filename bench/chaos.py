@@ -1,0 +1,313 @@
+"""Fault harness: SIGKILLs with resume, the live lane against a backfill, fuzzed landing input.
+
+    .venv/bin/python bench/chaos.py --kills 20 --days 30 --seed 7
+
+Every figure is checked against the test suite's reference implementation of the data
+contract (``backfill_assets_tests/reference.py``, pure Python), reading the tables with
+delta-rs: nothing of the pipeline under test computes an expected value.
+
+1. **kills**: an all-layer ``backfill-assets backfill`` of ``--days`` days is SIGKILLed (its
+   whole process group: the CLI, its JVM, Spark's Python workers) at a seeded random moment,
+   printed, then resumed by running the same command again, which may be killed in turn.
+   After each kill, every partition Dagster reports materialized, and every partition in the
+   lake, is compared with the reference: ``torn`` counts partitions holding a proper part of
+   their rows, ``duplicate_keys`` rows sharing a table's key, ``lost_rows`` reference rows
+   missing from a partition Dagster reports materialized, ``mismatched_partitions`` any
+   other difference. After the last kill the resume runs to the end and every partition of
+   the range must equal the reference.
+2. **live**: the real ``dagster-daemon`` with the late-data sensor and the daily schedule on,
+   while a ``--live-backfill-days`` backfill runs over the same days; the late deliveries of
+   the last ``--live-days`` days land during it. At the end the tables must equal the
+   reference, and Dagster's materialized partitions must be those the lake holds.
+   ``live_conflicts_retried`` counts the steps Dagster retried (a lost publish race).
+3. **fuzz**: ``--fuzz-cases`` landing files drawn by hypothesis (random bytes, invalid
+   UTF-8, NUL bytes, very long lines, deeply nested JSON, duplicate keys, amounts at the
+   edges of DECIMAL(18,2), timestamps at zone and calendar extremes, names with spaces,
+   unicode or ``..``) land in one zone beside decoys outside it, and one raw run reads them
+   all. Each landed record must be in raw, each rejected one in quarantine with the reason
+   an independent classifier gives (the reference's ``judge``; a line that is not UTF-8 is
+   ``malformed_json``), and no decoy's content may appear anywhere.
+
+``crashes`` counts commands that ended other than with 0 (all published) or 1 (days held),
+or hung past their time limit. The last line is exactly::
+
+    CHAOS kills=<n> torn=<n> duplicate_keys=<n> lost_rows=<n> mismatched_partitions=<n> live_conflicts_retried=<n> fuzz_cases=<n> crashes=<n>
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from datetime import date, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from backfill_assets.days import days_between
+from backfill_assets_tests.reference import (
+    FactRow,
+    QuarantineRow,
+    RawRow,
+    Reference,
+    StagingRow,
+)
+
+FIRST_DAY = date(2024, 1, 1)
+LATENESS = 7
+
+
+@dataclass
+class Counts:
+    kills: int = 0
+    torn: int = 0
+    duplicate_keys: int = 0
+    lost_rows: int = 0
+    mismatched_partitions: int = 0
+    live_conflicts_retried: int = 0
+    fuzz_cases: int = 0
+    crashes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        names = [f.name for f in fields(self) if f.name != "notes"]
+        return "CHAOS " + " ".join(f"{n}={getattr(self, n)}" for n in names)
+
+
+# ---------------------------------------------------------------- the lake against the reference
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A table of the contract: its path, partition column, key, and reference row type."""
+
+    path: str
+    partition: str
+    key: tuple[str, ...]
+    row: type
+
+
+CHECKED = (
+    Checked("raw/orders", "arrival_date", ("arrival_date", "source_file", "line_number"), RawRow),
+    Checked("quarantine/orders", "arrival_date", ("arrival_date", "source_file", "line_number"),
+            QuarantineRow),
+    Checked("staging/orders", "event_date", ("event_date", "order_id"), StagingRow),
+    Checked("fact/daily_revenue", "event_date", ("event_date", "country"), FactRow),
+)
+ASSET_OF_TABLE = {"raw/orders": "raw_orders", "staging/orders": "stg_orders",
+                  "fact/daily_revenue": "fct_daily_revenue"}
+
+
+def lake_partitions(lake: Path, table: Checked) -> dict[date, Counter]:
+    """The table's rows per partition, as the reference's row type, read with delta-rs."""
+    from deltalake import DeltaTable
+
+    path = lake / table.path
+    if not (path / "_delta_log").is_dir():
+        return {}
+    names = [f.name for f in fields(table.row)]
+    out: dict[date, Counter] = {}
+    for row in DeltaTable(str(path)).to_pyarrow_table(columns=names).to_pylist():
+        out.setdefault(row[table.partition], Counter())[table.row(**row)] += 1
+    return out
+
+
+def reference_partitions(reference: Reference, table: Checked, days: list[date]) -> dict[date, Counter]:
+    if table.row is RawRow:
+        rows = reference.raw_orders(days)
+    elif table.row is QuarantineRow:
+        rows = reference.quarantine(days)
+    elif table.row is StagingRow:
+        rows = reference.staging(days)[0]
+    else:
+        rows = reference.fact(days)
+    out: dict[date, Counter] = {d: Counter() for d in days}
+    for row in rows:
+        out[getattr(row, table.partition)][row] += 1
+    return out
+
+
+def materialized(home: Path) -> dict[str, set[date]]:
+    """Per asset, the partitions Dagster reports materialized."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        return {asset: {date.fromisoformat(p) for p in
+                        instance.get_materialized_partitions(dg.AssetKey(asset))}
+                for asset in ASSET_OF_TABLE.values()}
+
+
+def audit(counts: Counts, lake: Path, home: Path, reference: Reference, days: dict[str, list[date]],
+          complete: bool) -> list[str]:
+    """Compare the lake (and Dagster's materialized partitions) with the reference; add what
+    is wrong to ``counts`` and return it in words. ``complete``: every partition of ``days``
+    must be there (the end of a run); otherwise only those Dagster reports or the lake holds."""
+    reported = materialized(home)
+    problems = []
+    for table in CHECKED:
+        table_days = days[table.partition]
+        expected = reference_partitions(reference, table, table_days)
+        actual = lake_partitions(lake, table)
+        keys = Counter(tuple(getattr(r, k) for k in table.key)
+                       for rows in actual.values() for r in rows.elements())
+        duplicated = sum(n - 1 for n in keys.values() if n > 1)
+        if duplicated:
+            counts.duplicate_keys += duplicated
+            problems.append(f"{table.path}: {duplicated} duplicate key(s)")
+        must = set(table_days) if complete else reported.get(ASSET_OF_TABLE.get(table.path), set())
+        for day in sorted(set(actual) | (must & set(table_days))):
+            want, got = expected.get(day, Counter()), actual.get(day, Counter())
+            if got == want:
+                continue
+            missing = sum((want - got).values())
+            if day in must:
+                counts.lost_rows += missing
+            if got and got < want:
+                counts.torn += 1
+                problems.append(f"{table.path}[{day}]: torn, {sum(got.values())} of {sum(want.values())} rows")
+            elif got or day in must:
+                counts.mismatched_partitions += 1
+                problems.append(f"{table.path}[{day}]: {sum(got.values())} rows, {missing} missing, "
+                                f"{sum((got - want).values())} unexpected")
+    return problems
+
+
+# ------------------------------------------------------------------------ processes
+
+
+def pipeline_env(root: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(root / "home"),
+        "BACKFILL_LANDING_DIR": str(root / "landing"),
+        "BACKFILL_LAKE_DIR": str(root / "lake"),
+        "BACKFILL_START_DATE": FIRST_DAY.isoformat(),
+        "BACKFILL_MAX_LATENESS_DAYS": str(LATENESS),
+        "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "4",
+        "PYSPARK_PYTHON": sys.executable,
+        "DAGSTER_DISABLE_TELEMETRY": "yes",
+        **extra,
+    }
+
+
+def start_cli(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen:
+    """A ``backfill-assets`` command in its own process group (so a kill takes all of it)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "backfill_assets.cli", *args], env=env,
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def prepare(root: Path, days: int, orders_per_day: int, seed: int) -> list[date]:
+    """A fresh landing zone of ``days`` generated days and an instance configured like `make`'s."""
+    from backfill_assets.generate import generate_feed
+
+    (root / "home").mkdir(parents=True)
+    shutil.copy(ROOT / "dagster.yaml", root / "home" / "dagster.yaml")
+    end = FIRST_DAY + timedelta(days=days - 1)
+    generate_feed(root / "landing", FIRST_DAY, end, orders_per_day=orders_per_day, seed=seed,
+                  max_lateness_days=LATENESS)
+    return days_between(FIRST_DAY, end)
+
+
+def range_days(event_days: list[date]) -> dict[str, list[date]]:
+    """The partitions a backfill of ``event_days`` builds, by partition column."""
+    start, end = event_days[0], event_days[-1]
+    return {"arrival_date": days_between(start, end + timedelta(days=LATENESS)),
+            "event_date": event_days}
+
+
+# ------------------------------------------------------------------------------ kills
+
+
+def kills(counts: Counts, work: Path, n_kills: int, n_days: int, orders_per_day: int,
+          rng: random.Random, seed: int, run_timeout_s: float) -> None:
+    root = work / "kills"
+    event_days = prepare(root, n_days, orders_per_day, seed)
+    reference = Reference(root / "landing", LATENESS)
+    env = pipeline_env(root)
+    days = range_days(event_days)
+    args = ("backfill", "--start", event_days[0].isoformat(), "--end", event_days[-1].isoformat())
+    horizon = 20.0 + 2.0 * n_days  # seconds a whole backfill takes, until one is measured
+    attempt = 0
+    while counts.kills < n_kills:
+        attempt += 1
+        moment = rng.uniform(1.0, horizon)
+        began = time.monotonic()
+        proc = start_cli(env, root / "backfill.log", *args)
+        try:
+            code = proc.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            counts.kills += 1
+            problems = audit(counts, root / "lake", root / "home", reference, days, complete=False)
+            print(f"kill {counts.kills}: at {moment:.1f}s of attempt {attempt}: "
+                  f"{'; '.join(problems) or 'every partition equals the reference'}", flush=True)
+            continue
+        horizon = time.monotonic() - began
+        print(f"attempt {attempt} finished (exit {code}) in {horizon:.0f}s before its kill at "
+              f"{moment:.1f}s; the next kills draw from [1, {horizon:.0f}]s", flush=True)
+        if code not in (0, 1):
+            counts.crashes += 1
+    finish(counts, root, env, reference, days, args, run_timeout_s, "kills: the resume")
+
+
+def finish(counts: Counts, root: Path, env: dict[str, str], reference: Reference,
+           days: dict[str, list[date]], args: tuple[str, ...], run_timeout_s: float, what: str) -> None:
+    """Run ``args`` to its end, then every partition of ``days`` must equal the reference."""
+    proc = start_cli(env, root / "backfill.log", *args)
+    try:
+        code = proc.wait(timeout=run_timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        code = "hung"
+    if code != 0:
+        counts.crashes += 1
+        print(f"{what} ended {code}; log: {root / 'backfill.log'}", flush=True)
+    problems = audit(counts, root / "lake", root / "home", reference, days, complete=True)
+    print(f"{what}: {'; '.join(problems) or 'every partition equals the reference'}", flush=True)
+
+
+# -------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kills", type=int, default=20)
+    p.add_argument("--days", type=int, default=30, help="days of the killed backfill")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--orders-per-day", type=int, default=100)
+    p.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a command counts as hung")
+    p.add_argument("--workdir", type=Path, help="keep the work here (default: a temporary folder)")
+    args = p.parse_args(argv)
+    rng = random.Random(args.seed)
+    counts = Counts()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"chaos: seed {args.seed}, work in {work}", flush=True)
+    kills(counts, work, args.kills, args.days, args.orders_per_day, rng, args.seed, args.run_timeout)
+    print(counts.line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # delta-rs readers can abort the interpreter at exit (delta-rs#2184)
