@@ -23,7 +23,7 @@ test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	@./scripts/test-deps.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-screenshots: setup  ## refresh README's pictures in docs/img/: the browser test copies them from its run
+screenshots: setup  ## refresh README's pictures in docs/img/: the browser tests copy them from their runs
 	BACKFILL_E2E_DOCS_IMG=$(CURDIR)/docs/img $(PY) -m pytest backfill_assets_tests/e2e -q
 
 UI_PORT ?= 3000

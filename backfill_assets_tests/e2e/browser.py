@@ -105,3 +105,30 @@ class Ui:
                 f"url: {self.page.url}\nscreenshot: {shot}\nserver log: {self.server_log}\n"
                 f"page showed (first 3000 chars):\n{text[:3000]}"
             ) from exc
+
+
+# --- what an asset's pages show ---------------------------------------------------------------
+
+PARTITION_STATUSES = ("Failed", "Materialized", "Materializing", "Missing")
+
+
+def partition_counts(page) -> dict[str, int]:
+    """The partition bar's counts as the Partitions tab writes them: "Failed (1)", "Missing (7)", ..."""
+    from playwright.sync_api import expect
+
+    labels = page.get_by_text(re.compile(rf"^({'|'.join(PARTITION_STATUSES)}) \(\d+\)$"))
+    expect(labels.first).to_be_visible()
+    found = (re.match(r"^(\w+) \((\d+)\)$", text) for text in labels.all_inner_texts())
+    return {m.group(1): int(m.group(2)) for m in found}
+
+
+def expect_columns_described(ui: Ui, asset: str, described: dict[str, str], columns) -> None:
+    """The asset's Overview: its Columns panel lists each of ``columns`` with its description."""
+    from playwright.sync_api import expect
+
+    page = ui.page
+    ui.goto(f"/assets/{asset}")
+    expect(page.get_by_text("Columns", exact=True).first).to_be_visible()
+    for column in columns:
+        expect(page.get_by_text(column, exact=True).first).to_be_visible()
+        expect(page.get_by_text(described[column], exact=True).first).to_be_visible()

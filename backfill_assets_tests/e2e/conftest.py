@@ -1,17 +1,23 @@
-"""Fixtures for the browser test: a landing zone with a held day, its raw layer, `dagster dev`, Chromium."""
+"""Fixtures for the browser tests: a landing zone with a held day and its raw layer, or what
+`make demo` leaves; `dagster dev` on either; Chromium."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.cli.demo import FIRST_PARTITION_FILE
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path
@@ -23,10 +29,16 @@ from backfill_assets_tests.e2e.landing_data import (
     raw_ranges,
     write_landing,
 )
-from backfill_assets_tests.e2e.servers import PROJECT_DIR, DagsterUI, server_env, start_dagster_dev
+from backfill_assets_tests.e2e.servers import (
+    PROJECT_DIR,
+    DagsterUI,
+    running_dagster_dev,
+    server_env,
+)
 from backfill_assets_tests.reference import Reference
 
 READY_TIMEOUT_S = 300
+DEMO_TIMEOUT_S = 900
 
 
 @dataclass(frozen=True)
@@ -35,12 +47,21 @@ class Scenario:
     lake: Path
     home: Path
     reference: Reference
+    first_partition: date = PARTITION_START
 
     def env(self) -> dict[str, str]:
-        return server_env(self.home, self.landing, self.lake, PARTITION_START.isoformat())
+        return server_env(self.home, self.landing, self.lake, self.first_partition.isoformat())
 
 
-@pytest.fixture(scope="module")
+@dataclass(frozen=True, kw_only=True)
+class Demo(Scenario):
+    """What `make demo` left: its first partition as recorded in the instance, when it ran."""
+
+    yesterday: date  # UTC, when the demo started
+    seconds: float
+
+
+@pytest.fixture(scope="session")
 def e2e_output() -> Path:
     """Screenshots and the server log: $BACKFILL_E2E_OUTPUT, else test-output/e2e in the project."""
     out = Path(os.environ.get("BACKFILL_E2E_OUTPUT") or PROJECT_DIR / "test-output" / "e2e")
@@ -97,17 +118,40 @@ def dagster_ui(scenario, spark, e2e_output, chromium_executable):
     """`dagster dev` on a free 127.0.0.1 port; the raw layer is built in this process meanwhile."""
     # The instance's storage exists before two processes open it.
     instance = dg.DagsterInstance.from_config(str(scenario.home))
-    ui = start_dagster_dev(scenario.env(), e2e_output / "dagster-dev.log")
-    try:
+
+    def raw_layer() -> None:
         try:
             build_raw(scenario, instance)
         finally:
             instance.dispose()
-        ui.wait_until_ready(READY_TIMEOUT_S)
-        print(f"dagster dev: {ui.base_url} (DAGSTER_HOME={scenario.home})")
+
+    with running_dagster_dev(scenario.env(), e2e_output / "dagster-dev.log", READY_TIMEOUT_S,
+                             meanwhile=raw_layer) as ui:
         yield ui
-    finally:
-        ui.stop()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, e2e_output, chromium_executable) -> Demo:
+    """`make demo` in a fresh instance, landing zone and lake: `make setup`'s instance step, then
+    the demo with its defaults, each a process of its own as make runs it."""
+    root = tmp_path_factory.mktemp("demo")
+    home, landing, lake = root / "dagster_home", root / "landing", root / "lake"
+    env = server_env(home, landing, lake, None)  # the demo chooses its first partition
+    log = e2e_output / "demo.log"
+    yesterday, began = datetime.now(UTC).date() - timedelta(days=1), time.monotonic()
+    with open(log, "wb") as out:
+        for args in (["backfill_assets.cli.instance", "dagster.yaml", str(home)],
+                     ["backfill_assets.cli", "demo"]):
+            done = subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_DIR, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=DEMO_TIMEOUT_S, check=False)
+            if done.returncode:
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+                pytest.fail(f"{' '.join(args)} exited with {done.returncode}; {log}:\n{tail}")
+    seconds = time.monotonic() - began
+    print(f"make demo's steps took {seconds:.0f}s; output in {log}")
+    first = date.fromisoformat((home / FIRST_PARTITION_FILE).read_text(encoding="utf-8").strip())
+    return Demo(landing, lake, home, Reference(landing), first, yesterday=yesterday, seconds=seconds)
 
 
 @pytest.fixture(scope="module")

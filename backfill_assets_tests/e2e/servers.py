@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,18 +114,35 @@ def start_dagster_dev(env: dict[str, str], log_path: Path) -> DagsterUI:
     return DagsterUI(process, f"http://127.0.0.1:{port}", log_path)
 
 
-def server_env(home: Path, landing: Path, lake: Path, start_date: str) -> dict[str, str]:
-    """The project's environment for the servers and the runs they launch: small local Spark."""
+@contextlib.contextmanager
+def running_dagster_dev(env: dict[str, str], log_path: Path, ready_timeout: float,
+                        meanwhile: Callable[[], None] | None = None) -> Iterator[DagsterUI]:
+    """`dagster dev` from start until it is ready, ``meanwhile`` done while it starts; stopped after."""
+    ui = start_dagster_dev(env, log_path)
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        ui.wait_until_ready(ready_timeout)
+        print(f"dagster dev: {ui.base_url} (DAGSTER_HOME={env['DAGSTER_HOME']})")
+        yield ui
+    finally:
+        ui.stop()
+
+
+def server_env(home: Path, landing: Path, lake: Path, start_date: str | None) -> dict[str, str]:
+    """The project's environment for the servers and the runs they launch: small local Spark.
+    Without ``start_date``, BACKFILL_START_DATE is unset, as `make demo` leaves it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BACKFILL_", "DAGSTER_"))}
     env.update({
         "DAGSTER_HOME": str(home),
         "BACKFILL_LANDING_DIR": str(landing),
         "BACKFILL_LAKE_DIR": str(lake),
-        "BACKFILL_START_DATE": start_date,
         "BACKFILL_SPARK_MASTER": "local[2]",
         "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
         "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     })
+    if start_date is not None:
+        env["BACKFILL_START_DATE"] = start_date
     return env

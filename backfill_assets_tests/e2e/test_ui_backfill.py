@@ -18,6 +18,7 @@ from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.transforms.columns import DESCRIPTIONS
 from backfill_assets_tests.e2e import queries
+from backfill_assets_tests.e2e.browser import expect_columns_described, partition_counts
 from backfill_assets_tests.e2e.landing_data import (
     DAYS,
     FEED_START,
@@ -175,14 +176,6 @@ def test_held_day_shows_failed_with_the_reason(ui, launched, scenario):
         page.get_by_role("button", name="Done", exact=True).click()
 
 
-def _status_counts(page) -> dict[str, int]:
-    """The partition bar's counts as the page writes them: "Failed (1)", "Missing (7)", ..."""
-    labels = page.get_by_text(re.compile(r"^(Failed|Materialized|Materializing|Missing) \(\d+\)$"))
-    expect(labels.first).to_be_visible()
-    found = (re.match(r"^(\w+) \((\d+)\)$", text) for text in labels.all_inner_texts())
-    return {m.group(1): int(m.group(2)) for m in found}
-
-
 def test_partition_bar_counts_every_day_from_the_first_partition(ui, launched):
     """Read from the page, against counts computed here from the scenario's days: four
     published, the held day failed, every other day since the first partition missing."""
@@ -192,8 +185,8 @@ def test_partition_bar_counts_every_day_from_the_first_partition(ui, launched):
     with ui.step("stg_orders partition bar: every partition to yesterday"):
         ui.goto(f"/assets/{STG}?view=partitions")
         expect(page.get_by_text(f"Missing ({every_day - len(DAYS)})", exact=True)).to_be_visible()
-        assert _status_counts(page) == {"Failed": 1, "Materialized": len(GOOD), "Materializing": 0,
-                                        "Missing": every_day - len(DAYS)}
+        assert partition_counts(page) == {"Failed": 1, "Materialized": len(GOOD), "Materializing": 0,
+                                          "Missing": every_day - len(DAYS)}
     shown = f"[{FEED_START.isoformat()}...{DAYS[-1].isoformat()}]"
     with ui.step(f"the bar over {shown}: the feed's days, the held one failed"):
         field = page.locator("input[placeholder^='ex: ']").first
@@ -201,8 +194,8 @@ def test_partition_bar_counts_every_day_from_the_first_partition(ui, launched):
         field.press("Enter")
         before_range = (RANGE_START - FEED_START).days
         expect(page.get_by_text(f"Missing ({before_range})", exact=True)).to_be_visible()
-        assert _status_counts(page) == {"Failed": 1, "Materialized": len(GOOD), "Materializing": 0,
-                                        "Missing": before_range}
+        assert partition_counts(page) == {"Failed": 1, "Materialized": len(GOOD), "Materializing": 0,
+                                          "Missing": before_range}
         page.get_by_text(HELD.isoformat(), exact=True).first.click()
         expect(page.get_by_text("did not materialize this asset")).to_be_visible()
         ui.screenshot("04b-partition-bar", docs="held-day.png")
@@ -210,13 +203,8 @@ def test_partition_bar_counts_every_day_from_the_first_partition(ui, launched):
 
 def test_asset_page_columns_describe_each_field_from_the_contract(ui, launched):
     described = DESCRIPTIONS["staging/orders"][1]
-    page = ui.page
     with ui.step("stg_orders overview: the Columns panel with descriptions"):
-        ui.goto(f"/assets/{STG}")
-        expect(page.get_by_text("Columns", exact=True).first).to_be_visible()
-        for column in ("amount_usd", "order_id", "usd_per_unit"):
-            expect(page.get_by_text(column, exact=True).first).to_be_visible()
-            expect(page.get_by_text(described[column], exact=True).first).to_be_visible()
+        expect_columns_described(ui, STG, described, ("amount_usd", "order_id", "usd_per_unit"))
         ui.screenshot("04c-asset-columns", docs="asset-columns.png")
     # The words the UI shows are the contract's.
     contract = (PROJECT_DIR / "docs" / "contract.md").read_text(encoding="utf-8")
