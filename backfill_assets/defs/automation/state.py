@@ -29,6 +29,7 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.days import days_between
 from backfill_assets.defs.partitions import last_partition
+from backfill_assets.defs.publishing import latest_materializations
 from backfill_assets.late_data import (
     Detection,
     LandingCursor,
@@ -85,8 +86,7 @@ def sensor_is_running(instance: dg.DagsterInstance, declared_running: bool = Fal
 
 def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
     storage = instance.event_log_storage
-    latest = storage.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION)
-    ids = sorted(latest.values())
+    ids = sorted(latest_materializations(instance, key).values())
     events = []
     for i in range(0, len(ids), 500):  # bounded IN lists
         events += storage.get_asset_event_summary_records(
