@@ -74,7 +74,9 @@ RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
 MONTHLY_JOB = "monthly_report_job"  # a job's assets share one partitioning: the months apart
+STEP_JOBS = {MONTHLY_REVENUE_STEP: MONTHLY_JOB}  # the job of a step's runs, when not BACKFILL_JOB
 LATE_DATA_SENSOR = "late_data_sensor"
+DOWNSTREAM_SENSOR = "downstream_refresh"
 FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
 DAILY_SCHEDULE = "daily_refresh"
 # Lake upkeep (vacuum, compaction, checkpoints): its job, its one op, its weekly schedule.

@@ -22,34 +22,40 @@ from backfill_assets.resources import build_resources
 from backfill_assets.settings import Settings
 
 
+def build_jobs() -> tuple[dg.UnresolvedAssetJobDefinition, ...]:
+    """The backfill job, the monthly report's job and the correction job."""
+    return (
+        dg.define_asset_job(
+            BACKFILL_JOB,
+            selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*MONTHLY_ASSETS),
+            description="Any daily layer over any partition range, as one run per range. From "
+            "Lineage: select assets, Materialize selected, type a range such as "
+            "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
+            "and re-execute it from failure; only the held days are rebuilt.",
+        ),
+        dg.define_asset_job(
+            MONTHLY_JOB,
+            selection=dg.AssetSelection.assets(*MONTHLY_ASSETS),
+            description="The monthly report over any range of months, as one run per range "
+            "(Materialize, then a range such as [2026-09-01...2026-10-01]). A month waits "
+            "for every day of its daily fact.",
+        ),
+        dg.define_asset_job(
+            CORRECTION_JOB,
+            selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]),
+            description=CORRECTION_JOB_DESCRIPTION,
+        ),
+    )
+
+
 def build_definitions(settings: Settings) -> dg.Definitions:
     assets = (build_raw_assets(settings) + build_event_day_assets(settings)
               + build_customer_ltv_assets(settings) + build_monthly_revenue_assets(settings))
-    automation = build_automation(settings)
+    jobs = build_jobs()
+    automation = build_automation(settings, downstream_jobs=list(jobs[:2]))
     return dg.Definitions(
         assets=assets,
-        jobs=[
-            dg.define_asset_job(
-                BACKFILL_JOB,
-                selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*MONTHLY_ASSETS),
-                description="Any daily layer over any partition range, as one run per range. From "
-                "Lineage: select assets, Materialize selected, type a range such as "
-                "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
-                "and re-execute it from failure; only the held days are rebuilt.",
-            ),
-            dg.define_asset_job(
-                MONTHLY_JOB,
-                selection=dg.AssetSelection.assets(*MONTHLY_ASSETS),
-                description="The monthly report over any range of months, as one run per range "
-                "(Materialize, then a range such as [2026-09-01...2026-10-01]). A month waits "
-                "for every day of its daily fact.",
-            ),
-            dg.define_asset_job(
-                CORRECTION_JOB,
-                selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]),
-                description=CORRECTION_JOB_DESCRIPTION,
-            ),
-        ],
+        jobs=list(jobs),
         resources=build_resources(settings),
         sensors=automation.sensors,
         schedules=automation.schedules,

@@ -25,6 +25,7 @@ from backfill_assets.catalog import (
     RAW_ASSET_OF_DATASET,
     REQUEST_TAG,
     STEP_ASSETS,
+    STEP_JOBS,
     WHY_TAG,
 )
 from backfill_assets.days import days_between
@@ -252,9 +253,11 @@ def tags_for(request: Request) -> dict[str, str]:
 
 
 def run_request(request: Request) -> dg.RunRequest:
-    """A ranged run of ``backfill_job`` over the request's days (one run, not one per day)."""
+    """A ranged run of the step's job (``backfill_job`` but for the monthly report) over the
+    request's partitions (one run, not one per partition)."""
     return dg.RunRequest(
         run_key=request.key,
+        job_name=STEP_JOBS.get(request.step),
         asset_selection=list(STEP_ASSETS[request.step]),
         tags=tags_for(request),
     )
