@@ -1,7 +1,8 @@
 """Customer LTV and monthly revenue end to end on real Spark, Delta and Dagster, compared with
 LTV and monthly totals computed in plain Python from the reference implementation's staging
 rows: a backfill with a held day, the held day repaired and its range rebuilt from a seed, a
-late order for an old day, and a month held for its missing days."""
+late order for an old day, a month held for its missing days, and a correction's cutover that
+``downstream_refresh`` answers with one ranged run of LTV and one of the month."""
 
 from __future__ import annotations
 
@@ -12,21 +13,27 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
+import dagster as dg
 import pytest
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
+    DOWNSTREAM_SENSOR,
     EVENT_DAYS_STEP,
     FCT_CUSTOMER_LTV,
     MONTHLY_ASSETS,
+    MONTHLY_JOB,
+    RANGE_END,
+    RANGE_START,
     RAW_FX_RATES,
     RPT_MONTHLY_REVENUE,
     STEP_ASSETS,
 )
-from backfill_assets.cli.main import run_backfill
+from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.definitions import build_definitions
+from backfill_assets.generate import generate_feed, remove_rates, restate_rates
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
@@ -218,3 +225,41 @@ def test_a_late_order_for_an_old_day_rebuilds_ltv_to_the_latest_day_and_its_mont
     assert january.metadata["revenue_usd_exact"].value == str(
         sum(r[4] for r in expected_months(reference, [JAN])))
     assert january_before.metadata["revenue_usd_exact"].value != january.metadata["revenue_usd_exact"].value
+
+
+def evaluate_downstream_sensor(env) -> list[dg.RunRequest]:
+    sensor = build_definitions(env.settings).get_repository_def().get_sensor_def(DOWNSTREAM_SENSOR)
+    result = sensor.evaluate_tick(dg.build_sensor_context(instance=env.instance))
+    return list(result.run_requests or [])
+
+
+def run_requested(env, requests: list[dg.RunRequest]) -> None:
+    """Execute what the sensor requested, as the daemon would: each request one ranged run."""
+    for request in requests:
+        plan = RunPlan(tuple(request.asset_selection), date.fromisoformat(request.tags[RANGE_START]),
+                       date.fromisoformat(request.tags[RANGE_END]))
+        assert execute(plan, env.instance, tags=dict(request.tags)).success
+
+
+def test_the_sensor_requests_nothing_while_ltv_and_months_are_current(env, first_backfill):
+    assert evaluate_downstream_sensor(env) == []
+
+
+def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(env, first_backfill, capsys):
+    restated_days = [date(2024, 1, 1), date(2024, 1, 2)]
+    assert restate_rates(env.settings.landing_dir, "GBP", *restated_days, Decimal("1.05")) == 2
+    reference = Reference(env.settings.landing_dir)
+    for args in (["correct", "--start", "2024-01-01", "--end", "2024-01-03", "--reason", "GBP", "--id", "gbp"],
+                 ["diff", "gbp"], ["cutover", "gbp", "--force"]):
+        assert main(args) == 0, capsys.readouterr()
+    requests = evaluate_downstream_sensor(env)
+    by_assets = {tuple(r.asset_selection): r for r in requests}
+    ltv, month = by_assets[(FCT_CUSTOMER_LTV,)], by_assets[MONTHLY_ASSETS]
+    assert (ltv.tags[RANGE_START], ltv.tags[RANGE_END]) == (str(FIRST), str(LAST))  # one ranged run
+    assert (month.tags[RANGE_START], month.tags[RANGE_END], month.job_name) == (str(JAN), str(JAN), MONTHLY_JOB)
+    assert evaluate_downstream_sensor(env)[0].run_key == requests[0].run_key  # the same request
+    run_requested(env, requests)
+    expected, _ = expected_ltv(reference, LAST)
+    assert ltv_rows(env) == expected
+    assert month_rows(env) == expected_months(reference, [JAN])
+    assert evaluate_downstream_sensor(env) == []

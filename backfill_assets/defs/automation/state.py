@@ -18,6 +18,7 @@ from dagster._core.events import DagsterEventType
 from dagster._core.scheduler.instigation import SensorInstigatorData
 
 from backfill_assets.catalog import (
+    BACKFILL_JOB,
     CURSOR_KEY,
     LATE_DATA_SENSOR,
     RANGE_END,
@@ -257,7 +258,7 @@ def run_request(request: Request) -> dg.RunRequest:
     request's partitions (one run, not one per partition)."""
     return dg.RunRequest(
         run_key=request.key,
-        job_name=STEP_JOBS.get(request.step),
+        job_name=STEP_JOBS.get(request.step, BACKFILL_JOB),
         asset_selection=list(STEP_ASSETS[request.step]),
         tags=tags_for(request),
     )
