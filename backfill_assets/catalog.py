@@ -26,13 +26,20 @@ VALID_ORDERS_TABLE = Table("raw/orders_valid", "arrival_date")  # internal: the 
 RAW_FX_RATES_TABLE = Table("raw/fx_rates", "rate_date")
 STAGING_TABLE = Table("staging/orders", "event_date")
 FACT_TABLE = Table("fact/daily_revenue", "event_date")
+# Downstream of the daily fact (docs/contract.md, "Extensions"): a stateful table and a report.
+CUSTOMER_LTV_TABLE = Table("fact/customer_ltv", "as_of_date")
+MONTHLY_REVENUE_TABLE = Table("fact/monthly_revenue", "month")
 
 # Asset keys, in layer order.
 RAW_ORDERS = dg.AssetKey("raw_orders")
 RAW_FX_RATES = dg.AssetKey("raw_fx_rates")
 STG_ORDERS = dg.AssetKey("stg_orders")
 FCT_DAILY_REVENUE = dg.AssetKey("fct_daily_revenue")
-LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE)
+FCT_CUSTOMER_LTV = dg.AssetKey("fct_customer_ltv")
+RPT_MONTHLY_REVENUE = dg.AssetKey("rpt_monthly_revenue")
+# The daily layers (a column per layer in the CLI's per-day tables); the monthly report apart.
+LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE, FCT_CUSTOMER_LTV)
+MONTHLY_ASSETS = (RPT_MONTHLY_REVENUE,)
 
 # What each asset writes; the first table is the one its partitions are counted in.
 ASSET_TABLES: dict[dg.AssetKey, tuple[Table, ...]] = {
@@ -40,6 +47,8 @@ ASSET_TABLES: dict[dg.AssetKey, tuple[Table, ...]] = {
     RAW_FX_RATES: (RAW_FX_RATES_TABLE,),
     STG_ORDERS: (STAGING_TABLE,),
     FCT_DAILY_REVENUE: (FACT_TABLE,),
+    FCT_CUSTOMER_LTV: (CUSTOMER_LTV_TABLE,),
+    RPT_MONTHLY_REVENUE: (MONTHLY_REVENUE_TABLE,),
 }
 
 # Every table of the lake, for whatever runs over all of them (maintenance).
@@ -51,17 +60,23 @@ RAW_ASSET_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS, FX_RATES_DATASET: RAW_FX_RAT
 
 # Steps: the unit a run request names. Staging and fact are one step (defs/event_days/).
 RAW_ORDERS_STEP, RAW_FX_RATES_STEP, EVENT_DAYS_STEP = "raw_orders", "raw_fx_rates", "event_days"
+CUSTOMER_LTV_STEP, MONTHLY_REVENUE_STEP = "customer_ltv", "monthly_revenue"
 STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
     RAW_ORDERS_STEP: (RAW_ORDERS,),
     RAW_FX_RATES_STEP: (RAW_FX_RATES,),
     EVENT_DAYS_STEP: (STG_ORDERS, FCT_DAILY_REVENUE),
+    CUSTOMER_LTV_STEP: (FCT_CUSTOMER_LTV,),
+    MONTHLY_REVENUE_STEP: (RPT_MONTHLY_REVENUE,),
 }
 RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX_RATES_STEP}
 
 # The one job, the job that builds corrections beside production, and the sensors and schedule that request its runs.
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
+MONTHLY_JOB = "monthly_report_job"  # a job's assets share one partitioning: the months apart
+STEP_JOBS = {MONTHLY_REVENUE_STEP: MONTHLY_JOB}  # the job of a step's runs, when not BACKFILL_JOB
 LATE_DATA_SENSOR = "late_data_sensor"
+DOWNSTREAM_SENSOR = "downstream_refresh"
 FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
 DAILY_SCHEDULE = "daily_refresh"
 # Lake upkeep (vacuum, compaction, checkpoints): its job, its one op, its weekly schedule.

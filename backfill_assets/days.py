@@ -1,4 +1,4 @@
-"""Calendar days: the one helper every layer uses to spell out an inclusive date range."""
+"""Calendar days and months: how every layer spells out an inclusive range of partitions."""
 
 from __future__ import annotations
 
@@ -8,3 +8,12 @@ from datetime import date, timedelta
 def days_between(first: date, last: date) -> list[date]:
     """Every day from ``first`` to ``last``, both included; empty when ``last`` < ``first``."""
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def months_between(first: date, last: date) -> list[date]:
+    """The first day of every month from ``first``'s to ``last``'s, both included."""
+    months, month = [], first.replace(day=1)
+    while month <= last:
+        months.append(month)
+        month = (month + timedelta(days=31)).replace(day=1)
+    return months

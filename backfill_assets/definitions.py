@@ -4,35 +4,58 @@ from __future__ import annotations
 
 import dagster as dg
 
-from backfill_assets.catalog import BACKFILL_JOB, CORRECTION_JOB, EVENT_DAYS_STEP, STEP_ASSETS
+from backfill_assets.catalog import (
+    BACKFILL_JOB,
+    CORRECTION_JOB,
+    EVENT_DAYS_STEP,
+    MONTHLY_ASSETS,
+    MONTHLY_JOB,
+    STEP_ASSETS,
+)
 from backfill_assets.defs.automation import build_automation
 from backfill_assets.defs.correcting import CORRECTION_JOB_DESCRIPTION
+from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
+from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
 from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
 from backfill_assets.resources import build_resources
 from backfill_assets.settings import Settings
 
 
+def build_jobs() -> tuple[dg.UnresolvedAssetJobDefinition, ...]:
+    """The backfill job, the monthly report's job and the correction job."""
+    return (
+        dg.define_asset_job(
+            BACKFILL_JOB,
+            selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*MONTHLY_ASSETS),
+            description="Any daily layer over any partition range, as one run per range. From "
+            "Lineage: select assets, Materialize selected, type a range such as "
+            "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
+            "and re-execute it from failure; only the held days are rebuilt.",
+        ),
+        dg.define_asset_job(
+            MONTHLY_JOB,
+            selection=dg.AssetSelection.assets(*MONTHLY_ASSETS),
+            description="The monthly report over any range of months, as one run per range "
+            "(Materialize, then a range such as [2026-09-01...2026-10-01]). A month waits "
+            "for every day of its daily fact.",
+        ),
+        dg.define_asset_job(
+            CORRECTION_JOB,
+            selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]),
+            description=CORRECTION_JOB_DESCRIPTION,
+        ),
+    )
+
+
 def build_definitions(settings: Settings) -> dg.Definitions:
-    assets = build_raw_assets(settings) + build_event_day_assets(settings)
-    automation = build_automation(settings)
+    assets = (build_raw_assets(settings) + build_event_day_assets(settings)
+              + build_customer_ltv_assets(settings) + build_monthly_revenue_assets(settings))
+    jobs = build_jobs()
+    automation = build_automation(settings, downstream_jobs=list(jobs[:2]))
     return dg.Definitions(
         assets=assets,
-        jobs=[
-            dg.define_asset_job(
-                BACKFILL_JOB,
-                selection=dg.AssetSelection.all(),
-                description="Any layer over any partition range, as one run per range. From "
-                "Lineage: select assets, Materialize selected, type a range such as "
-                "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
-                "and re-execute it from failure; only the held days are rebuilt.",
-            ),
-            dg.define_asset_job(
-                CORRECTION_JOB,
-                selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]),
-                description=CORRECTION_JOB_DESCRIPTION,
-            ),
-        ],
+        jobs=list(jobs),
         resources=build_resources(settings),
         sensors=automation.sensors,
         schedules=automation.schedules,
@@ -49,6 +72,11 @@ def defs() -> dg.Definitions:
 def backfill_job() -> dg.JobDefinition:
     """The job the CLI executes; a module-level function so Dagster can reconstruct it."""
     return defs().resolve_job_def(BACKFILL_JOB)
+
+
+def monthly_job() -> dg.JobDefinition:
+    """The job of the monthly report (reconstructable, like ``backfill_job``)."""
+    return defs().resolve_job_def(MONTHLY_JOB)
 
 
 def correction_job() -> dg.JobDefinition:

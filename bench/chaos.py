@@ -431,7 +431,7 @@ def fuzz(counts: Counts, work: Path, n_cases: int, seed: int, run_timeout_s: flo
     plant_decoys(root, landing)
     counts.fuzz_cases += len(cases)
     env = pipeline_env(root)
-    first, last = FUZZ_ARRIVALS[0], FUZZ_ARRIVALS[-1]
+    last = FUZZ_ARRIVALS[-1]
     proc = start_cli(env, root / "backfill.log", "backfill", "--start", FIRST_DAY.isoformat(),
                      "--end", last.isoformat())
     try:

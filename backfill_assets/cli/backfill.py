@@ -20,14 +20,17 @@ def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwri
 
 def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite: bool,
               tags: dict[str, str], correction_tags: dict[str, str] | None = None):
-    """Every run of a backfill of [start, end], in layer order; the event days' run builds a
-    correction instead when ``correction_tags`` are given. None when refused."""
+    """Every run of a backfill of [start, end], in layer order, then the runs of what it makes
+    stale downstream; the event days' run builds a correction instead when ``correction_tags``
+    are given (and nothing downstream runs). None when refused."""
     import dagster as dg
 
     from backfill_assets.cli.planning import (
+        downstream_plans,
         gone_raw_partitions,
         input_files,
         plan_backfill,
+        reads_landing,
         record_throughput,
         would_wipe,
     )
@@ -42,9 +45,14 @@ def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite:
               + "\n(restore the files, or pass --allow-empty-overwrite if the deletion is intended)",
               file=sys.stderr)
         return None
-    total = sum(len(p.days) * len(p.assets) for p in plans)
-    done, began, outcomes = 0, time.monotonic(), []
     with dg.DagsterInstance.get() as instance:
+        if correction_tags is None:
+            downstream, notes = downstream_plans(settings, start, end, instance)
+            plans += downstream
+            for note in notes:
+                print(note, flush=True)
+        total = sum(len(p.days) * len(p.assets) for p in plans)
+        done, began, outcomes = 0, time.monotonic(), []
         for plan in plans:
             names = "+".join(k.to_user_string() for k in plan.assets)
             print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
@@ -52,7 +60,7 @@ def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite:
             correcting = correction_tags is not None and plan is plans[-1]
             outcome = execute(plan, instance, tags={**tags, **(correction_tags or {})} if correcting
                               else tags, correction=correcting)
-            if outcome.success:
+            if outcome.success and reads_landing(plan):
                 record_throughput(sum(f.size_bytes for f in input_files(settings, plan)),
                                   time.monotonic() - run_began)
             outcomes.append(outcome)

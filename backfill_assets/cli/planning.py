@@ -17,16 +17,24 @@ from pathlib import Path
 import dagster as dg
 
 from backfill_assets.catalog import (
+    CUSTOMER_LTV_STEP,
     EVENT_DAYS_STEP,
+    FCT_CUSTOMER_LTV,
+    FCT_DAILY_REVENUE,
     FX_RATES_DATASET,
+    MONTHLY_ASSETS,
     ORDERS_DATASET,
     RAW_FX_RATES,
     RAW_ORDERS,
     RAW_ORDERS_TABLE,
+    RPT_MONTHLY_REVENUE,
     STEP_ASSETS,
+    STG_ORDERS,
 )
-from backfill_assets.days import days_between
-from backfill_assets.defs.partitions import last_partition
+from backfill_assets.days import days_between, months_between
+from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
+from backfill_assets.defs.partitions import days_of_month, last_partition, monthly_partitions
+from backfill_assets.defs.publishing import latest_materializations
 from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import landed_partitions, list_landing_files
 from backfill_assets.late_data import day_ranges
@@ -48,12 +56,16 @@ class RunPlan:
 
     @property
     def days(self) -> list[date]:
+        """The run's partitions: days, or the months' first days for the monthly report."""
+        if self.assets == MONTHLY_ASSETS:
+            return months_between(self.start, self.end)
         return days_between(self.start, self.end)
 
 
 def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
     """Raw for every landed arrival date in [start, end + lateness], rates for
-    [start - rate window, end], then staging and fact for [start, end]."""
+    [start - rate window, end], then staging and fact for [start, end]. What sits downstream
+    of them follows: ``downstream_plans``."""
     first, last = settings.start_date, last_partition()
     if start > end:
         raise ValueError(f"--start {start} is after --end {end}")
@@ -68,6 +80,55 @@ def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
     plans.append(RunPlan((RAW_FX_RATES,), rates_start, end))
     plans.append(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], start, end))
     return plans
+
+
+def downstream_plans(
+    settings: Settings, start: date, end: date, instance: dg.DagsterInstance
+) -> tuple[list[RunPlan], list[str]]:
+    """What a backfill of the event days [start, end] makes stale, as one ranged run each, and
+    why anything stale is left out (it could only be held):
+
+    - customer LTV from the first day whose LTV is not current (``start`` at the latest) to the
+      later of ``end`` and its latest published day (it is cumulative); left out while a staging
+      day before ``start`` is not published;
+    - every complete month the range touches whose other days have their fact published."""
+    first = settings.start_date
+    staging = latest_materializations(instance, STG_ORDERS)
+    ltv = latest_materializations(instance, FCT_CUSTOMER_LTV)
+    plans, notes = [], []
+    missing = first_unpublished(first, start - timedelta(days=1), staging) if start > first else None
+    if missing is None:
+        stale = first_stale(first, start - timedelta(days=1), staging, ltv) if start > first else None
+        plans.append(RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], stale or start, max([end, *ltv])))
+    else:
+        notes.append(f"{FCT_CUSTOMER_LTV.to_user_string()} left out: {STG_ORDERS.to_user_string()} "
+                     f"{missing} is not published (backfill from {missing} to build it)")
+    last_month = monthly_partitions(settings).get_last_partition_key()
+    fact = set(latest_materializations(instance, FCT_DAILY_REVENUE)) | set(days_between(start, end))
+    months = []
+    for month in months_between(start, end):
+        if last_month is None or month > date.fromisoformat(last_month):
+            continue
+        absent = [d for d in days_of_month(month, settings) if d not in fact]
+        if absent:
+            notes.append(f"{RPT_MONTHLY_REVENUE.to_user_string()} {month:%Y-%m} left out: "
+                         f"{len(absent)} day(s) without a published fact, the first {absent[0]}")
+        else:
+            months.append(month)
+    for a, b in month_ranges(months):
+        plans.append(RunPlan(MONTHLY_ASSETS, a, b))
+    return plans, notes
+
+
+def month_ranges(months: list[date]) -> list[tuple[date, date]]:
+    """Consecutive months as (first, last) ranges."""
+    ranges: list[tuple[date, date]] = []
+    for m in months:
+        if ranges and months_between(ranges[-1][1], m)[1:] == [m]:
+            ranges[-1] = (ranges[-1][0], m)
+        else:
+            ranges.append((m, m))
+    return ranges
 
 
 @dataclass
@@ -112,8 +173,15 @@ def _rate() -> tuple[float, float, bool]:
     return DEFAULT_RUN_OVERHEAD_S, DEFAULT_BYTES_PER_S, False
 
 
+def reads_landing(run: RunPlan) -> bool:
+    return run.assets == STEP_ASSETS[EVENT_DAYS_STEP] or run.assets[0] in (RAW_ORDERS, RAW_FX_RATES)
+
+
 def input_files(settings: Settings, run: RunPlan):
-    """The landing files a run reads: its own dates for raw, the arrival window for staging."""
+    """The landing files a run reads: its own dates for raw, the arrival window for staging,
+    none for the tables downstream of the fact (they read the lake)."""
+    if not reads_landing(run):
+        return []
     if run.assets[0] == RAW_FX_RATES:
         return list_landing_files(settings.landing_dir, FX_RATES_DATASET, run.days)
     if run.assets[0] == RAW_ORDERS:
@@ -149,8 +217,8 @@ def make_plan(settings: Settings, start: date, end: date) -> BackfillPlan:
         files = input_files(settings, run)
         present = {f.partition for f in files}
         size = sum(f.size_bytes for f in files)
-        layers.append(LayerPlan(run, len(files), size, [d for d in run.days if d not in present],
-                                overhead + size / rate))
+        missing = [d for d in run.days if d not in present] if reads_landing(run) else []
+        layers.append(LayerPlan(run, len(files), size, missing, overhead + size / rate))
     return BackfillPlan(layers, gone_raw_partitions(settings, start, end), measured)
 
 

@@ -21,7 +21,8 @@ def render(outcomes: list[RunOutcome]) -> tuple[str, list[str]]:
                     cell = f"ok {rows}"
                 else:
                     cell = "HELD " + ",".join(failed) if failed else "not published"
-                    why = ", ".join(failed) or (outcome.error or "step did not publish it").splitlines()[0]
+                    why = (", ".join(failed) or "; ".join(outcome.held.get(day, []))
+                           or (outcome.error or "step did not publish it").splitlines()[0])
                     problems.append(f"{key.to_user_string()} {day}: {why}")
                 cells.setdefault(day, {})[key.to_user_string()] = cell
     names = [k.to_user_string() for k in LAYERS]

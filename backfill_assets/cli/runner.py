@@ -16,9 +16,9 @@ from datetime import date
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-from backfill_assets.catalog import RANGE_END, RANGE_START, WORKER_TAG
+from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.cli.planning import RunPlan
-from backfill_assets.definitions import backfill_job, correction_job
+from backfill_assets.definitions import backfill_job, correction_job, monthly_job
 from backfill_assets.defs.run_workers import release_orphaned_runs, worker_identity
 
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
@@ -32,6 +32,7 @@ class RunOutcome:
     success: bool
     published: dict[dg.AssetKey, dict[date, int]] = field(default_factory=dict)  # day -> rows
     failed_checks: dict[dg.AssetKey, dict[date, list[str]]] = field(default_factory=dict)
+    held: dict[date, list[str]] = field(default_factory=dict)  # why, as the step's failure names it
     error: str | None = None
 
 
@@ -44,8 +45,9 @@ def execute(
     release_orphans(instance)
     run_tags = {RANGE_START: plan.start.isoformat(), RANGE_END: plan.end.isoformat(),
                 WORKER_TAG: worker_identity(), **(tags or {})}
+    job = correction_job if correction else monthly_job if plan.assets == MONTHLY_ASSETS else backfill_job
     with dg.execute_job(
-        dg.reconstructable(correction_job if correction else backfill_job),
+        dg.reconstructable(job),
         instance=instance,
         asset_selection=list(plan.assets),
         tags=run_tags,
@@ -64,7 +66,7 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
     if not (start and end):
         raise ValueError(f"run {run_id} is not a ranged backfill run")
     plan = RunPlan(tuple(sorted(parent.asset_selection or (), key=str)), date.fromisoformat(start), date.fromisoformat(end))
-    job = correction_job if parent.job_name == correction_job().name else backfill_job
+    job = {j().name: j for j in (correction_job, monthly_job)}.get(parent.job_name, backfill_job)
     release_orphans(instance)
     with dg.execute_job(
         dg.reconstructable(job),
@@ -103,8 +105,13 @@ def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, suc
             ev = event.asset_check_evaluation_data
             if not ev.passed and ev.partition:
                 failed[ev.asset_key][date.fromisoformat(ev.partition)].append(ev.check_name)
-        elif event.event_type == DagsterEventType.STEP_FAILURE and outcome.error is None:
-            outcome.error = event.step_failure_data.error.message.strip() if event.step_failure_data.error else None
+        elif event.event_type == DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            if outcome.error is None:
+                outcome.error = data.error.message.strip() if data.error else None
+            held = data.user_failure_data.metadata.get("held_partitions") if data.user_failure_data else None
+            for day, why in (held.value if held else {}).items():
+                outcome.held.setdefault(date.fromisoformat(day), []).extend(why)
     outcome.published = dict(published)
     outcome.failed_checks = {k: dict(v) for k, v in failed.items()}
     return outcome

@@ -1,4 +1,5 @@
-"""The one daily partitioning (UTC) and the partition mappings between layers."""
+"""The daily partitioning (UTC), the monthly one of the report, and the partition mappings
+between layers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
+from backfill_assets.days import days_between
 from backfill_assets.settings import Settings
 
 
@@ -14,6 +16,30 @@ def daily_partitions(settings: Settings) -> dg.DailyPartitionsDefinition:
     return dg.DailyPartitionsDefinition(
         start_date=settings.start_date.isoformat(), timezone="UTC", fmt="%Y-%m-%d"
     )
+
+
+def monthly_partitions(settings: Settings) -> dg.MonthlyPartitionsDefinition:
+    """Months, keyed by their first day; the first is the month of the first daily partition,
+    the last the latest complete month."""
+    return dg.MonthlyPartitionsDefinition(
+        start_date=month_of(settings.start_date).isoformat(), timezone="UTC", fmt="%Y-%m-%d"
+    )
+
+
+def month_of(day: date) -> date:
+    return day.replace(day=1)
+
+
+def days_of_month(month: date, settings: Settings) -> list[date]:
+    """The daily partitions of ``month``: its days from the first partition to the last."""
+    following = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+    first, last = max(month, settings.start_date), min(following - timedelta(days=1), last_partition())
+    return days_between(first, last)
+
+
+def months_touched(days) -> list[date]:
+    """The months (first days) of ``days``, in order."""
+    return sorted({month_of(d) for d in days})
 
 
 def last_partition() -> date:
@@ -29,6 +55,11 @@ def arrivals_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:
 def rates_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:
     """Event day D reads the rate dates D - 7 .. D (a rate from after D is never used)."""
     return _window(-settings.rate_max_age_days, 0)
+
+
+def previous_day() -> dg.TimeWindowPartitionMapping:
+    """Day D depends on day D - 1 of the same asset (a cumulative table's self-dependency)."""
+    return _window(-1, -1)
 
 
 def _window(start_offset: int, end_offset: int) -> dg.TimeWindowPartitionMapping:

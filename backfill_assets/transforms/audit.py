@@ -13,9 +13,10 @@ from collections import defaultdict
 from datetime import date
 from decimal import Decimal
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from backfill_assets.transforms.ltv import daily_contributions
 from backfill_assets.transforms.schemas import staging_row_rules
 
 FileKey = tuple[date, str]
@@ -140,11 +141,71 @@ def staging_totals(staging: DataFrame) -> dict[date, dict]:
 
 
 def fact_totals(fact: DataFrame) -> dict[date, dict]:
-    rows = fact.groupBy("event_date").agg(*[F.sum(c).alias(c) for c in TOTAL_FIELDS]).collect()
-    return {r["event_date"]: _normalise(r.asDict()) for r in rows}
+    return totals_by(fact, "event_date")
 
 
-def _normalise(row: dict) -> dict:
-    out = {k: int(row[k] or 0) for k in TOTAL_FIELDS[:-1]}
+MONTHLY_FIELDS = ("orders", "paid_orders", "revenue_usd")
+
+
+def totals_by(df: DataFrame, key: str, fields: tuple[str, ...] = TOTAL_FIELDS) -> dict[date, dict]:
+    """Per value of the date column ``key``: the sums of ``fields`` (counts, then revenue_usd)."""
+    rows = df.groupBy(key).agg(*[F.sum(c).alias(c) for c in fields]).collect()
+    return {r[key]: _normalise(r.asDict(), fields) for r in rows}
+
+
+def _normalise(row: dict, fields: tuple[str, ...] = TOTAL_FIELDS) -> dict:
+    out = {k: int(row[k] or 0) for k in fields[:-1]}
     out["revenue_usd"] = Decimal(row["revenue_usd"] or 0).quantize(Decimal("0.01"))
     return out
+
+
+EMPTY_LTV_DAY = {"customers": 0, "contributors": 0, "wrong_rows": 0, "decreasing_rows": 0,
+                 "first_wrong": [], **{k: ZERO[k] for k in MONTHLY_FIELDS}}
+
+
+def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[date, dict]:
+    """Per as_of_date of ``staged`` (LTV rows of a range as staged), in one aggregation: the rows
+    and the customers with a staging order that day; the rows that are not the customer's
+    previous row (their latest earlier one, in ``seed`` or the range) plus that day's
+    contribution, or that have no contribution, or customers without a row; the rows whose
+    counts or revenue are below the previous row's; and the day's contribution summed over
+    customers (the differences to the previous rows), which must equal the day's fact."""
+    previous = Window.partitionBy("customer_id").orderBy("as_of_date")
+    rows = staged.withColumn("_staged", F.lit(True)).unionByName(seed.withColumn("_staged", F.lit(False)))
+    cumulative = ("orders", "paid_orders", "lifetime_revenue_usd", "first_order_date")
+    with_previous = rows.select(
+        "*", *[F.lag(c).over(previous).alias(f"prev_{c}") for c in cumulative]
+    ).where("_staged")
+    contributions = daily_contributions(staging).select(
+        "customer_id", "as_of_date", *[F.col(c).alias(f"day_{c}") for c in cumulative[:3]])
+    joined = with_previous.join(contributions, ["customer_id", "as_of_date"], "full_outer")
+
+    def after(c: str, zero) -> Column:
+        return F.coalesce(F.col(f"prev_{c}"), F.lit(zero)) + F.col(f"day_{c}")
+
+    right = (
+        F.col("orders").eqNullSafe(after("orders", 0))
+        & F.col("paid_orders").eqNullSafe(after("paid_orders", 0))
+        & F.col("lifetime_revenue_usd").eqNullSafe(after("lifetime_revenue_usd", ZERO["revenue_usd"]))
+        & F.col("first_order_date").eqNullSafe(F.coalesce("prev_first_order_date", "as_of_date"))
+        & F.col("last_order_date").eqNullSafe(F.col("as_of_date"))
+    )
+    decreasing = F.coalesce(
+        (F.col("orders") < F.col("prev_orders")) | (F.col("paid_orders") < F.col("prev_paid_orders"))
+        | (F.col("lifetime_revenue_usd") < F.col("prev_lifetime_revenue_usd")), F.lit(False))
+
+    def gained(c: str, zero) -> Column:
+        return F.sum(F.col(c) - F.coalesce(F.col(f"prev_{c}"), F.lit(zero)))
+
+    out = joined.groupBy("as_of_date").agg(
+        F.count("_staged").alias("customers"),
+        F.count("day_orders").alias("contributors"),
+        F.count_if(~right).alias("wrong_rows"),
+        F.count_if(decreasing).alias("decreasing_rows"),
+        F.slice(F.sort_array(F.collect_list(F.when(~right, F.col("customer_id")))), 1, 5).alias("first_wrong"),
+        gained("orders", 0).alias("orders"),
+        gained("paid_orders", 0).alias("paid_orders"),
+        gained("lifetime_revenue_usd", ZERO["revenue_usd"]).alias("revenue_usd"),
+    ).collect()
+    return {r["as_of_date"]: {**{k: r[k] for k in EMPTY_LTV_DAY if k not in MONTHLY_FIELDS},
+                              **_normalise(r.asDict(), MONTHLY_FIELDS)} for r in out}

@@ -10,7 +10,9 @@ from __future__ import annotations
 import pyspark.sql.types as T
 
 from backfill_assets.catalog import (
+    CUSTOMER_LTV_TABLE,
     FACT_TABLE,
+    MONTHLY_REVENUE_TABLE,
     QUARANTINE_TABLE,
     RAW_FX_RATES_TABLE,
     RAW_ORDERS_TABLE,
@@ -80,6 +82,23 @@ DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
         "paid_orders": "Those orders whose final status is paid.",
         "cancelled_orders": "Those orders whose final status is cancelled.",
         "revenue_usd": "The sum of amount_usd over the paid orders, to the cent.",
+    }),
+    CUSTOMER_LTV_TABLE.path: (schemas.CUSTOMER_LTV, {
+        "as_of_date": "D: the partition. One row per customer with at least one staging order of event date D.",
+        "customer_id": "The customer.",
+        "orders": "The customer's staging orders with event date from the first partition "
+        "(BACKFILL_START_DATE) to D.",
+        "paid_orders": "Those orders whose final status is paid.",
+        "lifetime_revenue_usd": "The sum of amount_usd over those paid orders, to the cent.",
+        "first_order_date": "The event date of the customer's first staging order.",
+        "last_order_date": "The event date of the customer's latest staging order up to D (D itself).",
+    }),
+    MONTHLY_REVENUE_TABLE.path: (schemas.MONTHLY_REVENUE, {
+        "month": "The month's first day: the partition.",
+        "country": "The ISO country code of the orders counted in this row.",
+        "orders": "The daily fact's orders of this country, summed over the month's days.",
+        "paid_orders": "Its paid orders, summed over the month's days.",
+        "revenue_usd": "Its paid revenue in USD, summed over the month's days, to the cent.",
     }),
 }
 

@@ -83,6 +83,25 @@ DAILY_REVENUE = _struct(
     ("revenue_usd", MONEY),
 )
 
+# Extensions of the contract, downstream of the daily fact (transforms/ltv.py).
+CUSTOMER_LTV = _struct(
+    ("as_of_date", T.DateType()),
+    ("customer_id", T.StringType()),
+    ("orders", T.LongType()),
+    ("paid_orders", T.LongType()),
+    ("lifetime_revenue_usd", MONEY),
+    ("first_order_date", T.DateType()),
+    ("last_order_date", T.DateType()),
+)
+
+MONTHLY_REVENUE = _struct(
+    ("month", T.DateType()),
+    ("country", T.StringType()),
+    ("orders", T.LongType()),
+    ("paid_orders", T.LongType()),
+    ("revenue_usd", MONEY),
+)
+
 STATUSES = ("placed", "paid", "cancelled")
 # pandera compiles patterns with Python `re` and runs them with Java regex; `(?![\s\S])`
 # means "end of input" in both (Java's `$` would also accept "USD\n").

@@ -1,6 +1,8 @@
 """Late-data automation: the sensor, the daily schedule and its follow-up, over ``late_data``
-(``backfill-assets catch-up`` runs the same detection from the command line); and the weekly
-lake maintenance schedule (``backfill-assets maintain`` runs it from the command line)."""
+(``backfill-assets catch-up`` runs the same detection from the command line);
+``downstream_refresh``, which rebuilds LTV and the monthly report after any change to the event
+days; and the weekly lake maintenance schedule (``backfill-assets maintain`` runs it from the
+command line)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from backfill_assets.defs.automation.downstream import build_downstream_sensor
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.maintenance import build_maintenance_schedule
 from backfill_assets.defs.automation.schedules import build_daily_schedule
@@ -22,9 +25,14 @@ class Automation:
     schedules: list[dg.ScheduleDefinition]
 
 
-def build_automation(settings: Settings, auto: AutomationSettings | None = None) -> Automation:
+def build_automation(
+    settings: Settings, auto: AutomationSettings | None = None, downstream_jobs: list | None = None
+) -> Automation:
+    """``downstream_jobs``: the jobs that build LTV and the monthly report (without them, no
+    ``downstream_refresh`` sensor)."""
     auto = auto or AutomationSettings.from_env()
+    downstream = [build_downstream_sensor(settings, auto, downstream_jobs)] if downstream_jobs else []
     return Automation(
-        [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto)],
+        [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto), *downstream],
         [build_daily_schedule(settings, auto), build_maintenance_schedule(auto)],
     )

@@ -18,6 +18,7 @@ from dagster._core.events import DagsterEventType
 from dagster._core.scheduler.instigation import SensorInstigatorData
 
 from backfill_assets.catalog import (
+    BACKFILL_JOB,
     CURSOR_KEY,
     LATE_DATA_SENSOR,
     RANGE_END,
@@ -25,10 +26,12 @@ from backfill_assets.catalog import (
     RAW_ASSET_OF_DATASET,
     REQUEST_TAG,
     STEP_ASSETS,
+    STEP_JOBS,
     WHY_TAG,
 )
 from backfill_assets.days import days_between
 from backfill_assets.defs.partitions import last_partition
+from backfill_assets.defs.publishing import latest_materializations
 from backfill_assets.late_data import (
     Detection,
     LandingCursor,
@@ -85,8 +88,7 @@ def sensor_is_running(instance: dg.DagsterInstance, declared_running: bool = Fal
 
 def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
     storage = instance.event_log_storage
-    latest = storage.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION)
-    ids = sorted(latest.values())
+    ids = sorted(latest_materializations(instance, key).values())
     events = []
     for i in range(0, len(ids), 500):  # bounded IN lists
         events += storage.get_asset_event_summary_records(
@@ -252,9 +254,11 @@ def tags_for(request: Request) -> dict[str, str]:
 
 
 def run_request(request: Request) -> dg.RunRequest:
-    """A ranged run of ``backfill_job`` over the request's days (one run, not one per day)."""
+    """A ranged run of the step's job (``backfill_job`` but for the monthly report) over the
+    request's partitions (one run, not one per partition)."""
     return dg.RunRequest(
         run_key=request.key,
+        job_name=STEP_JOBS.get(request.step, BACKFILL_JOB),
         asset_selection=list(STEP_ASSETS[request.step]),
         tags=tags_for(request),
     )

@@ -98,13 +98,18 @@ def staging_outcomes(
     return outcomes
 
 
+def compared(expected: dict, actual: dict) -> dict:
+    """Both sides of a comparison of totals as metadata, revenue as text (exact to the cent)."""
+    def shown(k, v):
+        return str(v) if k == "revenue_usd" else v
+    return {**{f"expected_{k}": shown(k, v) for k, v in expected.items()},
+            **{f"actual_{k}": shown(k, v) for k, v in actual.items()}}
+
+
 def fact_outcomes(days: list[date], expected: dict[date, dict], actual: dict[date, dict]) -> list[CheckOutcome]:
     outcomes = []
     for day in days:
         exp, act = expected.get(day, ZERO), actual.get(day, ZERO)
-        metadata = {
-            **{f"expected_{k}": (str(v) if k == "revenue_usd" else v) for k, v in exp.items()},
-            **{f"actual_{k}": (str(v) if k == "revenue_usd" else v) for k, v in act.items()},
-        }
-        outcomes.append(CheckOutcome(FCT_DAILY_REVENUE, TOTALS_MATCH_STAGING, day, exp == act, metadata))
+        outcomes.append(CheckOutcome(FCT_DAILY_REVENUE, TOTALS_MATCH_STAGING, day, exp == act,
+                                     compared(exp, act)))
     return outcomes

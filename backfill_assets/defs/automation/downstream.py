@@ -1,0 +1,110 @@
+"""``downstream_refresh``: rebuild what sits downstream of the event days whenever they change.
+
+Every change to staging or the fact is a materialization in Dagster, whoever made it: the
+late-data sensor's runs, the daily schedule's follow-up, a CLI backfill, a re-execution, and a
+correction's cutover or rollback (``corrections/events.py`` reports them). So one comparison of
+storage ids finds what is stale, whatever changed it:
+
+- customer LTV is cumulative: a change to staging[D] makes LTV[D .. latest] stale. The request
+  is one ranged run from the first stale day to the latest day whose staging is published;
+- a month is stale when a day's fact was published after it (or it was never built) and every
+  day of it has its fact published (a month missing days would only be held). The stale months
+  are one ranged run of the monthly job from the first to the last.
+
+Run keys carry the newest storage id compared, so a tick re-evaluated requests nothing twice,
+and a request held by the run it started is not repeated until something changes again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import date
+
+import dagster as dg
+
+from backfill_assets.catalog import (
+    CUSTOMER_LTV_STEP,
+    DOWNSTREAM_SENSOR,
+    FCT_CUSTOMER_LTV,
+    FCT_DAILY_REVENUE,
+    MONTHLY_REVENUE_STEP,
+    RPT_MONTHLY_REVENUE,
+    STG_ORDERS,
+)
+from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.state import run_request
+from backfill_assets.defs.downstream.customer_ltv import first_stale
+from backfill_assets.defs.partitions import days_of_month, monthly_partitions
+from backfill_assets.defs.publishing import latest_materializations
+from backfill_assets.late_data import Request
+from backfill_assets.settings import Settings
+
+
+def ltv_request(settings: Settings, staging: dict[date, int], ltv: dict[date, int]) -> Request | None:
+    """LTV from its first stale day to the latest published staging day, or None."""
+    if not staging:
+        return None
+    last = max(staging)
+    first = first_stale(settings.start_date, last, staging, ltv)
+    if first is None:
+        return None
+    newest = max(staging.values())
+    return Request(CUSTOMER_LTV_STEP, first, last, f"{CUSTOMER_LTV_STEP}:{first}..{last}:staging@{newest}",
+                   f"{STG_ORDERS.to_user_string()} changed from {first} on: "
+                   f"{FCT_CUSTOMER_LTV.to_user_string()} is stale to {last}")
+
+
+def month_request(settings: Settings, fact: dict[date, int], months: dict[date, int]) -> Request | None:
+    """The complete months whose fact changed after they were built (or that never were), as
+    one range, or None."""
+    last = monthly_partitions(settings).get_last_partition_key()
+    stale, newest = [], 0
+    for key in monthly_partitions(settings).get_partition_keys() if last else []:
+        month = date.fromisoformat(key)
+        days = days_of_month(month, settings)
+        if not days or any(d not in fact for d in days):
+            continue
+        changed = max(fact[d] for d in days)
+        if month not in months or months[month] < changed:
+            stale.append(month)
+            newest = max(newest, changed)
+    if not stale:
+        return None
+    first, last_month = stale[0], stale[-1]
+    return Request(MONTHLY_REVENUE_STEP, first, last_month,
+                   f"{MONTHLY_REVENUE_STEP}:{first}..{last_month}:fact@{newest}",
+                   f"{FCT_DAILY_REVENUE.to_user_string()} changed in {len(stale)} month(s): "
+                   f"{', '.join(f'{m:%Y-%m}' for m in stale)}")
+
+
+def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[Request]:
+    """The ranged runs that bring LTV and the monthly report up to date with the event days."""
+    def latest(key: dg.AssetKey) -> dict[date, int]:
+        return latest_materializations(instance, key)
+
+    staging, fact = latest(STG_ORDERS), latest(FCT_DAILY_REVENUE)
+    requests = [ltv_request(settings, staging, latest(FCT_CUSTOMER_LTV)),
+                month_request(settings, fact, latest(RPT_MONTHLY_REVENUE))]
+    return [r for r in requests if r is not None]
+
+
+def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: list) -> dg.SensorDefinition:
+    def downstream_refresh(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        """Whenever staging or the daily fact changes (late data, the daily refresh, a
+        backfill, a correction's cutover or rollback), requests fct_customer_ltv from the first
+        changed day to the latest as one ranged run, and rpt_monthly_revenue for every complete
+        month the change touches as one ranged run. On by default. Run keys make a re-evaluated
+        tick request nothing twice."""
+        requests = stale_downstream(settings, context.instance)
+        if not requests:
+            return dg.SensorResult(skip_reason="customer LTV and the monthly report are up to date")
+        return dg.SensorResult(run_requests=[run_request(r) for r in requests])
+
+    return dg.sensor(
+        name=DOWNSTREAM_SENSOR,
+        jobs=jobs,
+        minimum_interval_seconds=auto.sensor_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=inspect.cleandoc(downstream_refresh.__doc__),  # what the UI shows
+    )(downstream_refresh)
+

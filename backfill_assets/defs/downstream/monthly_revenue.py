@@ -1,0 +1,137 @@
+"""``rpt_monthly_revenue``: per month and country, the daily fact summed over the month.
+
+Monthly partitions (keyed by the month's first day) over the daily fact through Dagster's
+time-window mapping. A month is built only when every day of it (every daily partition in it)
+has its fact published; otherwise it is held, and the failure names the missing days. A range
+of months is one run and one Spark job. Each published month records, beside its totals, how
+they changed against the version it replaced (``orders_delta``, ``paid_orders_delta``,
+``revenue_usd_delta``, ``replaced_delta_version``).
+"""
+
+# No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
+# the asset is defined, and cannot read a postponed annotation.
+from collections import defaultdict
+from datetime import date
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from backfill_assets.catalog import (
+    FACT_TABLE,
+    FCT_DAILY_REVENUE,
+    MONTHLY_REVENUE_TABLE,
+    RPT_MONTHLY_REVENUE,
+)
+from backfill_assets.defs.downstream.checks import MONTHLY_CHECKS, monthly_outcomes
+from backfill_assets.defs.event_days.fact import fact_metadata
+from backfill_assets.defs.lineage import commit_info, write_metadata
+from backfill_assets.defs.partitions import days_of_month, month_of, monthly_partitions
+from backfill_assets.defs.publishing import RETRY_TRANSIENT, Publication, partitioned
+from backfill_assets.lake import Lake
+from backfill_assets.resources import PipelineResource
+from backfill_assets.settings import Settings
+from backfill_assets.transforms.audit import MONTHLY_FIELDS, ZERO, fact_totals, totals_by
+from backfill_assets.transforms.ltv import monthly_revenue
+from backfill_assets.transforms.schemas import MONTHLY_REVENUE
+
+KINDS = {"spark", "delta"}
+MAX_NAMED = 10
+
+
+def ready_months(step: Publication, settings: Settings, months: list[date]) -> dict[date, list[date]]:
+    """The months whose every day has its fact published, with those days; the others held,
+    naming the missing days."""
+    published = step.published_days(FCT_DAILY_REVENUE)
+    ready = {}
+    for month in months:
+        days = days_of_month(month, settings)
+        missing = [d for d in days if d not in published]
+        if missing:
+            named = ", ".join(d.isoformat() for d in missing[:MAX_NAMED])
+            more = f" (+{len(missing) - MAX_NAMED} more)" if len(missing) > MAX_NAMED else ""
+            step.hold(month, f"{FCT_DAILY_REVENUE.to_user_string()} not published: {named}{more}")
+        elif days:
+            ready[month] = days
+    return ready
+
+
+def monthly_sums(by_day: dict[date, dict]) -> dict[date, dict]:
+    """Daily totals summed per month (the check's expected side)."""
+    months: dict[date, dict] = defaultdict(lambda: {k: ZERO[k] for k in MONTHLY_FIELDS})
+    for day, totals in by_day.items():
+        for k in MONTHLY_FIELDS:
+            months[month_of(day)][k] += totals[k]
+    return dict(months)
+
+
+def previous_months(lake: Lake, months: list[date]) -> tuple[dict[date, dict], int | None]:
+    """The totals of the version about to be replaced (empty on first build)."""
+    table = MONTHLY_REVENUE_TABLE
+    if not lake.exists(table.path):
+        return {}, None
+    previous, version = lake.read_partitions(table.path, table.partition_column, months)
+    return totals_by(previous, table.partition_column, MONTHLY_FIELDS), version
+
+
+def publish_months(step: Publication, settings: Settings, months: list[date]) -> None:
+    ready = ready_months(step, settings, months)
+    if not ready:
+        return
+    months = sorted(ready)
+    fact, fact_version = step.read_published(FACT_TABLE, [d for m in months for d in ready[m]], None)
+    inputs = {FACT_TABLE.path: fact_version}
+    staged = step.stage(MONTHLY_REVENUE_TABLE, monthly_revenue(fact), months,
+                        commit_info(step.context, RPT_MONTHLY_REVENUE, months, inputs))
+    expected = monthly_sums(fact_totals(fact))
+    actual = totals_by(step.read_staged(staged), MONTHLY_REVENUE_TABLE.partition_column, MONTHLY_FIELDS)
+    good = step.audit(months, monthly_outcomes(months, expected, actual))
+    if not good:
+        return
+    before, replaced_version = previous_months(step.lake, good)
+    write = step.publish(staged, good)
+    for m in good:
+        step.published(RPT_MONTHLY_REVENUE, m, {
+            **write_metadata(write, m, inputs, MONTHLY_REVENUE),
+            **fact_metadata(actual.get(m, {}), before.get(m), replaced_version),
+            "days": dg.MetadataValue.int(len(ready[m])),
+        })
+
+
+def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition]:
+    partitions = monthly_partitions(settings)
+
+    @dg.multi_asset(
+        name="monthly_revenue",
+        specs=[
+            dg.AssetSpec(
+                RPT_MONTHLY_REVENUE,
+                skippable=True,
+                group_name="reports",
+                kinds=KINDS,
+                description=f"Monthly revenue (Delta table {MONTHLY_REVENUE_TABLE.path}): per month "
+                "(its first day) and country, the daily fact's orders, paid orders and paid revenue "
+                "summed over the month. Built only when every day of the month is published, "
+                "otherwise held naming the missing days; rebuilt for every month a fact change "
+                "touches, recording the change against the version it replaced.",
+                deps=[dg.AssetDep(FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping())],
+                metadata={"table": MONTHLY_REVENUE_TABLE.path},
+            ),
+        ],
+        check_specs=partitioned(MONTHLY_CHECKS, partitions),
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        retry_policy=RETRY_TRANSIENT,
+        pool="spark",
+    )
+    def monthly_revenue_step(
+        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
+    ):
+        """The range's months whose days are all published, each audited before publishing."""
+        session = spark.spark_session
+        with Publication(context, pipeline.lake(session)) as step:
+            months = step.days_to_build(RPT_MONTHLY_REVENUE)
+            if months:
+                publish_months(step, settings, months)
+            yield from step.finish()
+
+    return [monthly_revenue_step]

@@ -1,0 +1,265 @@
+"""Customer LTV and monthly revenue end to end on real Spark, Delta and Dagster, compared with
+LTV and monthly totals computed in plain Python from the reference implementation's staging
+rows: a backfill with a held day, the held day repaired and its range rebuilt from a seed, a
+late order for an old day, a month held for its missing days, and a correction's cutover that
+``downstream_refresh`` answers with one ranged run of LTV and one of the month."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import Decimal
+
+import dagster as dg
+import pytest
+
+from backfill_assets.catalog import (
+    CUSTOMER_LTV_STEP,
+    DOWNSTREAM_SENSOR,
+    EVENT_DAYS_STEP,
+    FCT_CUSTOMER_LTV,
+    MONTHLY_ASSETS,
+    MONTHLY_JOB,
+    RANGE_END,
+    RANGE_START,
+    RAW_FX_RATES,
+    RPT_MONTHLY_REVENUE,
+    STEP_ASSETS,
+)
+from backfill_assets.cli.main import main, run_backfill
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.runner import execute
+from backfill_assets.definitions import build_definitions
+from backfill_assets.generate import generate_feed, remove_rates, restate_rates
+from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.reference import Reference
+
+FIRST, LAST = date(2024, 1, 1), date(2024, 2, 2)  # the first partition; the feed's last day
+JAN, FEB = date(2024, 1, 1), date(2024, 2, 1)
+HELD = date(2024, 1, 10)  # its EUR rates (and the 7 days before) are removed
+LATE_DAY, LATE_ARRIVAL = date(2024, 1, 4), date(2024, 1, 9)
+
+
+def days(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def order(oid: str, customer: str, day: date, status: str, amount: str, hour: int = 10) -> dict:
+    stamp = f"{day}T{hour:02d}:00:00Z"
+    return {"order_id": oid, "customer_id": customer, "event_time": stamp, "updated_at": stamp,
+            "status": status, "amount": amount, "currency": "USD", "country": "US"}
+
+
+# Customers who come back: across days, across months, with gaps (the seed of a range must find
+# a customer last seen long before it), and an order that is paid in a later version.
+REPEAT = [
+    order("r1-a", "REPEAT-1", date(2024, 1, 2), "paid", "10.50"),
+    order("r1-b", "REPEAT-1", date(2024, 1, 2), "placed", "3.00", 11),
+    order("r1-c", "REPEAT-1", date(2024, 1, 5), "paid", "7.25"),
+    order("r1-d", "REPEAT-1", date(2024, 1, 20), "cancelled", "1.00"),
+    order("r1-e", "REPEAT-1", date(2024, 2, 1), "paid", "2.00"),
+    order("r2-a", "REPEAT-2", date(2024, 1, 3), "paid", "100.00"),
+    order("r2-b", "REPEAT-2", date(2024, 1, 14), "placed", "4.00"),
+    {**order("r2-b", "REPEAT-2", date(2024, 1, 14), "paid", "4.00"), "updated_at": "2024-01-14T18:00:00Z"},
+    order("r2-c", "REPEAT-2", date(2024, 2, 2), "paid", "1.99"),
+    order("r3-a", "REPEAT-3", date(2024, 1, 1), "paid", "5.00"),
+]
+
+
+def land(landing, arrival: date, name: str, records: list[dict]) -> None:
+    folder = landing / "orders" / f"arrival_date={arrival}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def expected_ltv(reference: Reference, last: date) -> tuple[set, date | None]:
+    """LTV rows of the days up to ``last`` that can be built, walking the reference's staging
+    day by day (the sequential definition); and the first held staging day."""
+    staging, held = reference.staging(days(FIRST, last))
+    first_held = min(held) if held else None
+    by_day = defaultdict(list)
+    for row in staging:
+        by_day[row.event_date].append(row)
+    state: dict[str, list] = {}
+    rows = set()
+    for day in days(FIRST, last):
+        if first_held is not None and day >= first_held:
+            break
+        for customer in sorted({r.customer_id for r in by_day[day]}):
+            mine = [r for r in by_day[day] if r.customer_id == customer]
+            paid = [r for r in mine if r.status == "paid"]
+            s = state.setdefault(customer, [0, 0, Decimal("0.00"), day])
+            s[0] += len(mine)
+            s[1] += len(paid)
+            s[2] += sum((r.amount_usd for r in paid), Decimal("0.00"))
+            rows.add((day, customer, s[0], s[1], s[2], s[3], day))
+    return rows, first_held
+
+
+def expected_months(reference: Reference, months: list[date]) -> set:
+    out: dict = defaultdict(lambda: [0, 0, Decimal("0.00")])
+    for month in months:
+        following = (month + timedelta(days=31)).replace(day=1)
+        for f in reference.fact(days(month, following - timedelta(days=1))):
+            agg = out[(month, f.country)]
+            agg[0] += f.orders
+            agg[1] += f.paid_orders
+            agg[2] += f.revenue_usd
+    return {(m, c, *v) for (m, c), v in out.items()}
+
+
+def ltv_rows(env) -> set:
+    return {(r["as_of_date"], r["customer_id"], r["orders"], r["paid_orders"], r["lifetime_revenue_usd"],
+             r["first_order_date"], r["last_order_date"]) for r in env.rows("fact/customer_ltv")}
+
+
+def month_rows(env) -> set:
+    return {(r["month"], r["country"], r["orders"], r["paid_orders"], r["revenue_usd"])
+            for r in env.rows("fact/monthly_revenue")}
+
+
+def latest_materialization(env, key, partition: date):
+    records = env.instance.fetch_materializations(key, limit=1000).records
+    return next(r.asset_materialization for r in records if r.partition_key == partition.isoformat())
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, spark):
+    root = tmp_path_factory.mktemp("downstream")
+    with pipeline_env(root, start_date=FIRST.isoformat()) as penv:
+        landing = penv.settings.landing_dir
+        generate_feed(landing, FIRST, LAST, orders_per_day=8, seed=5)
+        for arrival in sorted({date.fromisoformat(r["event_time"][:10]) for r in REPEAT}):
+            land(landing, arrival, "zz-repeat.jsonl", [r for r in REPEAT if r["event_time"].startswith(str(arrival))])
+        remove_rates(landing, "EUR", HELD - timedelta(days=7), HELD)
+        yield penv
+
+
+@pytest.fixture(scope="module")
+def first_backfill(env):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_backfill(env.settings, FIRST, LAST)
+    return code, out.getvalue()
+
+
+def test_the_reference_holds_the_day_without_a_rate(env):
+    _, held = Reference(env.settings.landing_dir).staging(days(FIRST, LAST))
+    assert held == {HELD}
+
+
+def test_ltv_equals_the_sequential_computation_and_holds_from_the_unpublished_day(env, first_backfill):
+    code, output = first_backfill
+    expected, first_held = expected_ltv(Reference(env.settings.landing_dir), LAST)
+    assert first_held == HELD
+    assert ltv_rows(env) == expected
+    assert {r[0] for r in expected} == set(days(FIRST, HELD - timedelta(days=1)))
+    assert max(r[2] for r in expected) >= 3  # customers come back: the sums are cumulative
+    # Every later day is held, naming the staging day that is missing.
+    assert code == 1
+    assert f"fct_customer_ltv {LAST}: " in output and f"stg_orders {HELD} not published" in output
+    runs = [r for r in env.instance.get_runs() if set(r.asset_selection or ()) == {FCT_CUSTOMER_LTV}]
+    assert len(runs) == 1  # the whole range: one run
+
+
+def test_a_month_is_held_naming_its_missing_days(env, first_backfill):
+    _, output = first_backfill
+    assert month_rows(env) == set()  # January lacks its held day; February its last 27 days
+    assert f"{RPT_MONTHLY_REVENUE.to_user_string()} 2024-02 left out" in output
+    held_january = [r for r in env.instance.get_runs() if tuple(r.asset_selection or ()) == MONTHLY_ASSETS]
+    assert len(held_january) == 1
+    failure = execute(RunPlan(MONTHLY_ASSETS, JAN, JAN), env.instance)
+    assert not failure.success and f"fct_daily_revenue not published: {HELD}" in failure.error
+
+
+def test_the_repaired_day_rebuilds_ltv_from_a_seed_in_one_run(env, first_backfill, spark):
+    # The missing EUR rate lands for the held day; raw and the event day are rebuilt.
+    rates = env.settings.landing_dir / "fx_rates" / f"rate_date={HELD}"
+    rates.mkdir(parents=True, exist_ok=True)
+    (rates / "zz-eur.csv").write_text("currency,usd_per_unit\nEUR,1.09000000\n")
+    assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), env.instance).success
+    assert execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], HELD, HELD), env.instance).success
+    # LTV of [HELD, LAST] in one run, seeded from each customer's latest row before HELD.
+    outcome = execute(RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], HELD, LAST), env.instance)
+    assert outcome.success, outcome.error
+    expected, first_held = expected_ltv(Reference(env.settings.landing_dir), LAST)
+    assert first_held is None and ltv_rows(env) == expected
+    # REPEAT-1 was last seen on Jan 5, not on Jan 11: the seed found them anyway.
+    assert (date(2024, 1, 20), "REPEAT-1", 4, 2, Decimal("17.75"), date(2024, 1, 2), date(2024, 1, 20)) in expected
+    assert execute(RunPlan(MONTHLY_ASSETS, JAN, JAN), env.instance).success
+    assert month_rows(env) == expected_months(Reference(env.settings.landing_dir), [JAN])
+
+
+def test_a_range_whose_seed_is_stale_is_held_naming_where_to_start(env, first_backfill):
+    # Staging of an early day is republished: LTV from then on is stale; a range after it
+    # cannot be seeded.
+    assert execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 6), date(2024, 1, 6)), env.instance).success
+    before = ltv_rows(env)
+    outcome = execute(RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], date(2024, 1, 20), LAST), env.instance)
+    assert not outcome.success
+    assert "range held, not widened; build fct_customer_ltv from 2024-01-06" in outcome.error
+    assert ltv_rows(env) == before
+
+
+def test_a_late_order_for_an_old_day_rebuilds_ltv_to_the_latest_day_and_its_month(env, first_backfill):
+    land(env.settings.landing_dir, LATE_ARRIVAL, "zz-late.jsonl",
+         [order("late-1", "REPEAT-2", LATE_DAY, "paid", "50.00", 23)])
+    january_before = latest_materialization(env, RPT_MONTHLY_REVENUE, JAN)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_backfill(env.settings, LATE_DAY, LATE_DAY)
+    assert code == 0, out.getvalue()
+    assert f"fct_customer_ltv {LATE_DAY}..{LAST}" in out.getvalue()  # the CLI's ranged run
+    reference = Reference(env.settings.landing_dir)
+    expected, _ = expected_ltv(reference, LAST)
+    assert ltv_rows(env) == expected
+    assert (date(2024, 1, 14), "REPEAT-2", 3, 3, Decimal("154.00"), date(2024, 1, 3), date(2024, 1, 14)) in expected
+    assert month_rows(env) == expected_months(reference, [JAN])
+    january = latest_materialization(env, RPT_MONTHLY_REVENUE, JAN)
+    assert january.metadata["revenue_usd_delta"].value == "50.00"
+    assert january.metadata["paid_orders_delta"].value == 1
+    assert january.metadata["replaced_delta_version"].value >= 0
+    assert january.metadata["revenue_usd_exact"].value == str(
+        sum(r[4] for r in expected_months(reference, [JAN])))
+    assert january_before.metadata["revenue_usd_exact"].value != january.metadata["revenue_usd_exact"].value
+
+
+def evaluate_downstream_sensor(env) -> list[dg.RunRequest]:
+    sensor = build_definitions(env.settings).get_repository_def().get_sensor_def(DOWNSTREAM_SENSOR)
+    result = sensor.evaluate_tick(dg.build_sensor_context(instance=env.instance))
+    return list(result.run_requests or [])
+
+
+def run_requested(env, requests: list[dg.RunRequest]) -> None:
+    """Execute what the sensor requested, as the daemon would: each request one ranged run."""
+    for request in requests:
+        plan = RunPlan(tuple(request.asset_selection), date.fromisoformat(request.tags[RANGE_START]),
+                       date.fromisoformat(request.tags[RANGE_END]))
+        assert execute(plan, env.instance, tags=dict(request.tags)).success
+
+
+def test_the_sensor_requests_nothing_while_ltv_and_months_are_current(env, first_backfill):
+    assert evaluate_downstream_sensor(env) == []
+
+
+def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(env, first_backfill, capsys):
+    restated_days = [date(2024, 1, 1), date(2024, 1, 2)]
+    assert restate_rates(env.settings.landing_dir, "GBP", *restated_days, Decimal("1.05")) == 2
+    reference = Reference(env.settings.landing_dir)
+    for args in (["correct", "--start", "2024-01-01", "--end", "2024-01-03", "--reason", "GBP", "--id", "gbp"],
+                 ["diff", "gbp"], ["cutover", "gbp", "--force"]):
+        assert main(args) == 0, capsys.readouterr()
+    requests = evaluate_downstream_sensor(env)
+    by_assets = {tuple(r.asset_selection): r for r in requests}
+    ltv, month = by_assets[(FCT_CUSTOMER_LTV,)], by_assets[MONTHLY_ASSETS]
+    assert (ltv.tags[RANGE_START], ltv.tags[RANGE_END]) == (str(FIRST), str(LAST))  # one ranged run
+    assert (month.tags[RANGE_START], month.tags[RANGE_END], month.job_name) == (str(JAN), str(JAN), MONTHLY_JOB)
+    assert evaluate_downstream_sensor(env)[0].run_key == requests[0].run_key  # the same request
+    run_requested(env, requests)
+    expected, _ = expected_ltv(reference, LAST)
+    assert ltv_rows(env) == expected
+    assert month_rows(env) == expected_months(reference, [JAN])
+    assert evaluate_downstream_sensor(env) == []
