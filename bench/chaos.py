@@ -505,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: seed {args.seed}, work in {work}", flush=True)
     if args.kills:
         kills(counts, work, args.kills, args.days, args.orders_per_day, rng, args.seed, args.run_timeout)
-    fuzz(counts, work, args.fuzz_cases, args.seed, args.run_timeout)
+    if args.fuzz_cases:
+        fuzz(counts, work, args.fuzz_cases, args.seed, args.run_timeout)
     print(counts.line(), flush=True)
     return 0
 
