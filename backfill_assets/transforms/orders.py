@@ -73,7 +73,10 @@ def _record(payload: Column) -> Column:
     is_object = (
         F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
-        & F.coalesce(F.schema_of_variant(first).startswith("OBJECT<"), F.lit(False))
+        # A JSON value that parsed is an object when its text opens with "{" (after JSON's
+        # whitespace). Not schema_of_variant: it recurses through the whole value, and an
+        # ignored field nested ~1,000 deep overflowed the task's stack, killing the JVM.
+        & payload.rlike(r"^[ \t\r\n]*\{")
     )
     return F.when(is_object, first)
 

@@ -281,3 +281,13 @@ def test_latest_wins_by_instant_then_arrival_file_line(spark):
         ("two-days", jan1): ("paid", jan1, 2),
         ("two-days", jan2): ("placed", jan2, 2),
     }
+
+
+@pytest.mark.parametrize("depth", [900, 990])
+def test_a_deeply_nested_extra_field_is_judged_not_a_crash(spark, depth):
+    """An ignored field nested ~1,000 deep once overflowed the executor's stack (a Spark task's
+    StackOverflowError takes the local JVM down), found by the fault harness's fuzzing."""
+    line = record()[:-1] + ',"deep":' + '{"a":' * depth + "1" + "}" * depth + "}"
+    raw = spark.createDataFrame([(ARRIVAL, "deep", 1, line)], RAW_ORDERS)
+    [row] = validate_orders(raw, 7).select("reason", "order_id").collect()
+    assert (row["reason"], row["order_id"]) == (None, "o-1")
