@@ -35,7 +35,8 @@ from backfill_assets_tests.reference import Reference
 pytestmark = pytest.mark.e2e
 
 STG, FCT = "stg_orders", "fct_daily_revenue"
-ASSETS = ("raw_orders", "raw_fx_rates", STG, FCT)
+LTV, MONTHLY = "fct_customer_ltv", "rpt_monthly_revenue"
+ASSETS = ("raw_orders", "raw_fx_rates", STG, FCT, LTV, MONTHLY)
 SELECTION = f"key:{STG} or key:{FCT}"
 BACKFILL_TIMEOUT_S = 420
 STAGING_CHECKS = {"unique_order_ids", "one_row_per_valid_order", "fx_rate_present", "window_complete",
@@ -113,7 +114,8 @@ def launched(ui, dagster_ui):
 def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
     nodes = queries.asset_nodes(dagster_ui)
     assert {k: n["groupName"] for k, n in nodes.items()} == {
-        "raw_orders": "raw", "raw_fx_rates": "raw", STG: "staging", FCT: "fact"}
+        "raw_orders": "raw", "raw_fx_rates": "raw", STG: "staging", FCT: "fact", LTV: "fact",
+        MONTHLY: "reports"}
     for key, n in nodes.items():
         assert {"spark", "delta"} <= {k.lower() for k in n["kinds"]}, key
         assert n["description"] and n["isPartitioned"] and n["hasAssetChecks"], key
@@ -124,7 +126,7 @@ def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
         expand_all_groups(page)
         for asset in ASSETS:
             expect(node(page, asset)).to_be_visible()
-        for group in ("raw", "staging", "fact"):
+        for group in ("raw", "staging", "fact", "reports"):
             expect(page.get_by_text(group, exact=True).first).to_be_visible()
         expect(page.get_by_text("Spark", exact=True)).to_have_count(len(ASSETS))
         expect(page.get_by_text("delta", exact=True)).to_have_count(len(ASSETS))
@@ -227,6 +229,7 @@ def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     assert queries.automation_states(dagster_ui) == {
         "daily_refresh": "STOPPED", "late_data_sensor": "STOPPED",
         "daily_refresh_follow_up": "RUNNING",  # on by default; it acts on the schedule's runs only
+        "downstream_refresh": "RUNNING",  # on by default; it rebuilds LTV and months after changes
         "weekly_lake_maintenance": "STOPPED",
     }
     page = ui.page
