@@ -149,3 +149,17 @@ def test_convert_to_usd_rounds_half_up_in_decimal(spark):
         "overflow": (Decimal("999999.99999999"), None),
         "no-rate": (None, None),
     }
+
+
+def test_the_file_whose_name_sorts_last_wins_by_plain_text_order(spark):
+    """"The file whose name sorts last": fx-9.csv sorts after fx-10.csv as text (a natural sort
+    would pick fx-10), and a lower-case name after an upper-case one."""
+    raw = [
+        _rate(TUE, "fx-10.csv", 2, "DKK", "0.140"),
+        _rate(TUE, "fx-9.csv", 2, "DKK", "0.150"),
+        _rate(TUE, "Zeta.csv", 2, "SEK", "0.090"),
+        _rate(TUE, "alpha.csv", 2, "SEK", "0.095"),
+    ]
+    rates = rates_on(spark.createDataFrame(raw, RAW_FX_RATES), [TUE], RATE_MAX_AGE_DAYS)
+    got = {r["currency"]: r["usd_per_unit"] for r in rates.collect() if r["currency"] != "USD"}
+    assert got == {"DKK": Decimal("0.15000000"), "SEK": Decimal("0.09500000")}
