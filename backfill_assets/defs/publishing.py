@@ -60,6 +60,23 @@ class CheckOutcome:
         )
 
 
+# What every asset of the pipeline is made of: Spark compute, Delta tables.
+KINDS = {"spark", "delta"}
+
+
+def spark_step(checks: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition) -> dict:
+    """How every Spark step of the pipeline is declared (``dg.multi_asset`` keywords): its
+    partitions and per-partition checks, a range as one run, transient failures retried with
+    backoff, and the ``spark`` pool that bounds how many run at once (dagster.yaml)."""
+    return {
+        "partitions_def": partitions,
+        "check_specs": partitioned(checks, partitions),
+        "backfill_policy": dg.BackfillPolicy.single_run(),
+        "retry_policy": RETRY_TRANSIENT,
+        "pool": "spark",
+    }
+
+
 def partitioned(specs: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition) -> list[dg.AssetCheckSpec]:
     """The checks bound to the daily partitions, so Dagster keeps (and the UI shows) one result
     per partition instead of the latest evaluation of the whole check."""

@@ -36,11 +36,11 @@ from backfill_assets.defs.downstream.checks import LTV_CHECKS, ltv_outcomes
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions, previous_day
 from backfill_assets.defs.publishing import (
-    RETRY_TRANSIENT,
+    KINDS,
     Publication,
     latest_materializations,
     partition_dates,
-    partitioned,
+    spark_step,
 )
 from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource
@@ -49,7 +49,6 @@ from backfill_assets.transforms.audit import fact_totals, ltv_audit
 from backfill_assets.transforms.ltv import customer_ltv, latest_rows
 from backfill_assets.transforms.schemas import CUSTOMER_LTV
 
-KINDS = {"spark", "delta"}
 STAGING, LTV = STG_ORDERS.to_user_string(), FCT_CUSTOMER_LTV.to_user_string()
 
 
@@ -153,11 +152,7 @@ def build_customer_ltv_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 metadata={"table": CUSTOMER_LTV_TABLE.path},
             ),
         ],
-        check_specs=partitioned(LTV_CHECKS, partitions),
-        partitions_def=partitions,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        retry_policy=RETRY_TRANSIENT,
-        pool="spark",
+        **spark_step(LTV_CHECKS, partitions),
     )
     def customer_ltv_step(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource

@@ -26,7 +26,7 @@ from backfill_assets.defs.downstream.checks import MONTHLY_CHECKS, monthly_outco
 from backfill_assets.defs.event_days.fact import fact_metadata
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import days_of_month, month_of, monthly_partitions
-from backfill_assets.defs.publishing import RETRY_TRANSIENT, Publication, partitioned
+from backfill_assets.defs.publishing import KINDS, Publication, spark_step
 from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
@@ -34,7 +34,6 @@ from backfill_assets.transforms.audit import MONTHLY_FIELDS, ZERO, fact_totals, 
 from backfill_assets.transforms.ltv import monthly_revenue
 from backfill_assets.transforms.schemas import MONTHLY_REVENUE
 
-KINDS = {"spark", "delta"}
 MAX_NAMED = 10
 
 
@@ -117,11 +116,7 @@ def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition
                 metadata={"table": MONTHLY_REVENUE_TABLE.path},
             ),
         ],
-        check_specs=partitioned(MONTHLY_CHECKS, partitions),
-        partitions_def=partitions,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        retry_policy=RETRY_TRANSIENT,
-        pool="spark",
+        **spark_step(MONTHLY_CHECKS, partitions),
     )
     def monthly_revenue_step(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource

@@ -34,17 +34,15 @@ from backfill_assets.defs.partitions import (
     rates_of_event_day,
 )
 from backfill_assets.defs.publishing import (
-    RETRY_TRANSIENT,
+    KINDS,
     Publication,
     partition_dates,
-    partitioned,
+    spark_step,
 )
 from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
-
-KINDS = {"spark", "delta"}
 
 
 def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[date], int | None]:
@@ -169,12 +167,8 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 metadata={"table": FACT_TABLE.path},
             ),
         ],
-        check_specs=partitioned(STAGING_CHECKS + FACT_CHECKS, partitions),
-        partitions_def=partitions,
-        backfill_policy=dg.BackfillPolicy.single_run(),
         can_subset=True,
-        retry_policy=RETRY_TRANSIENT,
-        pool="spark",
+        **spark_step(STAGING_CHECKS + FACT_CHECKS, partitions),
     )
     def staging_and_fact(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource

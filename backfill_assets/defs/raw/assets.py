@@ -24,7 +24,7 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.publishing import RETRY_TRANSIENT, Publication, partitioned
+from backfill_assets.defs.publishing import KINDS, Publication, spark_step
 from backfill_assets.defs.raw.checks import (
     RATES_MATCH_LANDING,
     RAW_FX_RATES_CHECKS,
@@ -46,8 +46,6 @@ from backfill_assets.transforms.audit import (
     rows_per_partition,
 )
 from backfill_assets.transforms.orders import quarantine_rows, valid_orders, validate_orders
-
-KINDS = {"spark", "delta"}
 
 ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE)  # raw_orders writes
 
@@ -142,13 +140,6 @@ def build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, day
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     partitions = daily_partitions(settings)
-    common = {
-        "partitions_def": partitions,
-        "backfill_policy": dg.BackfillPolicy.single_run(),
-        "retry_policy": RETRY_TRANSIENT,
-        "pool": "spark",
-    }
-
     @dg.multi_asset(
         name=RAW_ORDERS_STEP,
         specs=[
@@ -167,8 +158,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 metadata={"tables": ", ".join(t.path for t in ORDER_TABLES)},
             )
         ],
-        check_specs=partitioned(RAW_ORDERS_CHECKS, partitions),
-        **common,
+        **spark_step(RAW_ORDERS_CHECKS, partitions),
     )
     def raw_orders(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
         yield from run_raw_step(context, spark.spark_session, pipeline, RAW_ORDERS, build_raw_orders)
@@ -189,8 +179,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 metadata={"tables": RAW_FX_RATES_TABLE.path},
             )
         ],
-        check_specs=partitioned(RAW_FX_RATES_CHECKS, partitions),
-        **common,
+        **spark_step(RAW_FX_RATES_CHECKS, partitions),
     )
     def raw_fx_rates(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
         yield from run_raw_step(context, spark.spark_session, pipeline, RAW_FX_RATES,
