@@ -17,7 +17,6 @@ and a request held by the run it started is not repeated until something changes
 
 from __future__ import annotations
 
-import inspect
 from datetime import date
 
 import dagster as dg
@@ -100,11 +99,5 @@ def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: 
             return dg.SensorResult(skip_reason="customer LTV and the monthly report are up to date")
         return dg.SensorResult(run_requests=[run_request(r) for r in requests])
 
-    return dg.sensor(
-        name=DOWNSTREAM_SENSOR,
-        jobs=jobs,
-        minimum_interval_seconds=auto.sensor_interval_seconds,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description=inspect.cleandoc(downstream_refresh.__doc__),  # what the UI shows
-    )(downstream_refresh)
+    return auto.sensor(downstream_refresh, DOWNSTREAM_SENSOR, dg.DefaultSensorStatus.RUNNING, jobs)
 

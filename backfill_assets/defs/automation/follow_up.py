@@ -12,7 +12,6 @@ acts on runs the schedule started, so it does nothing while the schedule is stop
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from datetime import UTC, date, datetime
@@ -21,7 +20,6 @@ import dagster as dg
 from dagster._core.storage.tags import WILL_RETRY_TAG
 
 from backfill_assets.catalog import (
-    BACKFILL_JOB,
     EVENT_DAYS_STEP,
     EVENT_DAYS_TAG,
     FOLLOW_UP_SENSOR,
@@ -90,10 +88,4 @@ def build_follow_up_sensor(auto: AutomationSettings) -> dg.SensorDefinition:
             )
         return dg.SensorResult(run_requests=[run_request(r) for r in requests], cursor=dump_mark(mark))
 
-    return dg.sensor(
-        name=FOLLOW_UP_SENSOR,
-        job_name=BACKFILL_JOB,
-        minimum_interval_seconds=auto.sensor_interval_seconds,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description=inspect.cleandoc(daily_refresh_follow_up.__doc__),  # what the UI shows
-    )(daily_refresh_follow_up)
+    return auto.sensor(daily_refresh_follow_up, FOLLOW_UP_SENSOR, dg.DefaultSensorStatus.RUNNING)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass
 
 import dagster as dg
 
-from backfill_assets.catalog import BACKFILL_JOB, LATE_DATA_SENSOR
+from backfill_assets.catalog import LATE_DATA_SENSOR
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import (
     detect_now,
@@ -77,10 +76,4 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
             )
         return dg.SensorResult(run_requests=[run_request(r) for r in tick.requests], cursor=cursor)
 
-    return dg.sensor(
-        name=LATE_DATA_SENSOR,
-        job_name=BACKFILL_JOB,
-        minimum_interval_seconds=auto.sensor_interval_seconds,
-        default_status=auto.default_status,
-        description=inspect.cleandoc(late_data_sensor.__doc__),  # what the UI shows
-    )(late_data_sensor)
+    return auto.sensor(late_data_sensor, LATE_DATA_SENSOR, auto.default_status)

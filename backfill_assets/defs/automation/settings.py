@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 
 import dagster as dg
 
+from backfill_assets.catalog import BACKFILL_JOB
 from backfill_assets.late_data.detect import RECOUNT_NS
 
 
@@ -66,6 +68,15 @@ class AutomationSettings:
         return (
             dg.DefaultScheduleStatus.RUNNING if self.running else dg.DefaultScheduleStatus.STOPPED
         )
+
+    def sensor(self, evaluate, name: str, status: dg.DefaultSensorStatus,
+               jobs: list | None = None) -> dg.SensorDefinition:
+        """A sensor of the pipeline, evaluated every ``sensor_interval_seconds``, its docstring
+        the description the UI shows; it requests runs of ``backfill_job`` unless ``jobs``."""
+        target = {"jobs": jobs} if jobs else {"job_name": BACKFILL_JOB}
+        return dg.sensor(name=name, minimum_interval_seconds=self.sensor_interval_seconds,
+                         default_status=status, description=inspect.cleandoc(evaluate.__doc__),
+                         **target)(evaluate)
 
     @property
     def settle_ns(self) -> int:
