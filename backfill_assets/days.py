@@ -10,10 +10,15 @@ def days_between(first: date, last: date) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
+def next_month(day: date) -> date:
+    """The first day of the month after ``day``'s."""
+    return (day.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
 def months_between(first: date, last: date) -> list[date]:
     """The first day of every month from ``first``'s to ``last``'s, both included."""
     months, month = [], first.replace(day=1)
     while month <= last:
         months.append(month)
-        month = (month + timedelta(days=31)).replace(day=1)
+        month = next_month(month)
     return months

@@ -31,7 +31,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STG_ORDERS,
 )
-from backfill_assets.days import days_between, months_between
+from backfill_assets.days import days_between, months_between, next_month
 from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
 from backfill_assets.defs.partitions import days_of_month, last_partition, monthly_partitions
 from backfill_assets.defs.publishing import latest_materializations
@@ -124,7 +124,7 @@ def month_ranges(months: list[date]) -> list[tuple[date, date]]:
     """Consecutive months as (first, last) ranges."""
     ranges: list[tuple[date, date]] = []
     for m in months:
-        if ranges and months_between(ranges[-1][1], m)[1:] == [m]:
+        if ranges and next_month(ranges[-1][1]) == m:
             ranges[-1] = (ranges[-1][0], m)
         else:
             ranges.append((m, m))

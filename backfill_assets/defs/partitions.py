@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
-from backfill_assets.days import days_between
+from backfill_assets.days import days_between, next_month
 from backfill_assets.settings import Settings
 
 
@@ -32,8 +32,8 @@ def month_of(day: date) -> date:
 
 def days_of_month(month: date, settings: Settings) -> list[date]:
     """The daily partitions of ``month``: its days from the first partition to the last."""
-    following = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
-    first, last = max(month, settings.start_date), min(following - timedelta(days=1), last_partition())
+    first = max(month, settings.start_date)
+    last = min(next_month(month) - timedelta(days=1), last_partition())
     return days_between(first, last)
 
 
