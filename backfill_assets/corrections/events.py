@@ -15,7 +15,7 @@ import dagster as dg
 from backfill_assets.catalog import ASSET_TABLES, FCT_DAILY_REVENUE
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
-from backfill_assets.defs.lineage import column_schema
+from backfill_assets.defs.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
 ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}
@@ -42,15 +42,11 @@ def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None
 def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) -> None:
     c = outcome.correction
     for table, write in outcome.writes.items():
-        columns = column_schema(DESCRIPTIONS[table][0])
         for day in outcome.days:
             instance.report_runless_asset_event(dg.AssetMaterialization(
                 asset_key=ASSET_OF_TABLE[table], partition=day.isoformat(),
                 metadata={
-                    "dagster/column_schema": columns,
-                    "dagster/row_count": dg.MetadataValue.int(write.rows_by_partition.get(day, 0)),
-                    "table": table,
-                    "delta_version": dg.MetadataValue.int(write.version),
+                    **write_metadata(write, day, {}, DESCRIPTIONS[table][0]),
                     "correction": c.id,
                     "correction_action": action,
                     "reason": c.reason,
