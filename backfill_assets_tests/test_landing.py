@@ -13,6 +13,7 @@ from backfill_assets.landing.layout import (
     list_landing_files,
 )
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
+from backfill_assets.late_data.scan import scan_dataset
 from backfill_assets.transforms.orders import validate_orders
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets_tests.reference import judge
@@ -195,3 +196,28 @@ def test_a_line_that_is_not_utf8_is_malformed_json_and_its_neighbours_are_judged
         text = _utf8_or_none(line)
         expected["mixed.jsonl", number] = "malformed_json" if text is None else judge(text, JAN3, 7)[0]
     assert got == expected
+
+
+def test_links_that_lead_outside_the_landing_root_are_not_landed(spark, tmp_path):
+    """Nothing outside the landing root is part of it: a symbolic link to a file or a folder
+    outside is skipped (the fault harness's decoys were read into raw); a link that stays inside
+    the root is an ordinary landed file."""
+    root, outside = tmp_path / "landing", tmp_path / "outside"
+    _write(outside, "secret.jsonl", '{"decoy": 1}\n')
+    _write(outside, "orders/arrival_date=2024-01-04/secret.jsonl", '{"decoy": 2}\n')
+    _write(root, "orders/arrival_date=2024-01-03/real.jsonl", '{"a": 1}\n')
+    _write(root, "shared/inside.jsonl", '{"b": 2}\n')
+    jan3 = root / "orders/arrival_date=2024-01-03"
+    (jan3 / "out.jsonl").symlink_to(outside / "secret.jsonl")
+    (jan3 / "in.jsonl").symlink_to(root / "shared/inside.jsonl")
+    (root / "orders/arrival_date=2024-01-04").symlink_to(outside / "orders/arrival_date=2024-01-04")
+
+    files = list_landing_files(root, "orders", [JAN3, JAN4])
+
+    assert [f.relative_path for f in files] == ["orders/arrival_date=2024-01-03/in.jsonl",
+                                                "orders/arrival_date=2024-01-03/real.jsonl"]
+    assert landed_partitions(root, "orders") == [JAN3]
+    scan = scan_dataset(root, "orders", JAN3, JAN4, None, 0, 2**62)  # the late-data sensor's scan
+    assert scan.counts == {JAN3: 2}
+    payloads = sorted(r["payload"] for r in read_order_lines(spark, root, files).collect())
+    assert payloads == ['{"a": 1}', '{"b": 2}']

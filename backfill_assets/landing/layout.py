@@ -3,11 +3,13 @@ the generator all name folders and files through here. No Spark, no Dagster.
 
 ``<landing>/orders/arrival_date=YYYY-MM-DD/<name>.jsonl`` and
 ``<landing>/fx_rates/rate_date=YYYY-MM-DD/<name>.csv`` (docs/contract.md). A file whose name
-starts with ``_`` or ``.`` is still being written and is not there yet.
+starts with ``_`` or ``.`` is still being written and is not there yet. A symbolic link that
+leads outside the landing root is not part of the zone: nothing outside the root is read.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -74,6 +76,13 @@ def is_complete(name: str, ds: Dataset) -> bool:
     return not name.startswith(("_", ".")) and name.endswith(ds.suffix)
 
 
+def leads_outside(path: str | os.PathLike, landing_root: str | os.PathLike) -> bool:
+    """True for a symbolic link whose target is not under the landing root (only links cost a
+    resolve): such a file or folder is not part of the landing zone."""
+    return os.path.islink(path) and not Path(path).resolve().is_relative_to(
+        Path(landing_root).resolve())
+
+
 def has_records(path: str | Path, ds: Dataset) -> bool:
     """Whether a landed file of ``ds`` gives raw at least one row: a line (split on ``\\n``, one
     trailing ``\\r`` dropped) that is not only whitespace, and for rates not the header. A file
@@ -96,7 +105,10 @@ def landed_partitions(landing_root: str | Path, name: str) -> list[date]:
     base = Path(landing_root) / ds.name
     if not base.is_dir():
         return []
-    found = {folder_day(child.name, ds) for child in base.iterdir() if child.is_dir()}
+    if leads_outside(base, landing_root):
+        return []
+    found = {folder_day(child.name, ds) for child in base.iterdir()
+             if child.is_dir() and not leads_outside(child, landing_root)}
     return sorted(d for d in found if d is not None)
 
 
@@ -109,10 +121,10 @@ def list_landing_files(
     files: list[LandingFile] = []
     for day in sorted(set(dates)):
         folder = root / ds.relative_folder(day)
-        if not folder.is_dir():
+        if not folder.is_dir() or leads_outside(folder, root) or leads_outside(folder.parent, root):
             continue
         for child in folder.iterdir():
-            if is_complete(child.name, ds) and child.is_file():
+            if is_complete(child.name, ds) and child.is_file() and not leads_outside(child, root):
                 relative = f"{ds.relative_folder(day)}/{child.name}"
                 files.append(LandingFile(day, relative, child.stat().st_size))
     return sorted(files, key=lambda f: (f.partition, f.relative_path))

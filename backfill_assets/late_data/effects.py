@@ -117,7 +117,7 @@ class RateFolders:
             ds = DATASETS[FX_RATES_DATASET]
             folder = self.root / ds.relative_folder(day)
             self._files[day] = (
-                complete_files(str(folder), ds.relative_folder(day), ds) if folder.is_dir() else []
+                complete_files(self.root, ds.relative_folder(day), ds) if folder.is_dir() else []
             )
         return self._files[day]
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from backfill_assets.landing.layout import Dataset, dataset, folder_day, is_complete
+from backfill_assets.landing.layout import Dataset, dataset, folder_day, is_complete, leads_outside
 
 _CLOCK_REALTIME_COARSE = 5  # <linux/time.h>; Python does not name it
 
@@ -82,12 +82,16 @@ def clock_ns() -> int:
     return time.time_ns()
 
 
-def complete_files(folder: str, relative: str, ds: Dataset) -> list[LandedFile]:
-    """The complete files of one folder, by name; in-flight ``_``/``.`` files are not there yet."""
+def complete_files(root: str | Path, relative: str, ds: Dataset) -> list[LandedFile]:
+    """The complete files of the folder ``relative`` to the landing root, by name; in-flight
+    ``_``/``.`` files are not there yet, links leading outside the root are not there at all."""
     found = []
+    folder = Path(root) / relative
+    if leads_outside(folder, root):
+        return []
     with os.scandir(folder) as entries:
         for entry in entries:
-            if is_complete(entry.name, ds) and entry.is_file():
+            if is_complete(entry.name, ds) and entry.is_file() and not leads_outside(entry.path, root):
                 found.append(LandedFile(f"{relative}/{entry.name}", entry.stat().st_ctime_ns))
     return sorted(found, key=lambda f: f.path)
 
@@ -131,7 +135,8 @@ def scan_dataset(
     with listing:
         for entry in listing:
             day = folder_day(entry.name, ds)
-            if day is None or not first <= day <= last or not entry.is_dir():
+            if (day is None or not first <= day <= last or not entry.is_dir()
+                    or leads_outside(entry.path, root)):
                 continue
             stamp = entry.stat().st_ctime_ns
             known = previous.get(day) if previous is not None else None
@@ -140,7 +145,7 @@ def scan_dataset(
                 continue
             if known is None and stamp >= hw_new:
                 continue  # still settling: taken as a whole by a later tick
-            files = complete_files(entry.path, f"{ds.name}/{entry.name}", ds)
+            files = complete_files(root, f"{ds.name}/{entry.name}", ds)
             counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
             if new or how in ("first look", "new folder"):  # an empty folder is a landed day too
                 changed.append(FolderScan(ds.name, day, tuple(files), tuple(new), how, stamp))
