@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import dagster as dg
+import pytest
 from dagster._core.storage.tags import WILL_RETRY_TAG
 from dagster._core.utils import make_new_run_id
 
@@ -173,3 +174,13 @@ def test_sensor_and_schedule_are_registered_stopped_unless_automation_is_on(monk
     assert on.default_status == dg.DefaultSensorStatus.RUNNING and on.minimum_interval_seconds == 5
     weekly = build_definitions(settings).resolve_schedule_def("weekly_lake_maintenance")
     assert weekly.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_the_daily_schedule_time_is_a_setting_and_a_bad_one_is_refused(monkeypatch, tmp_path):
+    settings = Settings(tmp_path, tmp_path, date(2024, 1, 1), 7)
+    monkeypatch.setenv("BACKFILL_DAILY_CRON", "30 4 * * *")
+    schedule = build_definitions(settings).resolve_schedule_def("daily_refresh")
+    assert schedule.cron_schedule == "30 4 * * *"
+    monkeypatch.setenv("BACKFILL_DAILY_CRON", "every day at four")
+    with pytest.raises(ValueError, match="BACKFILL_DAILY_CRON"):
+        build_definitions(settings)

@@ -41,7 +41,7 @@ def daily_ranges(
 
 def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.ScheduleDefinition:
     def daily_refresh(context: dg.ScheduleEvaluationContext):
-        """At 02:00 UTC: raw orders and rates of yesterday and the N - 1 days before it
+        """At 02:00 UTC (BACKFILL_DAILY_CRON): raw orders and rates of yesterday and the N - 1 days before it
         (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of every
         event day those arrivals reach. An empty day is still published, with zero rows.
 
@@ -75,7 +75,7 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
 
     return dg.schedule(
         name=DAILY_SCHEDULE,
-        cron_schedule="0 2 * * *",
+        cron_schedule=auto.daily_cron,
         execution_timezone="UTC",
         job_name=BACKFILL_JOB,
         default_status=auto.default_schedule_status,

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 import dagster as dg
+from dagster._utils.schedules import is_valid_cron_string
 
 from backfill_assets.catalog import BACKFILL_JOB
 from backfill_assets.late_data.detect import RECOUNT_NS
@@ -18,6 +19,7 @@ class AutomationSettings:
 
     ``BACKFILL_LANDING_RECOUNT_MINUTES`` (default 10; 0: every tick) is how often the sensor
     counts every landing folder's files, whatever the folder's change time (``late_data/scan.py``).
+    ``BACKFILL_DAILY_CRON`` (default ``0 2 * * *``, UTC) is when ``daily_refresh`` ticks.
 
     Off by default: switching on a sensor that rebuilds history is an operator's decision (in
     the UI, or with this variable in a deployment), not a side effect of loading the code in a
@@ -29,6 +31,7 @@ class AutomationSettings:
     settle_seconds: float = 2.0
     rerun_days: int = 3
     recount_minutes: float = RECOUNT_NS / 60e9
+    daily_cron: str = "0 2 * * *"
 
     @classmethod
     def from_env(cls, env: os._Environ | dict | None = None) -> AutomationSettings:
@@ -43,6 +46,7 @@ class AutomationSettings:
                 recount_minutes=float(
                     env.get("BACKFILL_LANDING_RECOUNT_MINUTES", str(RECOUNT_NS / 60e9))
                 ),
+                daily_cron=env.get("BACKFILL_DAILY_CRON", cls.daily_cron).strip(),
             )
         except ValueError as exc:
             raise ValueError(f"bad late-data automation setting: {exc}") from exc
@@ -57,6 +61,8 @@ class AutomationSettings:
                 "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1, "
                 "BACKFILL_LANDING_RECOUNT_MINUTES >= 0"
             )
+        if not is_valid_cron_string(settings.daily_cron):
+            raise ValueError(f"BACKFILL_DAILY_CRON is not a cron expression: {settings.daily_cron!r}")
         return settings
 
     @property
