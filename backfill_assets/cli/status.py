@@ -1,4 +1,5 @@
-"""`backfill-assets status`: per partition and layer, what Dagster and the lake say."""
+"""`backfill-assets status`: per partition and layer, what Dagster and the lake say; then the
+same for each month of the monthly report that the days reach."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ from datetime import date, timedelta
 import dagster as dg
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from backfill_assets.catalog import ASSET_TABLES, LAYERS
+from backfill_assets.catalog import ASSET_TABLES, LAYERS, MONTHLY_ASSETS
+from backfill_assets.days import months_between
+from backfill_assets.defs.downstream.checks import LTV_CHECKS, MONTHLY_CHECKS
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
 from backfill_assets.defs.partitions import last_partition
 from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
 
-CHECK_SPECS = RAW_ORDERS_CHECKS + RAW_FX_RATES_CHECKS + STAGING_CHECKS + FACT_CHECKS
+CHECK_SPECS = (RAW_ORDERS_CHECKS + RAW_FX_RATES_CHECKS + STAGING_CHECKS + FACT_CHECKS + LTV_CHECKS
+               + MONTHLY_CHECKS)
 
 
 def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str]]:
@@ -31,10 +35,11 @@ def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str
 
 
 def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
-    """Rows per partition of each layer's table, from the Delta logs (no Spark needed)."""
+    """Rows per partition of each layer's table and the monthly report's, from the Delta logs
+    (no Spark needed)."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
     rows = {}
-    for key in LAYERS:
+    for key in LAYERS + MONTHLY_ASSETS:
         table = ASSET_TABLES[key][0]
         partitions = lake.partitions(table.path, table.partition_column) if lake.exists(table.path) else []
         rows[key.to_user_string()] = {p.partition: p.rows for p in partitions}
@@ -45,24 +50,27 @@ def print_status(settings: Settings, start: date | None, end: date | None) -> in
     end = end or last_partition()
     start = start or max(settings.start_date, end - timedelta(days=59))
     with dg.DagsterInstance.get() as instance:
-        published = {k.to_user_string(): set(instance.get_materialized_partitions(k)) for k in LAYERS}
+        published = {k.to_user_string(): set(instance.get_materialized_partitions(k))
+                     for k in LAYERS + MONTHLY_ASSETS}
         checks = check_status(instance)
     rows = lake_rows(settings)
-    names = [k.to_user_string() for k in LAYERS]
-    print(f"{'partition':<12}" + "".join(f"{n:<26}" for n in names))
-    incomplete = 0
-    day = start
-    while day <= end:
-        cells = []
-        for name in names:
-            key = day.isoformat()
-            failed = checks.get((name, key))
-            if key in published[name]:
-                verdict = "published" if not failed else "published,FAILED " + ",".join(failed)
-            else:
-                verdict = "HELD " + ",".join(failed) if failed else "-"
-                incomplete += 1
-            cells.append(f"{verdict} {rows[name].get(day, 0) if key in published[name] else ''}".strip())
-        print(f"{day.isoformat():<12}" + "".join(f"{c:<26}" for c in cells))
-        day += timedelta(days=1)
+
+    def table(label: str, partitions: list[date], keys: tuple[dg.AssetKey, ...]) -> None:
+        names = [k.to_user_string() for k in keys]
+        print(f"{label:<12}" + "".join(f"{n:<26}" for n in names))
+        for partition in partitions:
+            key = partition.isoformat()
+            cells = []
+            for name in names:
+                failed = checks.get((name, key))
+                if key in published[name]:
+                    verdict = "published" if not failed else "published,FAILED " + ",".join(failed)
+                    cells.append(f"{verdict} {rows[name].get(partition, 0)}")
+                else:
+                    cells.append("HELD " + ",".join(failed) if failed else "-")
+            print(f"{key:<12}" + "".join(f"{c:<26}" for c in cells))
+
+    table("partition", [start + timedelta(days=i) for i in range((end - start).days + 1)], LAYERS)
+    print()
+    table("month", months_between(start, end), MONTHLY_ASSETS)
     return 0

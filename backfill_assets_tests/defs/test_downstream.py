@@ -1,8 +1,9 @@
 """Customer LTV and monthly revenue end to end on real Spark, Delta and Dagster, compared with
 LTV and monthly totals computed in plain Python from the reference implementation's staging
 rows: a backfill with a held day, the held day repaired and its range rebuilt from a seed, a
-late order for an old day, a month held for its missing days, and a correction's cutover that
-``downstream_refresh`` answers with one ranged run of LTV and one of the month."""
+late order for an old day, a month held for its missing days, and a correction's cutover and
+rollback, each of which ``downstream_refresh`` answers with one ranged run of LTV and one of the
+month."""
 
 from __future__ import annotations
 
@@ -245,7 +246,14 @@ def test_the_sensor_requests_nothing_while_ltv_and_months_are_current(env, first
     assert evaluate_downstream_sensor(env) == []
 
 
-def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(env, first_backfill, capsys):
+@pytest.fixture(scope="module")
+def before_cutover(env, first_backfill):
+    """LTV and the months as the cutover finds them: equal to the reference's (asserted above
+    and below), what a rollback must bring back."""
+    return ltv_rows(env), month_rows(env)
+
+
+def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(env, before_cutover, capsys):
     restated_days = [date(2024, 1, 1), date(2024, 1, 2)]
     assert restate_rates(env.settings.landing_dir, "GBP", *restated_days, Decimal("1.05")) == 2
     reference = Reference(env.settings.landing_dir)
@@ -263,3 +271,25 @@ def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(
     assert ltv_rows(env) == expected
     assert month_rows(env) == expected_months(reference, [JAN])
     assert evaluate_downstream_sensor(env) == []
+
+
+def test_a_rollback_makes_the_sensor_rebuild_ltv_and_the_month_as_they_were(env, before_cutover, capsys):
+    ltv_before, months_before = before_cutover
+    assert ltv_rows(env) != ltv_before  # the cutover above changed them
+    assert main(["rollback", "gbp"]) == 0, capsys.readouterr()
+    requests = evaluate_downstream_sensor(env)
+    spans = {tuple(r.asset_selection): (r.tags[RANGE_START], r.tags[RANGE_END]) for r in requests}
+    assert spans == {(FCT_CUSTOMER_LTV,): (str(FIRST), str(LAST)), MONTHLY_ASSETS: (str(JAN), str(JAN))}
+    run_requested(env, requests)
+    assert (ltv_rows(env), month_rows(env)) == (ltv_before, months_before)
+    assert evaluate_downstream_sensor(env) == []
+
+
+def test_status_shows_each_month_published_with_its_rows_or_held_with_the_failed_check(env, capsys):
+    capsys.readouterr()
+    assert main(["status", "--start", str(FIRST), "--end", str(LAST)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    months = {line.split()[0]: line.split()[1:] for line in lines[lines.index("") + 2:]}
+    january = len({(m, c) for m, c, *_ in expected_months(Reference(env.settings.landing_dir), [JAN])})
+    # January was published; February was held by the run that found its days missing.
+    assert months == {str(JAN): ["published", str(january)], str(FEB): ["-"]}
