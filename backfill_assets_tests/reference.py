@@ -371,3 +371,31 @@ def expected(landing_root: str | Path, dates, max_lateness_days: int = 7) -> Exp
     """All contract tables for `dates` (as arrival dates for raw and quarantine, as event
     dates for staging and fact) from the landing zone at `landing_root`."""
     return Reference(landing_root, max_lateness_days).expected(dates)
+
+
+def customer_ltv(reference: Reference, first: date, last: date) -> tuple[set[tuple], date | None]:
+    """The contract extension's fact/customer_ltv rows of the days ``first`` .. ``last`` that
+    can be built, by its sequential definition: walk the staging day by day, adding each
+    customer's orders of the day to their running totals; every day from the first held
+    staging day on is held. Rows are (as_of_date, customer_id, orders, paid_orders,
+    lifetime_revenue_usd, first_order_date, last_order_date); also the first held day."""
+    span = [first + timedelta(days=i) for i in range((last - first).days + 1)]
+    staging, held = reference.staging(span)
+    first_held = min(held) if held else None
+    by_day: dict[date, list[StagingRow]] = defaultdict(list)
+    for row in staging:
+        by_day[row.event_date].append(row)
+    state: dict[str, list] = {}
+    rows = set()
+    for day in span:
+        if first_held is not None and day >= first_held:
+            break
+        for customer in sorted({r.customer_id for r in by_day[day]}):
+            mine = [r for r in by_day[day] if r.customer_id == customer]
+            paid = [r for r in mine if r.status == "paid"]
+            totals = state.setdefault(customer, [0, 0, Decimal("0.00"), day])
+            totals[0] += len(mine)
+            totals[1] += len(paid)
+            totals[2] += sum((r.amount_usd for r in paid), Decimal("0.00"))
+            rows.add((day, customer, totals[0], totals[1], totals[2], totals[3], day))
+    return rows, first_held

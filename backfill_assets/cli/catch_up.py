@@ -69,13 +69,15 @@ REFUSAL = (
 )
 
 
-def run_requests(instance: dg.DagsterInstance, requests: list[Request]) -> list[RunOutcome]:
+def run_requests(instance: dg.DagsterInstance, requests: list[Request],
+                 command: str = "catch-up") -> list[RunOutcome]:
+    """Each request as one ranged run, now, in order, tagged with ``command``."""
     outcomes, began = [], time.monotonic()
     for n, request in enumerate(requests, start=1):
         names = "+".join(k.to_user_string() for k in STEP_ASSETS[request.step])
         print(f"[{n}/{len(requests)}] {names} {request.start}..{request.end} ...", flush=True)
         plan = RunPlan(STEP_ASSETS[request.step], request.start, request.end)
-        tags = {REQUEST_TAG: request.key, WHY_TAG: request.why, CLI_TAG: "catch-up"}
+        tags = {REQUEST_TAG: request.key, WHY_TAG: request.why, CLI_TAG: command}
         outcome = execute(plan, instance, tags=tags)
         outcomes.append(outcome)
         print(

@@ -89,7 +89,8 @@ def restated_period(start: date, end: date) -> tuple[date, date]:
 
 def correction_tour(settings: Settings, start: date, end: date) -> int:
     """The demo's last act: the rate provider restates two weeks of EUR rates; the correction
-    is built beside production, diffed, cut over, rolled back and cut over again."""
+    is built beside production, diffed, cut over, rolled back and cut over again; then what
+    sits downstream (customer LTV, the months) is rebuilt from the corrected days."""
     from backfill_assets.cli import corrections
     from backfill_assets.corrections import registry
     from backfill_assets.generate import restate_rates
@@ -113,4 +114,21 @@ def correction_tour(settings: Settings, start: date, end: date) -> int:
         code = corrections.run_step(name, step)
         if code:
             return code
-    return 0
+    return refresh_downstream(settings)
+
+
+def refresh_downstream(settings: Settings) -> int:
+    """What ``downstream_refresh`` would request after the tour's cutover, run here: the demo
+    runs no daemon, and customer LTV and the monthly report would stay stale without it."""
+    import dagster as dg
+
+    from backfill_assets.cli.catch_up import run_requests
+    from backfill_assets.cli.report import report_outcomes
+    from backfill_assets.defs.automation.downstream import stale_downstream
+
+    with dg.DagsterInstance.get() as instance:
+        requests = stale_downstream(settings, instance)
+        print("\ndemo: what downstream_refresh would request after the cutover: "
+              + ("; ".join(r.why for r in requests) or "nothing"), flush=True)
+        outcomes = run_requests(instance, requests, command="demo")
+    return report_outcomes(outcomes) if outcomes else 0

@@ -4,14 +4,19 @@ days from the first partition to yesterday, as computed here from the landed fil
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 import pytest
+from deltalake import DeltaTable
 from playwright.sync_api import expect
 
 from backfill_assets.catalog import (
+    CUSTOMER_LTV_TABLE,
     FACT_TABLE,
     FCT_DAILY_REVENUE,
+    MONTHLY_REVENUE_TABLE,
     RAW_FX_RATES,
     RAW_ORDERS,
     STG_ORDERS,
@@ -20,12 +25,15 @@ from backfill_assets.transforms.columns import DESCRIPTIONS
 from backfill_assets_tests.e2e.browser import expect_columns_described, partition_counts
 from backfill_assets_tests.e2e.conftest import READY_TIMEOUT_S, Demo
 from backfill_assets_tests.e2e.servers import running_dagster_dev
+from backfill_assets_tests.reference import customer_ltv
 
 pytestmark = pytest.mark.e2e
 
 RAW, RATES, STG, FCT = (k.to_user_string() for k in (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS,
                                                       FCT_DAILY_REVENUE))
 DEMO_DAYS = 60  # README: "the 60 days ending yesterday (UTC)"
+LTV_COLUMNS = ("as_of_date", "customer_id", "orders", "paid_orders", "lifetime_revenue_usd",
+               "first_order_date", "last_order_date")
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +99,27 @@ def test_demo_days_are_all_published_none_missing(expected_bars, demo: Demo):
     published, held = expected_bars[STG]
     assert held == set()
     assert published == days_from(demo.first_partition, demo.yesterday)
+
+
+def test_ltv_and_the_months_are_current_after_the_correction_tour(demo: Demo):
+    """The tour ends with a cutover; what sits downstream was rebuilt from the corrected days
+    (the demo runs no daemon, so no sensor would)."""
+    expected, held = customer_ltv(demo.reference, demo.first_partition, demo.yesterday)
+    assert held is None
+    ltv = DeltaTable(str(demo.lake / CUSTOMER_LTV_TABLE.path)).to_pyarrow_table().to_pylist()
+    assert {tuple(r[c] for c in LTV_COLUMNS) for r in ltv} == expected
+    revenue: dict[date, Decimal] = defaultdict(Decimal)
+    for row in demo.reference.fact(days_from(demo.first_partition, demo.yesterday)):
+        revenue[row.event_date.replace(day=1)] += row.revenue_usd
+    months = DeltaTable(str(demo.lake / MONTHLY_REVENUE_TABLE.path)).to_pyarrow_table().to_pylist()
+    built: dict[date, Decimal] = defaultdict(Decimal)
+    for row in months:
+        built[row["month"]] += row["revenue_usd"]
+    # the demo's whole months that have ended
+    complete = {m for m in revenue if m >= demo.first_partition
+                and (m + timedelta(days=31)).replace(day=1) <= demo.yesterday + timedelta(days=1)}
+    assert complete
+    assert {m: built[m] for m in complete} == {m: revenue[m] for m in complete}
 
 
 def test_fact_columns_are_described_after_the_demo(ui, demo: Demo):
