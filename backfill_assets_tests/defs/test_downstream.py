@@ -16,6 +16,13 @@ from decimal import Decimal
 
 import dagster as dg
 import pytest
+from dagster._core.remote_origin import (
+    InProcessCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.utils import make_new_run_id
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
@@ -36,7 +43,7 @@ from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
 from backfill_assets.generate import generate_feed, remove_rates, restate_rates
 from backfill_assets_tests.pipeline_env import pipeline_env
-from backfill_assets_tests.reference import Reference
+from backfill_assets_tests.reference import Reference, customer_ltv
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 2, 2)  # the first partition; the feed's last day
 JAN, FEB = date(2024, 1, 1), date(2024, 2, 1)
@@ -77,27 +84,7 @@ def land(landing, arrival: date, name: str, records: list[dict]) -> None:
 
 
 def expected_ltv(reference: Reference, last: date) -> tuple[set, date | None]:
-    """LTV rows of the days up to ``last`` that can be built, walking the reference's staging
-    day by day (the sequential definition); and the first held staging day."""
-    staging, held = reference.staging(days(FIRST, last))
-    first_held = min(held) if held else None
-    by_day = defaultdict(list)
-    for row in staging:
-        by_day[row.event_date].append(row)
-    state: dict[str, list] = {}
-    rows = set()
-    for day in days(FIRST, last):
-        if first_held is not None and day >= first_held:
-            break
-        for customer in sorted({r.customer_id for r in by_day[day]}):
-            mine = [r for r in by_day[day] if r.customer_id == customer]
-            paid = [r for r in mine if r.status == "paid"]
-            s = state.setdefault(customer, [0, 0, Decimal("0.00"), day])
-            s[0] += len(mine)
-            s[1] += len(paid)
-            s[2] += sum((r.amount_usd for r in paid), Decimal("0.00"))
-            rows.add((day, customer, s[0], s[1], s[2], s[3], day))
-    return rows, first_held
+    return customer_ltv(reference, FIRST, last)
 
 
 def expected_months(reference: Reference, months: list[date]) -> set:
@@ -243,6 +230,40 @@ def run_requested(env, requests: list[dg.RunRequest]) -> None:
 
 
 def test_the_sensor_requests_nothing_while_ltv_and_months_are_current(env, first_backfill):
+    assert evaluate_downstream_sensor(env) == []
+
+
+def ltv_requests(env) -> list[dg.RunRequest]:
+    return [r for r in evaluate_downstream_sensor(env) if tuple(r.asset_selection) == (FCT_CUSTOMER_LTV,)]
+
+
+def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
+    """Put the request in the run queue as the daemon does, with the code location it would be
+    launched from, without running it."""
+    location = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="backfill_assets.definitions"))
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), request.job_name)
+    return env.instance.add_run(dg.DagsterRun(
+        job_name=request.job_name, run_id=make_new_run_id(), status=dg.DagsterRunStatus.QUEUED,
+        tags=dict(request.tags), asset_selection=frozenset(request.asset_selection),
+        remote_job_origin=origin))
+
+
+def test_the_sensor_adds_nothing_to_a_queued_run_that_covers_what_is_stale(env, first_backfill):
+    execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 20), date(2024, 1, 20)), env.instance)
+    ltv = ltv_requests(env)[0]
+    assert (ltv.tags[RANGE_START], ltv.tags[RANGE_END]) == ("2024-01-20", str(LAST))
+    queued = queue(env, ltv)
+    try:
+        # staging changes again before the queued run starts: the queued run will read it
+        execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 25), date(2024, 1, 25)), env.instance)
+        assert ltv_requests(env) == []
+        # a change before the queued run's range needs a wider run
+        execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 15), date(2024, 1, 15)), env.instance)
+        [wider] = ltv_requests(env)
+        assert (wider.tags[RANGE_START], wider.tags[RANGE_END]) == ("2024-01-15", str(LAST))
+    finally:
+        env.instance.delete_run(queued.run_id)
+    run_requested(env, evaluate_downstream_sensor(env))
     assert evaluate_downstream_sensor(env) == []
 
 

@@ -12,7 +12,9 @@ storage ids finds what is stale, whatever changed it:
   are one ranged run of the monthly job from the first to the last.
 
 Run keys carry the newest storage id compared, so a tick re-evaluated requests nothing twice,
-and a request held by the run it started is not repeated until something changes again.
+and a request held by the run it started is not repeated until something changes again. A
+change that a queued run of the same step already covers requests nothing: that run reads
+what is published when it starts.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from backfill_assets.catalog import (
     FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
     MONTHLY_REVENUE_STEP,
+    RANGE_END,
+    RANGE_START,
     RPT_MONTHLY_REVENUE,
+    STEP_ASSETS,
     STG_ORDERS,
 )
 from backfill_assets.defs.automation.settings import AutomationSettings
@@ -87,6 +92,19 @@ def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[R
     return [r for r in requests if r is not None]
 
 
+def queued_run_covers(instance: dg.DagsterInstance, request: Request) -> bool:
+    """Whether a run of the request's step over a range that holds the request's is still
+    queued: it has read nothing yet, so it will build from what is published when it starts,
+    and another run of the same days would only repeat it."""
+    assets = set(STEP_ASSETS[request.step])
+    waiting = instance.get_runs(filters=dg.RunsFilter(
+        statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]))
+    return any(set(run.asset_selection or ()) == assets
+               and run.tags.get(RANGE_START, "9999") <= request.start.isoformat()
+               and run.tags.get(RANGE_END, "") >= request.end.isoformat()
+               for run in waiting)
+
+
 def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: list) -> dg.SensorDefinition:
     def downstream_refresh(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         """Whenever staging or the daily fact changes (late data, the daily refresh, a
@@ -94,7 +112,8 @@ def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: 
         changed day to the latest as one ranged run, and rpt_monthly_revenue for every complete
         month the change touches as one ranged run. On by default. Run keys make a re-evaluated
         tick request nothing twice."""
-        requests = stale_downstream(settings, context.instance)
+        requests = [r for r in stale_downstream(settings, context.instance)
+                    if not queued_run_covers(context.instance, r)]
         if not requests:
             return dg.SensorResult(skip_reason="customer LTV and the monthly report are up to date")
         return dg.SensorResult(run_requests=[run_request(r) for r in requests])
