@@ -48,7 +48,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, fields
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,6 +289,194 @@ def finish(counts: Counts, root: Path, env: dict[str, str], reference: Reference
     print(f"{what}: {'; '.join(problems) or 'every partition equals the reference'}", flush=True)
 
 
+# ------------------------------------------------------------------------------- live
+
+
+def hold_late_deliveries(landing: Path, held: Path, event_days: list[date]) -> list[list[Path]]:
+    """Moves the late files of ``event_days`` (each day's files after its first, which land
+    in later arrival folders) out of the landing zone into ``held``: one delivery per day,
+    as the paths they will land at again."""
+    deliveries = []
+    for day in event_days:
+        late = sorted(p for p in landing.glob(f"orders/arrival_date=*/orders-{day:%Y%m%d}-*.jsonl")
+                      if not p.name.endswith("-01.jsonl"))
+        for path in late:
+            target = held / path.relative_to(landing)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+        if late:
+            deliveries.append(late)
+    return deliveries
+
+
+def land(held: Path, landing: Path, delivery: list[Path]) -> None:
+    """Lands a delivery: each file renamed into its arrival folder (atomic, like an upload
+    that writes aside and renames)."""
+    for path in delivery:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (held / path.relative_to(landing)).rename(path)
+
+
+def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run",
+                                 "-w", "workspace.yaml"], env=env, cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def wait_quiet(home: Path, daemon: subprocess.Popen, quiet_s: float, timeout_s: float) -> bool:
+    """Waits until no run is queued or running and none was created for ``quiet_s`` seconds
+    (the sensors have ticked on everything that landed); False on the time limit."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    deadline = time.monotonic() + timeout_s
+    with dg.DagsterInstance.get() as instance:
+        seen, since = -1, time.monotonic()
+        while time.monotonic() < deadline and daemon.poll() is None:
+            runs = instance.get_runs()
+            if len(runs) != seen or any(not r.is_finished for r in runs):
+                seen, since = len(runs), time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return True
+            time.sleep(2)
+    return False
+
+
+def dagster_disagreements(home: Path, lake: Path, first: date, days: dict[str, list[date]]) -> list[str]:
+    """Partitions whose status in Dagster (what the UI shows) is not "materialized" although
+    the lake holds them published, and materialized ones the lake lacks."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    partitions = dg.DailyPartitionsDefinition(start_date=first.isoformat())
+    wrong = []
+    with dg.DagsterInstance.get() as instance:
+        for table in CHECKED:
+            asset = ASSET_OF_TABLE.get(table.path)
+            if asset is None:
+                continue
+            published = published_partitions(lake, table)
+            keys = [d.isoformat() for d in days[table.partition]]
+            status = instance.get_status_by_partition(dg.AssetKey(asset), keys, partitions) or {}
+            for key in keys:
+                state = status.get(key)
+                shown = getattr(state, "value", state)
+                in_lake = date.fromisoformat(key) in published
+                if in_lake != (shown == "MATERIALIZED"):
+                    wrong.append(f"{asset}[{key}]: Dagster shows {shown}, lake {'has' if in_lake else 'lacks'} it")
+    return wrong
+
+
+def published_partitions(lake: Path, table: Checked) -> set[date]:
+    """The partitions the table's log says were written, empty ones included (a partition of
+    zero rows is published as a commit naming it, see the lake layer's commit info)."""
+    from deltalake import DeltaTable
+
+    if not (lake / table.path / "_delta_log").is_dir():
+        return set()
+    out: set[date] = set()
+    for commit in DeltaTable(str(lake / table.path)).history():
+        for day in json.loads(commit.get("userMetadata") or "{}").get("partitions", []):
+            out.add(date.fromisoformat(day))
+    return out
+
+
+def retried_steps(home: Path) -> list[tuple[bool, str]]:
+    """Every step Dagster retried, in every run: (a lost publish race?, what it was)."""
+    import dagster as dg
+    from dagster._core.events import DagsterEventType
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    out = []
+    with dg.DagsterInstance.get() as instance:
+        for run in instance.get_runs():
+            for event in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY):
+                error = event.dagster_event.event_specific_data.error
+                cause = error.cause or error
+                out.append((cause.cls_name == "LakeConflict",
+                            f"{run.run_id[:8]} {event.step_key}: {cause.message.strip()[:160]}"))
+    return out
+
+
+def live(counts: Counts, work: Path, n_days: int, live_days: int, orders_per_day: int,
+         rng: random.Random, seed: int, run_timeout_s: float) -> None:
+    """The daemon's sensor and schedule fold the last ``live_days`` days' late deliveries in
+    while a backfill of ``n_days`` days ending yesterday runs over the same days."""
+    from backfill_assets.cli.demo import demo_range
+    from backfill_assets.generate import generate_feed
+
+    root = work / "live"
+    (root / "home").mkdir(parents=True)
+    shutil.copy(ROOT / "dagster.yaml", root / "home" / "dagster.yaml")
+    yesterday = date.today() - timedelta(days=1)  # the schedule's yesterday (UTC on this machine)
+    span = demo_range(yesterday, n_days)
+    landing = root / "landing"
+    generate_feed(landing, span.start, span.end, orders_per_day=orders_per_day, seed=seed,
+                  max_lateness_days=LATENESS, last_arrival=span.end)
+    event_days = days_between(span.start, span.end)
+    deliveries = hold_late_deliveries(landing, root / "held", event_days[-live_days:])
+    # The schedule ticks once, a minute or two into the backfill (a schedule's run key is
+    # unique per tick, not per day: ticking every minute would request yesterday every minute).
+    tick = datetime.now(UTC) + timedelta(seconds=150)
+    env = pipeline_env(root, BACKFILL_START_DATE=span.first_partition.isoformat(),
+                       BACKFILL_AUTOMATION="on", BACKFILL_SENSOR_INTERVAL_SECONDS="5",
+                       BACKFILL_LANDING_SETTLE_SECONDS="1",
+                       BACKFILL_DAILY_CRON=f"{tick.minute} {tick.hour} * * *")
+    horizon = 30.0 + 2.0 * n_days
+    moments = sorted(rng.uniform(5.0, horizon) for _ in deliveries)
+    print(f"live: a {n_days}-day backfill ({span.start}..{span.end}) under the daemon, "
+          f"daily_refresh at {tick:%H:%M} UTC; {len(deliveries)} late deliveries land at "
+          f"{', '.join(f'{m:.0f}s' for m in moments)}", flush=True)
+    daemon = start_daemon(env, root / "daemon.log")
+    try:
+        time.sleep(10)  # the daemon's first sensor ticks take the built state (none) as seen
+        began = time.monotonic()
+        proc = start_cli(env, root / "backfill.log", "backfill", "--start",
+                         span.start.isoformat(), "--end", span.end.isoformat())
+        for moment, delivery in zip(moments, deliveries, strict=True):
+            time.sleep(max(0.0, began + moment - time.monotonic()))
+            land(root / "held", landing, delivery)
+        try:
+            code = proc.wait(timeout=max(1.0, run_timeout_s - (time.monotonic() - began)))
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            code = "hung"
+        print(f"live: the backfill ended {code} after {time.monotonic() - began:.0f}s", flush=True)
+        if code not in (0, 1):
+            counts.crashes += 1
+        # every late delivery queues runs behind the backfill's in the one-slot spark pool
+        if not wait_quiet(root / "home", daemon, quiet_s=40.0, timeout_s=3 * run_timeout_s):
+            counts.crashes += 1
+            print(f"live: the daemon's runs did not settle; log: {root / 'daemon.log'}", flush=True)
+    finally:
+        stop_group(daemon)
+    retried = retried_steps(root / "home")
+    counts.live_conflicts_retried += sum(conflict for conflict, _ in retried)
+    for conflict, line in retried:
+        print(f"live: retried ({'a lost race' if conflict else 'another cause'}) {line}", flush=True)
+    days = {"arrival_date": event_days, "event_date": event_days}
+    reference = Reference(landing, LATENESS)
+    problems = audit(counts, root / "lake", root / "home", reference, days, complete=True)
+    disagreements = dagster_disagreements(root / "home", root / "lake", span.first_partition, days)
+    counts.mismatched_partitions += len(disagreements)
+    print(f"live: {'; '.join(problems + disagreements) or 'every partition equals the reference, and Dagster shows each materialized'}",
+          flush=True)
+
+
 # ------------------------------------------------------------------------------- fuzz
 
 FUZZ_ARRIVALS = days_between(date(2024, 1, 2), date(2024, 1, 6))
@@ -494,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--days", type=int, default=30, help="days of the killed backfill")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--orders-per-day", type=int, default=100)
+    p.add_argument("--live-backfill-days", type=int, default=60, help="days of the live lane's backfill (0: no live lane)")
+    p.add_argument("--live-days", type=int, default=10, help="last days whose late deliveries land during it")
     p.add_argument("--fuzz-cases", type=int, default=200, help="landing files hypothesis draws")
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a command counts as hung")
     p.add_argument("--workdir", type=Path, help="keep the work here (default: a temporary folder)")
@@ -505,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: seed {args.seed}, work in {work}", flush=True)
     if args.kills:
         kills(counts, work, args.kills, args.days, args.orders_per_day, rng, args.seed, args.run_timeout)
+    if args.live_backfill_days:
+        live(counts, work, args.live_backfill_days, min(args.live_days, args.live_backfill_days),
+             args.orders_per_day, rng, args.seed, args.run_timeout)
     if args.fuzz_cases:
         fuzz(counts, work, args.fuzz_cases, args.seed, args.run_timeout)
     print(counts.line(), flush=True)
