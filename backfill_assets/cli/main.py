@@ -65,7 +65,12 @@ def cmd_reexecute(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    from backfill_assets.cli.demo import correction_tour, demo_range, segment_service, use_first_partition
+    from backfill_assets.cli.demo import (
+        correction_tour,
+        demo_range,
+        segment_service,
+        use_first_partition,
+    )
     from backfill_assets.defs.partitions import last_partition
     from backfill_assets.generate import generate_feed
 

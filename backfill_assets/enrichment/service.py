@@ -25,6 +25,7 @@ import threading
 import time
 from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 SEGMENTS = ("bronze", "silver", "gold", "platinum")
 FIRST_YEAR, MONTHS = 2022, 60  # entries start on a month's first day in 2022-01 .. 2026-12
@@ -137,7 +138,7 @@ class SegmentService:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> SegmentService:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

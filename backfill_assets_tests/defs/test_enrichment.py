@@ -8,11 +8,21 @@ from datetime import date, timedelta
 
 import pytest
 
-from backfill_assets.catalog import CLI_TAG, ENRICH_STEP, REQUEST_TAG, STEP_ASSETS, STG_ORDERS_ENRICHED
+from backfill_assets.catalog import (
+    CLI_TAG,
+    ENRICH_STEP,
+    REQUEST_TAG,
+    STEP_ASSETS,
+    STG_ORDERS_ENRICHED,
+)
 from backfill_assets.cli.planning import RunPlan, plan_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
-from backfill_assets_tests.enrichment.service_process import histories_over_http, running_service, stats
+from backfill_assets_tests.enrichment.service_process import (
+    histories_over_http,
+    running_service,
+    stats,
+)
 from backfill_assets_tests.pipeline_env import pipeline_env
 
 FIRST, LAST = date(2024, 3, 4), date(2024, 3, 6)
