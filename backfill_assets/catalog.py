@@ -29,16 +29,21 @@ FACT_TABLE = Table("fact/daily_revenue", "event_date")
 # Downstream of the daily fact (docs/contract.md, "Extensions"): a stateful table and a report.
 CUSTOMER_LTV_TABLE = Table("fact/customer_ltv", "as_of_date")
 MONTHLY_REVENUE_TABLE = Table("fact/monthly_revenue", "month")
+# Staging enriched with each customer's segment as of the event day, and the cache of the
+# segment service's answers it is built from, keyed by (customer_id, valid_from).
+ENRICHED_TABLE = Table("staging/orders_enriched", "event_date")
+CUSTOMER_SEGMENTS_TABLE = Table("staging/customer_segments", "valid_from")
 
 # Asset keys, in layer order.
 RAW_ORDERS = dg.AssetKey("raw_orders")
 RAW_FX_RATES = dg.AssetKey("raw_fx_rates")
 STG_ORDERS = dg.AssetKey("stg_orders")
+STG_ORDERS_ENRICHED = dg.AssetKey("stg_orders_enriched")
 FCT_DAILY_REVENUE = dg.AssetKey("fct_daily_revenue")
 FCT_CUSTOMER_LTV = dg.AssetKey("fct_customer_ltv")
 RPT_MONTHLY_REVENUE = dg.AssetKey("rpt_monthly_revenue")
 # The daily layers (a column per layer in the CLI's per-day tables); the monthly report apart.
-LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE, FCT_CUSTOMER_LTV)
+LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE, FCT_CUSTOMER_LTV, STG_ORDERS_ENRICHED)
 MONTHLY_ASSETS = (RPT_MONTHLY_REVENUE,)
 
 # What each asset writes; the first table is the one its partitions are counted in.
@@ -46,6 +51,7 @@ ASSET_TABLES: dict[dg.AssetKey, tuple[Table, ...]] = {
     RAW_ORDERS: (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE),
     RAW_FX_RATES: (RAW_FX_RATES_TABLE,),
     STG_ORDERS: (STAGING_TABLE,),
+    STG_ORDERS_ENRICHED: (ENRICHED_TABLE, CUSTOMER_SEGMENTS_TABLE),
     FCT_DAILY_REVENUE: (FACT_TABLE,),
     FCT_CUSTOMER_LTV: (CUSTOMER_LTV_TABLE,),
     RPT_MONTHLY_REVENUE: (MONTHLY_REVENUE_TABLE,),
@@ -61,11 +67,13 @@ RAW_ASSET_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS, FX_RATES_DATASET: RAW_FX_RAT
 # Steps: the unit a run request names. Staging and fact are one step (defs/event_days/).
 RAW_ORDERS_STEP, RAW_FX_RATES_STEP, EVENT_DAYS_STEP = "raw_orders", "raw_fx_rates", "event_days"
 CUSTOMER_LTV_STEP, MONTHLY_REVENUE_STEP = "customer_ltv", "monthly_revenue"
+ENRICH_STEP = "enrich_orders"
 STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
     RAW_ORDERS_STEP: (RAW_ORDERS,),
     RAW_FX_RATES_STEP: (RAW_FX_RATES,),
     EVENT_DAYS_STEP: (STG_ORDERS, FCT_DAILY_REVENUE),
     CUSTOMER_LTV_STEP: (FCT_CUSTOMER_LTV,),
+    ENRICH_STEP: (STG_ORDERS_ENRICHED,),
     MONTHLY_REVENUE_STEP: (RPT_MONTHLY_REVENUE,),
 }
 RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX_RATES_STEP}

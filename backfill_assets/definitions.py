@@ -16,6 +16,7 @@ from backfill_assets.defs.automation import build_automation
 from backfill_assets.defs.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
+from backfill_assets.defs.enrichment.assets import build_enrichment_assets
 from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
 from backfill_assets.resources import build_resources
@@ -50,7 +51,8 @@ def build_jobs() -> tuple[dg.UnresolvedAssetJobDefinition, ...]:
 
 def build_definitions(settings: Settings) -> dg.Definitions:
     assets = (build_raw_assets(settings) + build_event_day_assets(settings)
-              + build_customer_ltv_assets(settings) + build_monthly_revenue_assets(settings))
+              + build_enrichment_assets(settings) + build_customer_ltv_assets(settings)
+              + build_monthly_revenue_assets(settings))
     jobs = build_jobs()
     automation = build_automation(settings, downstream_jobs=list(jobs[:2]))
     return dg.Definitions(

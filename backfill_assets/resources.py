@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
+from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
 from backfill_assets.spark_session import (
@@ -43,6 +44,25 @@ class PipelineResource(dg.ConfigurableResource):
         return Lake(self.lake_dir, spark, engine=self.lake_engine)
 
 
+class SegmentsResource(dg.ConfigurableResource):
+    """The customer-segment service, reached through the one shared client; ``url`` empty when
+    it is not configured (``BACKFILL_SEGMENTS_URL``)."""
+
+    url: str = ""
+    rps: int = 20
+    live_share: float = 0.4
+    batch_size: int = 50
+    bucket_path: str = ""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url)
+
+    def client(self, lane: str) -> SegmentClient:
+        bucket = SharedBucket(self.bucket_path, self.rps, self.live_share)
+        return SegmentClient(self.url, bucket, lane, batch_size=self.batch_size)
+
+
 def code_version() -> str:
     """The code version recorded in every commit: the git sha when deployed from a checkout."""
     return os.environ.get("BACKFILL_CODE_VERSION") or _git_sha() or "unversioned"
@@ -68,4 +88,13 @@ def build_resources(settings: Settings) -> dict:
             max_lateness_days=settings.max_lateness_days,
             lake_engine=os.environ.get("BACKFILL_LAKE_ENGINE", "auto"),
         ),
+        "segments": segments_resource(settings),
     }
+
+
+def segments_resource(settings: Settings) -> SegmentsResource:
+    s = settings.segments
+    if s is None:
+        return SegmentsResource()
+    return SegmentsResource(url=s.url, rps=s.rps, live_share=s.live_share, batch_size=s.batch_size,
+                            bucket_path=str(s.bucket_path))

@@ -10,6 +10,7 @@ A configured ``BACKFILL_START_DATE`` and ``--start``/``--end`` still decide.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from backfill_assets.settings import Settings
+from backfill_assets.settings import SegmentSettings, Settings
 
 DEMO_DAYS = 60
 # In DAGSTER_HOME; the Makefile reads the same name.
@@ -75,6 +76,26 @@ def use_first_partition(settings: Settings, first: date, dagster_home: Path) -> 
     dagster_home.mkdir(parents=True, exist_ok=True)
     (dagster_home / FIRST_PARTITION_FILE).write_text(first.isoformat() + "\n", encoding="utf-8")
     return dataclasses.replace(settings, start_date=first)
+
+
+@contextlib.contextmanager
+def segment_service(settings: Settings):
+    """The customer-segment service for the demo's runs: the configured one, else one started
+    here on a free port of 127.0.0.1 for as long as the demo runs (its URL in
+    ``BACKFILL_SEGMENTS_URL``, where the runs' definitions read it). Yields the settings."""
+    if settings.segments is not None:
+        yield settings
+        return
+    from backfill_assets.enrichment.service import SegmentService
+
+    rps = int(os.environ.get("BACKFILL_SEGMENTS_RPS", str(SegmentSettings.rps)))
+    with SegmentService(rps) as service:
+        os.environ["BACKFILL_SEGMENTS_URL"] = service.url
+        print(f"demo: customer-segment service on {service.url} ({rps} requests/s)", flush=True)
+        try:
+            yield dataclasses.replace(settings, segments=SegmentSettings.from_env(os.environ))
+        finally:
+            os.environ.pop("BACKFILL_SEGMENTS_URL", None)
 
 
 RESTATED_CURRENCY, RESTATEMENT = "EUR", Decimal("1.03")

@@ -65,7 +65,12 @@ def cmd_reexecute(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    from backfill_assets.cli.demo import correction_tour, demo_range, use_first_partition
+    from backfill_assets.cli.demo import (
+        correction_tour,
+        demo_range,
+        segment_service,
+        use_first_partition,
+    )
     from backfill_assets.defs.partitions import last_partition
     from backfill_assets.generate import generate_feed
 
@@ -77,10 +82,11 @@ def cmd_demo(args, settings: Settings) -> int:
                             max_lateness_days=settings.max_lateness_days, last_arrival=last_partition())
     print(f"demo: generated {summary.records} records for {days.start}..{days.end} "
           f"into {settings.landing_dir}; first partition {days.first_partition}")
-    code = run_backfill(settings, days.start, days.end)
-    if args.no_correction:
-        return code
-    return code or correction_tour(settings, days.start, days.end)
+    with segment_service(settings) as settings:
+        code = run_backfill(settings, days.start, days.end)
+        if args.no_correction:
+            return code
+        return code or correction_tour(settings, days.start, days.end)
 
 
 def cmd_catch_up(args, settings: Settings) -> int:

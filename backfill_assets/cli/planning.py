@@ -18,6 +18,7 @@ import dagster as dg
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
+    ENRICH_STEP,
     EVENT_DAYS_STEP,
     FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
@@ -91,7 +92,9 @@ def downstream_plans(
     - customer LTV from the first day whose LTV is not current (``start`` at the latest) to the
       later of ``end`` and its latest published day (it is cumulative); left out while a staging
       day before ``start`` is not published;
-    - every complete month the range touches whose other days have their fact published."""
+    - every complete month the range touches whose other days have their fact published;
+    - the enrichment of [start, end] (``stg_orders_enriched``), while the segment service is
+      configured."""
     first = settings.start_date
     staging = latest_materializations(instance, STG_ORDERS)
     ltv = latest_materializations(instance, FCT_CUSTOMER_LTV)
@@ -117,6 +120,11 @@ def downstream_plans(
             months.append(month)
     for a, b in month_ranges(months):
         plans.append(RunPlan(MONTHLY_ASSETS, a, b))
+    if settings.segments is not None:
+        plans.append(RunPlan(STEP_ASSETS[ENRICH_STEP], start, end))
+    else:
+        notes.append(f"{STEP_ASSETS[ENRICH_STEP][0].to_user_string()} left out: the segment service "
+                     "is not configured (BACKFILL_SEGMENTS_URL)")
     return plans, notes
 
 

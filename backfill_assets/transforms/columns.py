@@ -11,6 +11,8 @@ import pyspark.sql.types as T
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_TABLE,
+    CUSTOMER_SEGMENTS_TABLE,
+    ENRICHED_TABLE,
     FACT_TABLE,
     MONTHLY_REVENUE_TABLE,
     QUARANTINE_TABLE,
@@ -47,6 +49,14 @@ _PRICED = {
     "amount_usd": "amount times usd_per_unit, rounded half-up to the cent.",
 }
 
+_STAGING = {
+    **_ORDER,
+    "order_id": "The order: one row per order_id and event day, the greatest version by "
+    "(updated_at, arrival_date, source_file, line_number).",
+    "event_date": "The UTC calendar date of event_time: the partition.",
+    **_PRICED,
+}
+
 DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
     RAW_ORDERS_TABLE.path: (schemas.RAW_ORDERS, _RECORD),
     QUARANTINE_TABLE.path: (schemas.QUARANTINE_ORDERS, {
@@ -67,12 +77,21 @@ DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
         **{k: v for k, v in _RECORD.items() if k != "payload"},
         **_ORDER,
     }),
-    STAGING_TABLE.path: (schemas.STAGING_ORDERS, {
-        **_ORDER,
-        "order_id": "The order: one row per order_id and event day, the greatest version by "
-        "(updated_at, arrival_date, source_file, line_number).",
-        "event_date": "The UTC calendar date of event_time: the partition.",
-        **_PRICED,
+    STAGING_TABLE.path: (schemas.STAGING_ORDERS, dict(_STAGING)),
+    ENRICHED_TABLE.path: (schemas.ENRICHED_ORDERS, {
+        **_STAGING,
+        "customer_segment": "The customer's segment on the event day, per the segment service: the "
+        "segment of their latest history entry valid from event_date or earlier, never today's. "
+        "NULL when the customer had no entry yet on that day.",
+        "_segment_as_of": "The valid_from date of that history entry (at most event_date); NULL "
+        "with a NULL segment.",
+    }),
+    CUSTOMER_SEGMENTS_TABLE.path: (schemas.CUSTOMER_SEGMENTS, {
+        "customer_id": "The customer: every customer asked of the segment service has all of "
+        "their history entries here.",
+        "valid_from": "The first day the entry's segment holds: the partition. One row per "
+        "(customer_id, valid_from).",
+        "segment": "The customer's segment from valid_from until their next entry.",
     }),
     FACT_TABLE.path: (schemas.DAILY_REVENUE, {
         "event_date": "The event day: the partition.",

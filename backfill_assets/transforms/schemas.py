@@ -94,6 +94,19 @@ CUSTOMER_LTV = _struct(
     ("last_order_date", T.DateType()),
 )
 
+# Staging enriched with the customer's segment as of the event day (transforms/enrichment.py),
+# and the cache of the segment service's answers that it is built from.
+ENRICHED_ORDERS = T.StructType(STAGING_ORDERS.fields + _struct(
+    ("customer_segment", T.StringType()),
+    ("_segment_as_of", T.DateType()),
+).fields)
+
+CUSTOMER_SEGMENTS = _struct(
+    ("customer_id", T.StringType()),
+    ("valid_from", T.DateType()),
+    ("segment", T.StringType()),
+)
+
 MONTHLY_REVENUE = _struct(
     ("month", T.DateType()),
     ("country", T.StringType()),

@@ -36,7 +36,8 @@ pytestmark = pytest.mark.e2e
 
 STG, FCT = "stg_orders", "fct_daily_revenue"
 LTV, MONTHLY = "fct_customer_ltv", "rpt_monthly_revenue"
-ASSETS = ("raw_orders", "raw_fx_rates", STG, FCT, LTV, MONTHLY)
+ENRICHED = "stg_orders_enriched"
+ASSETS = ("raw_orders", "raw_fx_rates", STG, FCT, LTV, MONTHLY, ENRICHED)
 SELECTION = f"key:{STG} or key:{FCT}"
 BACKFILL_TIMEOUT_S = 420
 STAGING_CHECKS = {"unique_order_ids", "one_row_per_valid_order", "fx_rate_present", "window_complete",
@@ -115,7 +116,7 @@ def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
     nodes = queries.asset_nodes(dagster_ui)
     assert {k: n["groupName"] for k, n in nodes.items()} == {
         "raw_orders": "raw", "raw_fx_rates": "raw", STG: "staging", FCT: "fact", LTV: "fact",
-        MONTHLY: "reports"}
+        MONTHLY: "reports", ENRICHED: "staging"}
     for key, n in nodes.items():
         assert {"spark", "delta"} <= {k.lower() for k in n["kinds"]}, key
         assert n["description"] and n["isPartitioned"] and n["hasAssetChecks"], key

@@ -14,7 +14,8 @@ TABLE_SCHEMAS = {name: value for name, value in vars(schemas).items() if isinsta
 
 def test_every_schema_is_a_described_table():
     assert set(TABLE_SCHEMAS) == {"RAW_ORDERS", "QUARANTINE_ORDERS", "RAW_FX_RATES", "STAGING_ORDERS",
-                                  "VALID_ORDERS", "DAILY_REVENUE", "CUSTOMER_LTV", "MONTHLY_REVENUE"}
+                                  "VALID_ORDERS", "DAILY_REVENUE", "CUSTOMER_LTV", "MONTHLY_REVENUE",
+                                  "ENRICHED_ORDERS", "CUSTOMER_SEGMENTS"}
     described = [struct for struct, _ in DESCRIPTIONS.values()]
     for name, struct in TABLE_SCHEMAS.items():
         assert described.count(struct) == 1, name

@@ -9,7 +9,11 @@ storage ids finds what is stale, whatever changed it:
   is one ranged run from the first stale day to the latest day whose staging is published;
 - a month is stale when a day's fact was published after it (or it was never built) and every
   day of it has its fact published (a month missing days would only be held). The stale months
-  are one ranged run of the monthly job from the first to the last.
+  are one ranged run of the monthly job from the first to the last;
+- the enrichment of a day is stale when its staging was published after it (or it was never
+  built), while the segment service is configured: one ranged run from the first stale day to
+  the last (the days between cost no request: their customers are cached). These runs are the
+  segment client's live lane.
 
 Run keys carry the newest storage id compared, so a tick re-evaluated requests nothing twice,
 and a request held by the run it started is not repeated until something changes again. A
@@ -26,6 +30,7 @@ import dagster as dg
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
     DOWNSTREAM_SENSOR,
+    ENRICH_STEP,
     FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
     MONTHLY_REVENUE_STEP,
@@ -34,6 +39,7 @@ from backfill_assets.catalog import (
     RPT_MONTHLY_REVENUE,
     STEP_ASSETS,
     STG_ORDERS,
+    STG_ORDERS_ENRICHED,
 )
 from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.defs.automation.state import run_request
@@ -81,6 +87,21 @@ def month_request(settings: Settings, fact: dict[date, int], months: dict[date, 
                    f"{', '.join(f'{m:%Y-%m}' for m in stale)}")
 
 
+def enrich_request(settings: Settings, staging: dict[date, int], enriched: dict[date, int]) -> Request | None:
+    """The enrichment from its first stale day to its last, or None (always None while the
+    segment service is not configured: the days could only be held)."""
+    if settings.segments is None:
+        return None
+    stale = sorted(d for d, changed in staging.items() if d not in enriched or enriched[d] < changed)
+    if not stale:
+        return None
+    first, last = stale[0], stale[-1]
+    newest = max(staging[d] for d in stale)
+    return Request(ENRICH_STEP, first, last, f"{ENRICH_STEP}:{first}..{last}:staging@{newest}",
+                   f"{STG_ORDERS.to_user_string()} changed on {len(stale)} day(s) from {first} on: "
+                   f"{STG_ORDERS_ENRICHED.to_user_string()} is stale")
+
+
 def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[Request]:
     """The ranged runs that bring LTV and the monthly report up to date with the event days."""
     def latest(key: dg.AssetKey) -> dict[date, int]:
@@ -88,7 +109,8 @@ def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[R
 
     staging, fact = latest(STG_ORDERS), latest(FCT_DAILY_REVENUE)
     requests = [ltv_request(settings, staging, latest(FCT_CUSTOMER_LTV)),
-                month_request(settings, fact, latest(RPT_MONTHLY_REVENUE))]
+                month_request(settings, fact, latest(RPT_MONTHLY_REVENUE)),
+                enrich_request(settings, staging, latest(STG_ORDERS_ENRICHED))]
     return [r for r in requests if r is not None]
 
 
@@ -110,7 +132,8 @@ def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: 
         """Whenever staging or the daily fact changes (late data, the daily refresh, a
         backfill, a correction's cutover or rollback), requests fct_customer_ltv from the first
         changed day to the latest as one ranged run, and rpt_monthly_revenue for every complete
-        month the change touches as one ranged run. On by default. Run keys make a re-evaluated
+        month the change touches as one ranged run, and stg_orders_enriched over the changed
+        days when the segment service is configured. On by default. Run keys make a re-evaluated
         tick request nothing twice."""
         requests = [r for r in stale_downstream(settings, context.instance)
                     if not queued_run_covers(context.instance, r)]

@@ -1,0 +1,147 @@
+"""The segment service and its one shared client, for real on 127.0.0.1: dated deterministic
+histories, 429 beyond the service's rate, retries with backoff, one bucket shared by two
+processes that never exceeds the limit, and the live lane's reserved share."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import date
+
+import pytest
+
+from backfill_assets.enrichment.client import (
+    BACKFILL,
+    LIVE,
+    SegmentClient,
+    SegmentServiceError,
+    SharedBucket,
+)
+from backfill_assets_tests.enrichment.service_process import (
+    histories_over_http,
+    post,
+    running_service,
+    stats,
+)
+
+IDS = [f"C{k:05d}" for k in range(40)]
+
+
+def test_histories_are_dated_deterministic_and_from_one_to_three_entries():
+    with running_service(rps=50) as url:
+        first = histories_over_http(url, IDS)
+        again = histories_over_http(url, list(reversed(IDS)))
+    assert first == again and set(first) == set(IDS)
+    for history in first.values():
+        assert 1 <= len(history) <= 3
+        dates = [d for d, _ in history]
+        assert dates == sorted(set(dates)) and all(d.day == 1 for d in dates)
+        assert all(date(2022, 1, 1) <= d <= date(2026, 12, 1) for d in dates)
+    assert len({tuple(h) for h in first.values()}) > 20  # they differ by customer
+    assert len({s for h in first.values() for _, s in h}) > 1
+
+
+def test_the_service_answers_429_beyond_its_rate_and_counts_per_second():
+    with running_service(rps=3) as url:
+        codes = [post(url, ["C00001"])[0] for _ in range(12)]
+        s = stats(url)
+    assert set(codes) == {200, 429}
+    assert codes.count(429) == s["throttled_429"] > 0
+    assert s["requests"] == codes.count(200) and s["max_rps"] == 3
+
+
+def test_bad_requests_get_a_clear_400():
+    with running_service(rps=50) as url:
+        assert post(url, [""])[0] == 400
+        assert post(url, ["x"] * 501)[0] == 400
+
+
+def test_the_client_retries_429_with_backoff_and_gets_every_answer(tmp_path):
+    with running_service(rps=3) as url:
+        expected = histories_over_http(url, IDS)
+        time.sleep(1.1)
+        # A bucket far faster than the service: the service says 429 and the client retries.
+        client = SegmentClient(url, SharedBucket(tmp_path / "bucket", 100, 0.0), BACKFILL, batch_size=4,
+                               backoff_s=0.05)
+        got = client.histories(IDS)
+        s = stats(url)
+    assert got == expected
+    assert client.stats.throttled_429 > 0
+    assert client.stats.requests == 10 + client.stats.throttled_429
+    assert s["max_rps"] <= 3
+
+
+def test_the_client_gives_up_with_a_clear_error_after_its_retries(tmp_path):
+    with running_service(rps=2) as url:
+        client = SegmentClient(url, SharedBucket(tmp_path / "bucket", 100, 0.0), BACKFILL, batch_size=1,
+                               max_retries=0, backoff_s=0.0)
+        with pytest.raises(SegmentServiceError, match="429 after 0 retries"):
+            client.histories([f"C{k:05d}" for k in range(20)])
+
+
+CALLER = """
+import sys
+from backfill_assets.enrichment.client import SegmentClient, SharedBucket
+url, bucket, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+client = SegmentClient(url, SharedBucket(bucket, 10, 0.0), "backfill", batch_size=1)
+client.histories([f"C{k:05d}" for k in range(first, first + 25)])
+print(client.stats.requests, client.stats.throttled_429)
+"""
+
+
+def callers(url: str, buckets: tuple[str, str]) -> list[tuple[int, int]]:
+    procs = [subprocess.Popen([sys.executable, "-c", CALLER, url, b, str(1000 * i)], stdout=subprocess.PIPE,
+                              text=True) for i, b in enumerate(buckets)]
+    return [tuple(int(x) for x in p.communicate(timeout=120)[0].split()) for p in procs]
+
+
+def test_two_processes_sharing_the_bucket_never_exceed_the_limit(tmp_path):
+    shared = str(tmp_path / "shared")
+    with running_service(rps=10) as url:
+        counts = callers(url, (shared, shared))
+        s = stats(url)
+    assert counts == [(25, 0), (25, 0)]
+    assert s["throttled_429"] == 0 and s["max_rps"] <= 10 and s["requests"] == 50
+
+
+def test_two_processes_with_a_bucket_each_would_exceed_it(tmp_path):
+    """The control: the limit above holds because the bucket is shared."""
+    with running_service(rps=10) as url:
+        callers(url, (str(tmp_path / "a"), str(tmp_path / "b")))
+        s = stats(url)
+    assert s["throttled_429"] > 0 and s["max_rps"] == 10
+
+
+def test_a_backfill_cannot_take_the_live_lanes_share(tmp_path):
+    bucket = SharedBucket(tmp_path / "bucket", 8, 0.5)  # 2 tokens, 6 a second, 1 reserved
+    assert (bucket.capacity, bucket.rate, bucket.reserve) == (2, 6, 1)
+    assert bucket.try_take(BACKFILL)
+    assert not bucket.try_take(BACKFILL)  # the last token is the live lane's
+    assert bucket.try_take(LIVE)
+    assert not bucket.try_take(LIVE)
+
+
+HAMMER = """
+import sys, time
+from backfill_assets.enrichment.client import SharedBucket
+bucket, taken, end = SharedBucket(sys.argv[1], 20, 0.4), 0, time.monotonic() + 3
+while time.monotonic() < end:
+    bucket.take("backfill")
+    taken += 1
+print(taken)
+"""
+
+
+def test_a_backfill_flat_out_in_another_process_leaves_the_live_lane_its_tokens(tmp_path):
+    path = str(tmp_path / "bucket")
+    hammer = subprocess.Popen([sys.executable, "-c", HAMMER, path], stdout=subprocess.PIPE, text=True)
+    bucket = SharedBucket(path, 20, 0.4)  # 5 tokens, 15 a second, 2 reserved
+    time.sleep(1.0)  # the backfill has drained the bucket to the reserve
+    waits = []
+    for _ in range(8):
+        waits.append(bucket.take(LIVE))
+        time.sleep(0.2)
+    backfill_took = int(hammer.communicate(timeout=60)[0])
+    assert max(waits) < 0.05, waits  # a token was there every time: the reserve refills first
+    assert backfill_took > 25  # and the backfill ran at the rest of the rate meanwhile
