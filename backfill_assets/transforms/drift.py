@@ -4,7 +4,10 @@ days (median and MAD), in plain Python (no Spark, no Dagster).
 A figure's band is ``median +- max(k * 1.4826 * MAD, floor)``: 1.4826 * MAD estimates the
 standard deviation of normal data without letting the outliers it is meant to catch widen it.
 The floor keeps a constant history (MAD 0) from warning on every small change: a relative
-tolerance of the median for counts and revenue, an absolute one for shares.
+tolerance of the median for counts and revenue, an absolute one for shares. A share on a day
+of few orders also carries its own sampling noise, sqrt(p (1 - p) / n) for a share p of n
+orders: its band is at least k times that wide, so a quiet day's shares do not warn for
+being quiet (its volume check says that).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from math import sqrt
 from statistics import median
 
 MAD_TO_SIGMA = 1.4826
@@ -109,10 +113,14 @@ def share_verdict(today: DayFigures, history: list[DayFigures], of: str, k: floa
     if not actuals or not _enough(past, min_history):
         return Verdict(True, None, None, actuals=actuals)
     keys = sorted(set(actuals).union(*past))
+    orders = sum((today.statuses if of == "status" else today.currencies or {}).values())
     worst: tuple[float, str, Band] | None = None
     outside = {}
     for key in keys:
-        band = robust_band([p.get(key, 0.0) for p in past], k, SHARE_FLOOR)
+        values = [p.get(key, 0.0) for p in past]
+        typical = median(values)
+        noise = k * sqrt(typical * (1 - typical) / orders)
+        band = robust_band(values, k, max(SHARE_FLOOR, noise))
         value = actuals.get(key, 0.0)
         half = (band.upper - band.lower) / 2
         distance = abs(value - band.median) / half  # > 1: outside the band

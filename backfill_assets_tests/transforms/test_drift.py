@@ -53,9 +53,11 @@ def test_a_currency_spike_fails_the_share_check_and_names_the_currency():
     usual = [day(100, {"USD": 50 + i % 3, "EUR": 50 - i % 3}) for i in range(10)]
     ok = share_verdict(day(100, {"USD": 51, "EUR": 49}), usual, "currency", 4, 7)
     assert ok.passed
-    spike = share_verdict(day(100, {"USD": 20, "EUR": 30, "BRL": 50}), usual, "currency", 4, 7)
+    spike = share_verdict(day(100, {"USD": 15, "EUR": 35, "BRL": 50}), usual, "currency", 4, 7)
     assert not spike.passed
-    assert set(spike.out_of_band) == {"USD", "EUR", "BRL"}  # BRL was 0 every trailing day
+    # USD ~0.51 +- 4 * sqrt(.51 * .49 / 100) = +-0.2: 0.15 is out, EUR's 0.35 (of ~0.49) is in;
+    # BRL was 0 every trailing day (band +-0.02)
+    assert set(spike.out_of_band) == {"USD", "BRL"}
     assert spike.worst_key == "BRL" and spike.actual == 0.5
 
 
@@ -72,3 +74,13 @@ def test_history_is_the_trailing_days_less_the_held():
     figures = {d0 - timedelta(days=n): day(n) for n in range(1, 40)}
     hist = history_of([d0], figures, held={d0 - timedelta(days=1)}, trailing_days=28)[d0]
     assert sorted(f.rows for f in hist) == list(range(2, 29))
+
+
+def test_a_share_on_a_day_of_few_orders_gets_its_sampling_noise_as_band():
+    # shares 0.30 every day: MAD 0; on 10 orders sqrt(.3 * .7 / 10) = 0.1449, times k 4 = 0.58
+    usual = [day(100, {"USD": 30, "EUR": 70}) for _ in range(10)]
+    assert share_verdict(day(10, {"USD": 1, "EUR": 9}), usual, "currency", 4, 7).passed
+    # on 1,000 orders the noise is 0.058: a share of 0.20 is outside 0.30 +- 0.058
+    many = share_verdict(day(1000, {"USD": 200, "EUR": 800}), usual, "currency", 4, 7)
+    assert not many.passed
+    assert many.band.upper - many.band.median == pytest.approx(4 * (0.3 * 0.7 / 1000) ** 0.5)
