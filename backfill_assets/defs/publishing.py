@@ -200,9 +200,11 @@ class Publication:
         done = published_by_earlier_attempts(self.context, asset_key)
         return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
 
-    def stage(self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo) -> StagedVersion:
-        """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers."""
-        staged = self.lake.stage(table.path, df, table.partition_column, days, commit)
+    def stage(self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo,
+              spread: int = 1) -> StagedVersion:
+        """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers
+        (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``)."""
+        staged = self.lake.stage(table.path, df, table.partition_column, days, commit, spread=spread)
         self._staged.append(staged)
         return staged
 

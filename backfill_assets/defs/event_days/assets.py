@@ -54,8 +54,12 @@ def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[d
     if not days:
         return done, None
     build = build_staging(spark, step.lake, settings, days)
+    if build.hot_keys or build.spread > 1:
+        step.context.log.info(f"{STG_ORDERS.to_user_string()}: hot keys {build.hot_keys or 'none'}; "
+                              f"each day written by up to {build.spread} tasks")
     staged = step.stage(STAGING_TABLE, build.staging, days,
-                        commit_info(step.context, STG_ORDERS, days, build.input_versions))
+                        commit_info(step.context, STG_ORDERS, days, build.input_versions),
+                        spread=build.spread)
     good = step.audit(days, build.audit(days, step.read_staged(staged)))
     step.context.log.info(f"{STG_ORDERS.to_user_string()}: publishing {len(good)} of {len(days)} day(s)")
     if not good:

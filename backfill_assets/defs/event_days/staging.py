@@ -34,6 +34,7 @@ from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import staging_stats, valid_order_ids
 from backfill_assets.transforms.drift import staging_figures
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
+from backfill_assets.transforms.skew import staging_keys
 from backfill_assets.transforms.orders import latest_wins
 
 
@@ -48,6 +49,8 @@ class StagingBuild:
     schema_errors: list[str]
     history: DataFrame | None = None  # published staging of the warning checks' trailing days
     quality: QualitySettings = field(default_factory=QualitySettings)
+    hot_keys: list[str] = field(default_factory=list)  # the range's hot keys (auto mode finds them)
+    spread: int = 1  # tasks per day of the write: > 1 is the skew mitigation (transforms.skew)
 
     def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
         """The staging checks, on ``staged``: the rows as staged, not as computed; then the
@@ -129,11 +132,24 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     }
     inputs = {RAW_ORDERS_TABLE.path: raw_version, VALID_ORDERS_TABLE.path: parsed_version,
               RAW_FX_RATES_TABLE.path: rates_version}
+    valid_ids, hot, spread = skew_plan(valid, settings, days)
     return StagingBuild(
-        staging, inputs, valid_order_ids(valid), incomplete, schemas.staging_schema_errors(staging),
+        staging, inputs, valid_ids, incomplete, schemas.staging_schema_errors(staging),
         trailing_published(spark, lake, settings, days, STAGING_TABLE, schemas.STAGING_ORDERS),
-        settings.quality,
+        settings.quality, hot, spread,
     )
+
+
+def skew_plan(valid: DataFrame, settings: Settings, days: list[date]) -> tuple[dict[date, int], list[str], int]:
+    """(distinct order ids per day, the hot keys, tasks per day of the write). In ``auto`` mode
+    the aggregation that counts the ids also finds the hot event days and customers, and a hot
+    key salts the write; ``on`` salts it always, ``off`` never."""
+    skew = settings.skew
+    if skew.mitigation != "auto":
+        return valid_order_ids(valid), [], skew.salt_buckets if skew.mitigation == "on" else 1
+    keys = staging_keys(valid, len(days))
+    hot = keys.hot(skew.hot_key_share)
+    return keys.valid_ids, hot, skew.salt_buckets if hot else 1
 
 
 def trailing_published(spark, lake: Lake, settings: Settings, days: list[date], table: Table,
