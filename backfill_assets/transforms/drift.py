@@ -51,7 +51,7 @@ class DayFigures:
     statuses: Mapping[str, int]
     currencies: Mapping[str, int] | None  # None where the table has no currency (the fact)
     paid_orders: int
-    paid_revenue: Decimal = Decimal("0")
+    paid_revenue: Decimal = Decimal(0)
 
     def shares(self, of: str) -> dict[str, float]:
         counts = self.statuses if of == "status" else self.currencies or {}

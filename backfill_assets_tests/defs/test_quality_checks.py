@@ -113,3 +113,35 @@ def test_a_blocking_setting_holds_the_day_and_its_neighbours_publish(env, first_
     first = _evaluations(env, first_run[-1].run_id, STG_ORDERS, "row_count_band")[DROP]
     again = _evaluations(env, outcome.run_id, STG_ORDERS, "row_count_band")[DROP]
     assert again.metadata["band_median"] == first.metadata["band_median"]
+
+
+def test_plan_reports_the_key_distribution_of_the_valid_records(env, first_run):
+    from backfill_assets.cli.skew import key_distribution, render_skew
+
+    report = key_distribution(env.settings, START, END)
+    reference = Reference(env.settings.landing_dir)
+    valid = [rec.fields for a in reference.arrival_dates for rec in reference.records(a)
+             if rec.reason is None and START <= rec.fields["event_date"] <= END]
+    assert report.source.startswith("raw/orders_valid") and report.rows == len(valid)
+    for k in report.keys:
+        expected = Counter(f[k.key] for f in valid)
+        assert k.keys == len(expected)
+        assert [(s.value, s.rows) for s in k.top] == sorted(expected.items(), key=lambda kv: (-kv[1], str(kv[0])))[:5]
+        assert k.null.rows == 0
+    assert report.hot == []  # no customer, country or day holds 3x an even share
+    assert "NULL 0.0%" in "\n".join(render_skew(report))
+
+
+def test_the_salted_write_publishes_the_same_staging(env, first_run, monkeypatch):
+    days = [date(2024, 1, 2), date(2024, 1, 3)]
+    before = Counter(tuple(sorted(r.items())) for r in env.rows("staging/orders") if r["event_date"] in days)
+    monkeypatch.setenv("BACKFILL_SKEW_MITIGATION", "on")
+    outcome = execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], days[0], days[-1]), env.instance)
+    assert outcome.success, outcome.error
+    after = Counter(tuple(sorted(r.items())) for r in env.rows("staging/orders") if r["event_date"] in days)
+    assert after == before and before
+    from deltalake import DeltaTable
+
+    files = DeltaTable(str(env.settings.lake_dir / "staging/orders")).file_uris()
+    per_day = Counter(d for d in days for f in files if f"event_date={d}/" in f)
+    assert all(per_day[d] > 1 for d in days), per_day  # each day written by several tasks

@@ -34,8 +34,8 @@ from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import staging_stats, valid_order_ids
 from backfill_assets.transforms.drift import staging_figures
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
-from backfill_assets.transforms.skew import staging_keys
 from backfill_assets.transforms.orders import latest_wins
+from backfill_assets.transforms.skew import staging_keys
 
 
 @dataclass
