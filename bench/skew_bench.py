@@ -2,11 +2,13 @@
 mitigation (the salted write, ``transforms.skew``); run by hand.
 
     .venv/bin/python bench/skew_bench.py --days 30 --orders-per-day 5000 --hot-share 0.6
+    .venv/bin/python bench/skew_bench.py --days 11 --orders-per-day 2000 --hot-share 0 --hot-day-orders 40000
 
-It generates the feed (``--hot-customer-share``), builds raw once (not timed), prints the
+It generates the feed (``--hot-customer-share``; with ``--hot-day-orders`` the middle day
+has that many orders instead, a hot event date), builds raw once (not timed), prints the
 plan's key distribution, then rebuilds the event days' step (staging and fact) over the whole
-range, alternating BACKFILL_SKEW_MITIGATION=off and auto (auto finds the hot customer and salts
-the write), ``--repeats`` times each, after one warm-up run, all in one process and one Spark
+range, alternating BACKFILL_SKEW_MITIGATION=off and auto (auto finds the hot customer or day
+and salts the write), ``--repeats`` times each, after one warm-up run, all in one process and one Spark
 session. ``staging_s`` is the time from the step's start to its last staging materialization:
 build, stage, audit, publish of stg_orders, without the fact. The last line is the SKEW line
 the README quotes.
@@ -54,6 +56,8 @@ def main() -> None:
     p.add_argument("--orders-per-day", type=int, default=5000)
     p.add_argument("--hot-share", type=float, default=0.6)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--hot-day-orders", type=int, default=0,
+                   help="give the middle day this many orders instead (a hot event date)")
     args = p.parse_args()
     start = date(2024, 1, 1)
     end = start + timedelta(days=args.days - 1)
@@ -75,10 +79,18 @@ def main() -> None:
 
     settings = Settings.from_env()
     began = time.monotonic()
-    summary = generate_feed(settings.landing_dir, start, end, orders_per_day=args.orders_per_day,
-                            seed=7, hot_customer_share=args.hot_share)
-    print(f"feed: {summary.records:,} records, {args.days} days, hot share {args.hot_share} "
-          f"({time.monotonic() - began:.0f}s)", flush=True)
+    hot_day = start + timedelta(days=args.days // 2)
+    ranges = ([(start, hot_day - timedelta(days=1), args.orders_per_day),
+               (hot_day, hot_day, args.hot_day_orders),
+               (hot_day + timedelta(days=1), end, args.orders_per_day)]
+              if args.hot_day_orders else [(start, end, args.orders_per_day)])
+    records = 0
+    for first, last, orders in ranges:  # a day's files depend on the seed and the day only
+        if first <= last:
+            records += generate_feed(settings.landing_dir, first, last, orders_per_day=orders,
+                                     seed=7, hot_customer_share=args.hot_share).records
+    print(f"feed: {records:,} records, {args.days} days, hot share {args.hot_share}, hot day "
+          f"{hot_day if args.hot_day_orders else None} ({time.monotonic() - began:.0f}s)", flush=True)
     times: dict[str, list[float]] = {"off": [], "auto": []}
     with dg.DagsterInstance.get() as instance:
         began = time.monotonic()
@@ -102,6 +114,7 @@ def main() -> None:
     off, auto = statistics.median(times["off"]), statistics.median(times["auto"])
     shutil.rmtree(work, ignore_errors=True)
     print(f"SKEW days={args.days} orders_per_day={args.orders_per_day} hot_share={args.hot_share} "
+          f"hot_day_orders={args.hot_day_orders} "
           f"staging_off_s={off:.1f} staging_mitigated_s={auto:.1f} ratio={off / auto:.2f} "
           f"cores={os.cpu_count()} load1={os.getloadavg()[0]:.1f}")
 
