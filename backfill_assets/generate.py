@@ -113,8 +113,13 @@ def _amount_text(minor: int, unit: int, as_number: bool) -> str:
     return f'"{minor // 100}.{minor % 100:02d}"'
 
 
-def _orders(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables) -> None:
-    """Each order is placed, then maybe paid and maybe cancelled; each version is one line."""
+HOT_CUSTOMER = "C00000"  # the customer a --hot-customer-share feed gives that share of orders
+
+
+def _orders(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables, hot: float = 0.0) -> None:
+    """Each order is placed, then maybe paid and maybe cancelled; each version is one line.
+    A share ``hot`` of the orders is placed by ``HOT_CUSTOMER`` (from the same draw as the
+    customer, so a feed without one is the same as before)."""
     rnd, fmt, ml = rng.random, tables.text, feed.max_lateness
     hms, customers, base = tables.hms, tables.customers, feed.day.toordinal() * _DAY_MS
     days = [tables.day(feed.day.toordinal() + k) for k in (-1, 0, 1)]  # local dates
@@ -133,7 +138,9 @@ def _orders(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables) -> None
             event = fmt(event_ms, zone, off)
         else:
             event = days[k] + hms[(local - (k - 1) * _DAY_MS) // 1000] + zone
-        head = (f'{id_prefix}{serials[i]}","customer_id":"{customers[int(rnd() * 60_000)]}",'
+        who = rnd()
+        customer = customers[0] if who < hot else customers[int((who - hot) / (1 - hot) * 60_000)]
+        head = (f'{id_prefix}{serials[i]}","customer_id":"{customer}",'
                 f'"event_time":"{event}","updated_at":"')
         low, high, unit = _AMOUNTS[cur]
         amount = _amount_text(low + int(rnd() * (high - low)), unit, rnd() < 0.05)
@@ -264,7 +271,8 @@ def _rate_text(usd_per_unit: float) -> str:
 
 
 def _order_days(
-    root: Path, days: list[date], n: int, seed: int, ml: int, last_arrival: date | None = None
+    root: Path, days: list[date], n: int, seed: int, ml: int, last_arrival: date | None = None,
+    hot: float = 0.0,
 ) -> tuple[int, int, int]:
     """Generates and writes the orders of some event days; returns (files, records, rejected)."""
     tables = _Tables()
@@ -272,7 +280,7 @@ def _order_days(
     for day in days:
         rng = random.Random(f"{seed}/orders/{day.isoformat()}")
         feed = _DayFeed(day, ml)
-        _orders(rng, feed, n, tables)
+        _orders(rng, feed, n, tables, hot)
         _resend(rng, feed, n)
         _specials(rng, feed, n, tables)
         if last_arrival is not None:  # after the RNG draws: the days' other files stay the same
@@ -299,22 +307,26 @@ def generate_feed(
     seed: int = 7,
     max_lateness_days: int = 7,
     last_arrival: date | None = None,
+    hot_customer_share: float = 0.0,
 ) -> FeedSummary:
     """Writes the orders of event days [start, end] and the rates of [start - 3, end].
 
     Arrival folders reach up to ``end + max_lateness_days + 3`` (records that come too
     late), or only up to ``last_arrival`` when given: the feed as of that day (the demo's
     is as of yesterday), the later arrivals not landed yet. Existing files of the same
-    names are overwritten; nothing else is touched.
+    names are overwritten; nothing else is touched. ``hot_customer_share`` of the orders are
+    placed by one customer, ``HOT_CUSTOMER`` (a skewed partition key).
     """
     if end < start or orders_per_day < 1 or max_lateness_days < 0:
         raise ValueError("need start <= end, orders_per_day >= 1, max_lateness_days >= 0")
+    if not 0 <= hot_customer_share < 1:
+        raise ValueError("hot_customer_share must be in [0, 1)")
     if last_arrival is not None and last_arrival < end:
         raise ValueError("last_arrival must not be before end: every event day lands on its day")
     root = Path(landing_root)
     days = days_between(start, end)
     files, records, rejected = _order_days(root, days, orders_per_day, seed, max_lateness_days,
-                                           last_arrival)
+                                           last_arrival, hot_customer_share)
     rate_files = sum(_write_rates(root, start + timedelta(days=k), seed)
                      for k in range(-3, len(days)))
     return FeedSummary(start, end, files, rate_files, records, rejected)

@@ -6,9 +6,34 @@ Read once, when Dagster loads the definitions or the CLI starts; never at import
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+
+# The warning checks' names (defs/event_days/quality.py) that BACKFILL_BLOCKING_QUALITY_CHECKS
+# may name; spelled here so a typo in the variable is an error, not a silently warning check.
+QUALITY_CHECK_NAMES = ("row_count_band", "status_share_band", "currency_share_band",
+                       "revenue_per_order_band")
+SKEW_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class QualitySettings:
+    """The warning checks' bands (docs/contract.md, "Warning checks")."""
+
+    band_k: float = 4.0  # half-width in robust standard deviations (1.4826 * MAD)
+    trailing_days: int = 28
+    min_history: int = 7  # fewer trailing days with figures: the check passes, "not enough history"
+    blocking: frozenset[str] = frozenset()  # checks that hold the day instead of warning
+
+
+@dataclass(frozen=True)
+class SkewSettings:
+    """Partition-key skew: when a key is hot, and whether staging salts its write."""
+
+    hot_key_share: float = 0.2
+    mitigation: str = "auto"  # auto: when a key is hot; on: always; off: never
+    salt_buckets: int = 8
 
 
 @dataclass(frozen=True)
@@ -19,6 +44,8 @@ class Settings:
     max_lateness_days: int
     rate_max_age_days: int = 7  # the contract's fixed as-of window for FX rates
     segments: SegmentSettings | None = None  # the segment service; None: not configured
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    skew: SkewSettings = field(default_factory=SkewSettings)
 
     @classmethod
     def from_env(cls, env: os._Environ | dict | None = None) -> Settings:
@@ -36,6 +63,8 @@ class Settings:
             start_date=start,
             max_lateness_days=lateness,
             segments=SegmentSettings.from_env(env),
+            quality=quality_from_env(env),
+            skew=skew_from_env(env),
         )
 
 
@@ -67,3 +96,39 @@ class SegmentSettings:
         home = Path(env.get("DAGSTER_HOME", ".dagster_home"))
         bucket = Path(env.get("BACKFILL_SEGMENTS_BUCKET", str(home / "segments_bucket.json"))).resolve()
         return cls(url=url, rps=rps, live_share=share, batch_size=batch, bucket_path=bucket)
+
+
+def _number(env, name: str, default: str, kind=float, low: float = 0.0):
+    try:
+        value = kind(env.get(name, default))
+    except ValueError as exc:
+        raise ValueError(f"bad {name}: {exc}") from exc
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}")
+    return value
+
+
+def quality_from_env(env) -> QualitySettings:
+    names = frozenset(n.strip() for n in env.get("BACKFILL_BLOCKING_QUALITY_CHECKS", "").split(",")
+                      if n.strip())
+    unknown = sorted(names - set(QUALITY_CHECK_NAMES))
+    if unknown:
+        raise ValueError(f"BACKFILL_BLOCKING_QUALITY_CHECKS names unknown checks {unknown}; "
+                         f"known: {', '.join(QUALITY_CHECK_NAMES)}")
+    return QualitySettings(
+        band_k=_number(env, "BACKFILL_BAND_K", "4", float, 0.0),
+        trailing_days=_number(env, "BACKFILL_BAND_TRAILING_DAYS", "28", int, 1),
+        min_history=_number(env, "BACKFILL_BAND_MIN_HISTORY", "7", int, 1),
+        blocking=names,
+    )
+
+
+def skew_from_env(env) -> SkewSettings:
+    mode = env.get("BACKFILL_SKEW_MITIGATION", "auto")
+    if mode not in SKEW_MODES:
+        raise ValueError(f"BACKFILL_SKEW_MITIGATION must be one of {', '.join(SKEW_MODES)}, not {mode!r}")
+    share = _number(env, "BACKFILL_HOT_KEY_SHARE", "0.2", float, 0.0)
+    if share >= 1:
+        raise ValueError("BACKFILL_HOT_KEY_SHARE must be below 1")
+    return SkewSettings(hot_key_share=share, mitigation=mode,
+                        salt_buckets=_number(env, "BACKFILL_SALT_BUCKETS", "8", int, 1))

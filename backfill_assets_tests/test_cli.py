@@ -42,6 +42,34 @@ def test_plan_lists_partitions_inputs_and_missing_days_and_changes_nothing(tmp_p
     assert "without landing files:" in out and "estimated total" in out
 
 
+def test_plan_flags_a_hot_customer_from_the_landing_lines(tmp_path, capsys):
+    import json
+    from collections import Counter
+
+    with pipeline_env(tmp_path) as env:
+        landing = env.settings.landing_dir
+        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=100, seed=3,
+                      hot_customer_share=0.6)
+        assert main(["plan", "--start", "2024-01-01", "--end", "2024-01-04"]) == 0
+    out = capsys.readouterr().out
+    # Independently: the landed lines of those event days (every line is read at this size).
+    customers = Counter()
+    for path in (landing / "orders").rglob("orders-2024010[1-4]-*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and str(rec.get("order_id", "")).startswith("TWS-"):
+                customers[rec["customer_id"]] += 1
+    share = customers["C00000"] / customers.total()
+    hot = [line for line in out.splitlines() if line.startswith("HOT KEY")]
+    assert len(hot) == 1 and hot[0].startswith("HOT KEY customer_id=C00000: "), out
+    reported = float(hot[0].split(": ")[1].split("%")[0]) / 100
+    assert 0.5 < reported <= share + 0.001  # the NULL and BAD- lines of the sample dilute it
+    assert "NULL" in next(line for line in out.splitlines() if line.strip().startswith("customer_id"))
+
+
 def test_backfill_refuses_to_publish_emptiness_over_gone_landing_files(tmp_path, spark, capsys):
     day = date(2024, 1, 2)
     with pipeline_env(tmp_path) as env:

@@ -257,3 +257,39 @@ def test_a_feed_as_of_a_day_lands_nothing_after_it_and_the_same_files_before(fee
     assert summary.records - verdicts[None] == summary.malformed
     with pytest.raises(ValueError, match="last_arrival"):
         generate_feed(tmp_path, START, END, last_arrival=END - timedelta(days=1))
+
+
+def _orders_per_customer(root) -> Counter:
+    """Distinct generated orders (TWS-...) per customer, read from the landed lines."""
+    customer_of = {}
+    for path in root.joinpath("orders").rglob("orders-*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and str(rec.get("order_id", "")).startswith("TWS-"):
+                customer_of[rec["order_id"]] = rec["customer_id"]
+    return Counter(customer_of.values())
+
+
+def test_a_hot_customer_places_its_share_of_the_orders(feed, tmp_path):
+    generate_feed(tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML,
+                  hot_customer_share=0.6)
+    counts = _orders_per_customer(tmp_path)
+    (hot, orders), = counts.most_common(1)
+    assert abs(orders / sum(counts.values()) - 0.6) < 0.03  # 2,000 orders: sd ~0.011
+    assert counts.most_common(2)[1][1] < 10  # everyone else stays spread out
+    plain = _orders_per_customer(feed[0])
+    assert plain[hot] < 5 and sum(plain.values()) == sum(counts.values())
+
+
+def test_no_hot_customer_is_the_plain_feed(feed, tmp_path):
+    generate_feed(tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML,
+                  hot_customer_share=0.0)
+    assert tree(tmp_path) == tree(feed[0])
+
+
+def test_a_hot_share_of_one_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="hot_customer_share"):
+        generate_feed(tmp_path, START, END, hot_customer_share=1.0)

@@ -26,6 +26,7 @@ def cmd_generate(args, settings: Settings) -> int:
     summary = generate_feed(
         settings.landing_dir, args.start, args.end, orders_per_day=args.orders_per_day,
         seed=args.seed, max_lateness_days=settings.max_lateness_days,
+        hot_customer_share=args.hot_customer_share,
     )
     print(f"generated {summary.records} records in {summary.order_files} order files and "
           f"{summary.rate_files} rate files under {settings.landing_dir}")
@@ -116,6 +117,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--end", type=_date, required=True)
     g.add_argument("--orders-per-day", type=int, default=200)
     g.add_argument("--seed", type=int, default=7)
+    g.add_argument("--hot-customer-share", type=float, default=0.0,
+                   help="share of the orders placed by one customer, C00000 (a skewed key)")
     g.set_defaults(func=cmd_generate)
     b = sub.add_parser("backfill", help="rebuild raw, staging and fact for an event-date range")
     b.add_argument("--start", type=_date, required=True)

@@ -32,6 +32,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STG_ORDERS,
 )
+from backfill_assets.cli.skew import SkewReport, key_distribution, render_skew
 from backfill_assets.days import days_between, months_between, next_month
 from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
 from backfill_assets.defs.partitions import days_of_month, last_partition, monthly_partitions
@@ -153,6 +154,7 @@ class BackfillPlan:
     layers: list[LayerPlan]
     gone: dict[date, int]  # raw partitions with rows whose landing folder is now empty
     measured: bool
+    skew: SkewReport | None = None  # the heavy stages' key distribution
 
     @property
     def estimate_s(self) -> float:
@@ -227,7 +229,8 @@ def make_plan(settings: Settings, start: date, end: date) -> BackfillPlan:
         size = sum(f.size_bytes for f in files)
         missing = [d for d in run.days if d not in present] if reads_landing(run) else []
         layers.append(LayerPlan(run, len(files), size, missing, overhead + size / rate))
-    return BackfillPlan(layers, gone_raw_partitions(settings, start, end), measured)
+    return BackfillPlan(layers, gone_raw_partitions(settings, start, end), measured,
+                        key_distribution(settings, start, end))
 
 
 def render_plan(plan: BackfillPlan) -> str:
@@ -243,6 +246,8 @@ def render_plan(plan: BackfillPlan) -> str:
             lines.append(f"{'':<34}without landing files: {shown}{more}")
     basis = "measured on this machine" if plan.measured else "default rate, no run measured yet"
     lines.append(f"estimated total: {plan.estimate_s:.0f} s ({basis})")
+    if plan.skew is not None:
+        lines += render_skew(plan.skew)
     for day, rows in sorted(plan.gone.items()):
         lines.append(f"WARNING raw_orders {day}: {rows} rows in the lake but its landing files are gone "
                      "(backfill will not overwrite them with emptiness unless --allow-empty-overwrite)")

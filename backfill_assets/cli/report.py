@@ -36,6 +36,11 @@ def report_outcomes(outcomes: list[RunOutcome]) -> int:
     """Print the table and the held partitions; 0 when every partition was published."""
     table, problems = render(outcomes)
     print(table)
+    warnings = [f"{key.to_user_string()} {day}: {', '.join(names)}" for o in outcomes
+                for key, days in o.warnings.items() for day, names in sorted(days.items())]
+    if warnings:
+        print(f"\n{len(warnings)} partition(s) published with warnings (a figure outside its band):")
+        print("\n".join(f"  {w}" for w in warnings))
     if problems:
         print(f"\n{len(problems)} partition(s) held or not published:")
         print("\n".join(f"  {p}" for p in problems))

@@ -33,6 +33,7 @@ class RunOutcome:
     published: dict[dg.AssetKey, dict[date, int]] = field(default_factory=dict)  # day -> rows
     failed_checks: dict[dg.AssetKey, dict[date, list[str]]] = field(default_factory=dict)
     held: dict[date, list[str]] = field(default_factory=dict)  # why, as the step's failure names it
+    warnings: dict[dg.AssetKey, dict[date, list[str]]] = field(default_factory=dict)  # WARN checks failed
     error: str | None = None
 
 
@@ -93,6 +94,7 @@ def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, suc
     outcome = RunOutcome(plan, run_id, success)
     published: dict = defaultdict(dict)
     failed: dict = defaultdict(lambda: defaultdict(list))
+    warned: dict = defaultdict(lambda: defaultdict(list))
     for record in instance.all_logs(run_id):
         event = record.dagster_event
         if event is None:
@@ -104,7 +106,8 @@ def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, suc
         elif event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
             ev = event.asset_check_evaluation_data
             if not ev.passed and ev.partition:
-                failed[ev.asset_key][date.fromisoformat(ev.partition)].append(ev.check_name)
+                into = warned if ev.severity == dg.AssetCheckSeverity.WARN else failed
+                into[ev.asset_key][date.fromisoformat(ev.partition)].append(ev.check_name)
         elif event.event_type == DagsterEventType.STEP_FAILURE:
             data = event.step_failure_data
             if outcome.error is None:
@@ -114,4 +117,5 @@ def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, suc
                 outcome.held.setdefault(date.fromisoformat(day), []).extend(why)
     outcome.published = dict(published)
     outcome.failed_checks = {k: dict(v) for k, v in failed.items()}
+    outcome.warnings = {k: dict(v) for k, v in warned.items()}
     return outcome

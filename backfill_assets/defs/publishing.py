@@ -41,13 +41,15 @@ RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPO
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """The result of one check on one partition, with expected and actual values."""
+    """The result of one check on one partition, with expected and actual values. A
+    non-blocking check that fails warns (severity WARN) and holds nothing."""
 
     asset_key: dg.AssetKey
     check_name: str
     partition: date
     passed: bool
     metadata: Mapping[str, object] = field(default_factory=dict)
+    blocking: bool = True
 
     def evaluation(self) -> dg.AssetCheckEvaluation:
         return dg.AssetCheckEvaluation(
@@ -55,7 +57,8 @@ class CheckOutcome:
             check_name=self.check_name,
             passed=self.passed,
             partition=self.partition.isoformat(),
-            blocking=True,
+            blocking=self.blocking,
+            severity=dg.AssetCheckSeverity.ERROR if self.blocking else dg.AssetCheckSeverity.WARN,
             metadata=dict(self.metadata),
         )
 
@@ -128,10 +131,11 @@ def latest_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey
 
 
 def held_days(outcomes: Iterable[CheckOutcome]) -> dict[date, list[str]]:
-    """Days that failed at least one check, with the failed checks as ``asset.check``."""
+    """Days that failed at least one blocking check, with the failed checks as ``asset.check``
+    (a failed warning check holds nothing)."""
     held: dict[date, list[str]] = {}
     for outcome in outcomes:
-        if not outcome.passed:
+        if not outcome.passed and outcome.blocking:
             name = f"{outcome.asset_key.to_user_string()}.{outcome.check_name}"
             held.setdefault(outcome.partition, []).append(name)
     return held
@@ -196,9 +200,11 @@ class Publication:
         done = published_by_earlier_attempts(self.context, asset_key)
         return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
 
-    def stage(self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo) -> StagedVersion:
-        """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers."""
-        staged = self.lake.stage(table.path, df, table.partition_column, days, commit)
+    def stage(self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo,
+              spread: int = 1) -> StagedVersion:
+        """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers
+        (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``)."""
+        staged = self.lake.stage(table.path, df, table.partition_column, days, commit, spread=spread)
         self._staged.append(staged)
         return staged
 

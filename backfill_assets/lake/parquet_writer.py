@@ -43,15 +43,24 @@ class WrittenFile:
 
 
 def write_files(
-    df: DataFrame, table_dir: str, column: str, dates: list[dt.date]
+    df: DataFrame, table_dir: str, column: str, dates: list[dt.date], spread: int = 1
 ) -> list[WrittenFile]:
-    """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them."""
+    """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them.
+
+    Each partition is written by one task, or with ``spread`` > 1 by up to that many (rows
+    sent by partition and a hash of the row, into exactly ``spread`` tasks, which adaptive
+    execution does not merge back): a salt for a partition much larger than the rest."""
     field = next((f for f in df.schema.fields if f.name == column), None)
     if field is None or not isinstance(field.dataType, DateType):
         raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
     allowed = frozenset(date_text(day) for day in dates)
     task = _FileTask(table_dir, column, allowed)
-    ordered = df.repartition(F.col(column)).sortWithinPartitions(F.col(column))
+    if spread > 1:
+        salt = F.pmod(F.xxhash64(*[F.col(c) for c in df.columns]), F.lit(spread))
+        shuffled = df.repartition(spread, F.col(column), salt)
+    else:
+        shuffled = df.repartition(F.col(column))
+    ordered = shuffled.sortWithinPartitions(F.col(column))
     rows = ordered.mapInArrow(task, FILE_SCHEMA).collect()
     written = [
         WrittenFile(r["path"], r["size"], dt.date.fromisoformat(r["partition"]), r["rows"],

@@ -194,10 +194,11 @@ class Lake:
 
     def stage(
         self, table: str, df: DataFrame, partition_column: str, partitions, commit: CommitInfo,
-        stage_id: str | None = None,
+        stage_id: str | None = None, spread: int = 1,
     ) -> StagedVersion:
         """Write ``df``'s rows of ``partitions`` into the table's storage without committing
-        them: no reader of the table sees them until ``publish``. Rows outside the set raise
+        them: no reader of the table sees them until ``publish``; ``spread`` > 1 writes each
+        partition from up to that many tasks (``write_files``). Rows outside the set raise
         LakeError before anything is recorded."""
         dates = self._dates(partitions)
         column = check_column_name(partition_column)
@@ -210,7 +211,7 @@ class Lake:
         base = self.version(table)
         pause_point("before_files")
         os.makedirs(table_dir, exist_ok=True)
-        written = write_files(df, table_dir, column, dates)
+        written = write_files(df, table_dir, column, dates, spread)
         pause_point("after_files")
         staged = StagedVersion(
             table=table,

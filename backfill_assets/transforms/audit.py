@@ -72,41 +72,66 @@ def rows_per_partition(fingerprints: dict[FileKey, tuple[int, Decimal]]) -> dict
     return totals
 
 
-def staging_stats(staging: DataFrame) -> dict[date, dict]:
+def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[date, dict]:
     """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
-    and how many priced rows break each data rule of the contract's schema (an order without a
-    rate is fx_rate_present's to report, not the schema's).
+    how many priced rows break each data rule of the contract's schema (an order without a
+    rate is fx_rate_present's to report, not the schema's), and what the warning checks watch:
+    orders by status and by currency, paid orders and their USD revenue.
 
-    Two plain aggregations, per (day, order id) then per day, rather than a distinct count
-    beside the others (which makes Spark expand and shuffle every row twice); staging arrives
-    partitioned by (day, order id) from its dedupe, so the first needs no shuffle."""
+    Two plain aggregations, per (day, order id) then per (day, status, currency), folded per
+    day here, rather than a distinct count beside the others (which makes Spark expand and
+    shuffle every row twice); staging arrives partitioned by (day, order id) from its dedupe,
+    so the first needs no shuffle. ``history``, published staging rows of other days (the
+    warning checks' trailing days), joins the same pass: one Spark job for both."""
+    if history is not None:
+        staging = staging.unionByName(history.select(*staging.columns))
     no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
+    paid = F.col("status") == F.lit("paid")
     rules = staging_row_rules()
     per_id = staging.groupBy("event_date", "order_id").agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
         F.max(F.when(no_rate, F.concat_ws(":", "order_id", "currency"))).alias("no_rate_example"),
+        F.max("status").alias("status"),
+        F.max("currency").alias("currency"),
+        F.sum(F.when(paid, F.col("amount_usd"))).alias("paid_usd"),
         *[
             F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
             for i, broken in enumerate(rules.values())
         ],
     )
     rows = (
-        per_id.groupBy("event_date")
+        per_id.groupBy("event_date", "status", "currency")
         .agg(
             F.sum("rows").alias("rows"),
             F.count(F.lit(1)).alias("distinct_ids"),
             F.sum("without_rate").alias("without_rate"),
             F.slice(F.sort_array(F.collect_list("no_rate_example")), 1, 5).alias("first_without_rate"),
+            F.sum("paid_usd").alias("paid_usd"),
             *[F.sum(f"_rule_{i}").alias(f"_rule_{i}") for i in range(len(rules))],
         )
         .collect()
     )
-    stats = {}
+    stats: dict[date, dict] = {}
     for r in rows:
-        broken = {name: r[f"_rule_{i}"] for i, name in enumerate(rules) if r[f"_rule_{i}"]}
-        stats[r["event_date"]] = {**{k: r[k] for k in EMPTY_DAY}, "rule_violations": broken}
+        s = stats.setdefault(r["event_date"], _empty_stats())
+        for k in ("rows", "distinct_ids", "without_rate"):
+            s[k] += r[k]
+        s["first_without_rate"] = sorted(s["first_without_rate"] + list(r["first_without_rate"]))[:5]
+        for i, name in enumerate(rules):
+            if r[f"_rule_{i}"]:
+                s["rule_violations"][name] = s["rule_violations"].get(name, 0) + r[f"_rule_{i}"]
+        s["statuses"][r["status"]] = s["statuses"].get(r["status"], 0) + r["distinct_ids"]
+        s["currencies"][r["currency"]] = s["currencies"].get(r["currency"], 0) + r["distinct_ids"]
+        if r["status"] == "paid":
+            s["paid_orders"] += r["distinct_ids"]
+            s["paid_usd"] += r["paid_usd"] or 0
     return stats
+
+
+def _empty_stats() -> dict:
+    return {**EMPTY_DAY, "first_without_rate": [], "rule_violations": {}, "statuses": {},
+            "currencies": {}, "paid_orders": 0, "paid_usd": Decimal("0.00")}
 
 
 EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
@@ -140,7 +165,11 @@ def staging_totals(staging: DataFrame) -> dict[date, dict]:
     return {r["event_date"]: _normalise(r.asDict()) for r in rows}
 
 
-def fact_totals(fact: DataFrame) -> dict[date, dict]:
+def fact_totals(fact: DataFrame, history: DataFrame | None = None) -> dict[date, dict]:
+    """Per event day, the fact's totals; ``history`` (published fact rows of other days, the
+    warning checks' trailing days) joins the same aggregation."""
+    if history is not None:
+        fact = fact.unionByName(history.select(*fact.columns))
     return totals_by(fact, "event_date")
 
 

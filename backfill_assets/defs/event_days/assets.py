@@ -26,7 +26,8 @@ from backfill_assets.defs.event_days.fact import (
     previous_fact_totals,
     stale_fact_days,
 )
-from backfill_assets.defs.event_days.staging import build_staging
+from backfill_assets.defs.event_days.quality import quality_checks
+from backfill_assets.defs.event_days.staging import build_staging, trailing_published
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import (
     arrivals_of_event_day,
@@ -53,8 +54,12 @@ def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[d
     if not days:
         return done, None
     build = build_staging(spark, step.lake, settings, days)
+    if build.hot_keys or build.spread > 1:
+        step.context.log.info(f"{STG_ORDERS.to_user_string()}: hot keys {build.hot_keys or 'none'}; "
+                              f"each day written by up to {build.spread} tasks")
     staged = step.stage(STAGING_TABLE, build.staging, days,
-                        commit_info(step.context, STG_ORDERS, days, build.input_versions))
+                        commit_info(step.context, STG_ORDERS, days, build.input_versions),
+                        spread=build.spread)
     good = step.audit(days, build.audit(days, step.read_staged(staged)))
     step.context.log.info(f"{STG_ORDERS.to_user_string()}: publishing {len(good)} of {len(days)} day(s)")
     if not good:
@@ -65,7 +70,8 @@ def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[d
     return set(good) | done, write.version
 
 
-def publish_fact(step: Publication, candidates: list[date], staging_version: int | None) -> None:
+def publish_fact(step: Publication, candidates: list[date], staging_version: int | None,
+                 settings: Settings) -> None:
     """Fact of the published staging days ``candidates``, staged, audited against that
     staging, and published."""
     days = step.days_to_build(FCT_DAILY_REVENUE, candidates)
@@ -74,7 +80,8 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
     lake, source = step.lake, STAGING_TABLE
     staging, version = step.read_published(source, days, staging_version)
     inputs = {source.path: version}
-    build = build_fact(staging)
+    history = trailing_published(staging.sparkSession, lake, settings, days, FACT_TABLE, DAILY_REVENUE)
+    build = build_fact(staging, history, settings.quality)
     staged = step.stage(FACT_TABLE, build.fact, days,
                         commit_info(step.context, FCT_DAILY_REVENUE, days, inputs))
     good = step.audit(days, build.audit(days, step.read_staged(staged)))
@@ -124,7 +131,7 @@ def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, set
                     candidates.append(d)
                 else:
                     step.hold(d, f"{STG_ORDERS.to_user_string()} not published")
-            publish_fact(step, candidates, staging_version)
+            publish_fact(step, candidates, staging_version, settings)
         yield from step.finish()
 
 
@@ -168,7 +175,7 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
             ),
         ],
         can_subset=True,
-        **spark_step(STAGING_CHECKS + FACT_CHECKS, partitions),
+        **spark_step(STAGING_CHECKS + FACT_CHECKS + quality_checks(settings.quality), partitions),
     )
     def staging_and_fact(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource

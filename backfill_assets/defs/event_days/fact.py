@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 
 import dagster as dg
 from pyspark.sql import DataFrame
 
-from backfill_assets.catalog import FACT_TABLE, STAGING_TABLE
+from backfill_assets.catalog import FACT_TABLE, FCT_DAILY_REVENUE, STAGING_TABLE
 from backfill_assets.defs.event_days.checks import fact_outcomes
-from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.defs.event_days.quality import quality_outcomes
+from backfill_assets.defs.publishing import CheckOutcome, held_days
 from backfill_assets.lake import Lake
+from backfill_assets.settings import QualitySettings
 from backfill_assets.transforms.audit import ZERO, fact_totals, staging_totals
+from backfill_assets.transforms.drift import fact_figures
 from backfill_assets.transforms.revenue import daily_revenue
 
 
@@ -22,15 +25,24 @@ class FactBuild:
 
     fact: DataFrame
     expected: dict[date, dict]
+    history: DataFrame | None = None  # published fact of the warning checks' trailing days
+    quality: QualitySettings = field(default_factory=QualitySettings)
 
     def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
-        """The fact checks, on ``staged``: the fact rows as staged, not as computed."""
-        return fact_outcomes(days, self.expected, fact_totals(staged))
+        """The fact checks, on ``staged``: the fact rows as staged, not as computed; then the
+        warning checks, from the same aggregation (which reads the trailing days too)."""
+        totals = fact_totals(staged, self.history)
+        contract = fact_outcomes(days, self.expected, totals)
+        return contract + quality_outcomes(FCT_DAILY_REVENUE, days, fact_figures(totals),
+                                           set(held_days(contract)), self.quality)
 
 
-def build_fact(staging: DataFrame) -> FactBuild:
-    """``staging`` is the published staging of the days, read back pinned from the lake."""
-    return FactBuild(daily_revenue(staging), staging_totals(staging))
+def build_fact(staging: DataFrame, history: DataFrame | None = None,
+               quality: QualitySettings | None = None) -> FactBuild:
+    """``staging`` is the published staging of the days, read back pinned from the lake;
+    ``history`` the published fact of the trailing days (``staging.trailing_published``)."""
+    return FactBuild(daily_revenue(staging), staging_totals(staging), history,
+                     quality or QualitySettings())
 
 
 def stale_fact_days(lake: Lake, days: list[date]) -> set[date]:

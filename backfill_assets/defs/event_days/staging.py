@@ -6,7 +6,7 @@ D, computes the whole range in one Spark job, and audits each day before it is p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from pyspark.sql import DataFrame
@@ -18,19 +18,24 @@ from backfill_assets.catalog import (
     QUARANTINE_TABLE,
     RAW_FX_RATES_TABLE,
     RAW_ORDERS_TABLE,
+    STAGING_TABLE,
+    STG_ORDERS,
     VALID_ORDERS_TABLE,
     Table,
 )
 from backfill_assets.days import days_between
 from backfill_assets.defs.event_days.checks import missing_window_files, staging_outcomes
-from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.defs.event_days.quality import quality_outcomes
+from backfill_assets.defs.publishing import CheckOutcome, held_days
 from backfill_assets.lake import Lake, LakeTableMissing
 from backfill_assets.landing.layout import DATASETS, has_records, list_landing_files
-from backfill_assets.settings import Settings
+from backfill_assets.settings import QualitySettings, Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import staging_stats, valid_order_ids
+from backfill_assets.transforms.drift import staging_figures
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
 from backfill_assets.transforms.orders import latest_wins
+from backfill_assets.transforms.skew import staging_keys
 
 
 @dataclass
@@ -42,12 +47,18 @@ class StagingBuild:
     valid_ids: dict[date, int]  # distinct order ids among the valid records, per event day
     incomplete: dict[date, list[str]]  # per day, the arrivals of its window raw does not hold
     schema_errors: list[str]
+    history: DataFrame | None = None  # published staging of the warning checks' trailing days
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    hot_keys: list[str] = field(default_factory=list)  # the range's hot keys (auto mode finds them)
+    spread: int = 1  # tasks per day of the write: > 1 is the skew mitigation (transforms.skew)
 
     def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
-        """The staging checks, on ``staged``: the rows as staged, not as computed."""
-        return staging_outcomes(
-            days, staging_stats(staged), self.valid_ids, self.incomplete, self.schema_errors
-        )
+        """The staging checks, on ``staged``: the rows as staged, not as computed; then the
+        warning checks, from the same aggregation (which reads the trailing days too)."""
+        stats = staging_stats(staged, self.history)
+        contract = staging_outcomes(days, stats, self.valid_ids, self.incomplete, self.schema_errors)
+        return contract + quality_outcomes(STG_ORDERS, days, staging_figures(stats),
+                                           set(held_days(contract)), self.quality)
 
 
 def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
@@ -121,6 +132,34 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     }
     inputs = {RAW_ORDERS_TABLE.path: raw_version, VALID_ORDERS_TABLE.path: parsed_version,
               RAW_FX_RATES_TABLE.path: rates_version}
+    valid_ids, hot, spread = skew_plan(valid, settings, days)
     return StagingBuild(
-        staging, inputs, valid_order_ids(valid), incomplete, schemas.staging_schema_errors(staging)
+        staging, inputs, valid_ids, incomplete, schemas.staging_schema_errors(staging),
+        trailing_published(spark, lake, settings, days, STAGING_TABLE, schemas.STAGING_ORDERS),
+        settings.quality, hot, spread,
     )
+
+
+def skew_plan(valid: DataFrame, settings: Settings, days: list[date]) -> tuple[dict[date, int], list[str], int]:
+    """(distinct order ids per day, the hot keys, tasks per day of the write). In ``auto`` mode
+    the aggregation that counts the ids also finds the hot event days and customers, and a hot
+    key salts the write; ``on`` salts it always, ``off`` never."""
+    skew = settings.skew
+    if skew.mitigation != "auto":
+        return valid_order_ids(valid), [], skew.salt_buckets if skew.mitigation == "on" else 1
+    keys = staging_keys(valid, len(days))
+    hot = keys.hot(skew.hot_key_share)
+    return keys.valid_ids, hot, skew.salt_buckets if hot else 1
+
+
+def trailing_published(spark, lake: Lake, settings: Settings, days: list[date], table: Table,
+                       schema) -> DataFrame | None:
+    """``table``'s published rows of the warning checks' trailing days of ``days`` that are not
+    being built (None when there are none): read, not collected, so the checks' one
+    aggregation reads them with the days built."""
+    first = max(days[0] - timedelta(days=settings.quality.trailing_days), settings.start_date)
+    building = set(days)
+    history = [d for d in days_between(first, days[-1]) if d not in building]
+    if not history or not lake.exists(table.path):
+        return None
+    return _read_or_empty(spark, lake, table, history, schema)[0]

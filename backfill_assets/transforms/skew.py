@@ -1,0 +1,94 @@
+"""Partition-key skew: which keys are hot, and the salt that spreads a hot key's rows.
+
+A key (an event date, a country, a customer) is **hot** when it holds more than a configured
+share of the rows (``BACKFILL_HOT_KEY_SHARE``, 0.2) and more than three times an even share
+(1 / keys): a 30% country among seven is the usual shape of the data, not skew, and a range
+of two days has no hot day.
+
+Where a hot key hurts staging: no shuffle of staging is keyed by customer (the dedupe by
+(event_date, order_id), the FX join a broadcast), and the LTV pre-aggregates per (customer,
+day) before its per-customer window; the one shuffle keyed by a partition key is the write,
+which sends each event date to one task. The mitigation is a salted write: rows are sent by
+(event_date, a hash of the row modulo ``BACKFILL_SALT_BUCKETS``), so a heavy day is written by
+several tasks, as several files. Same rows, more files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+EVEN_SHARE_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class KeyShare:
+    key: str
+    value: object  # None: the NULL bucket
+    rows: int
+    share: float
+    hot: bool
+
+
+def is_hot(rows: int, total: int, keys: int | None, threshold: float) -> bool:
+    """Above ``threshold`` of ``total`` and above three times an even share of ``keys``
+    (``keys`` None: too many to matter)."""
+    if not total:
+        return False
+    share = rows / total
+    return share > threshold and (keys is None or share > EVEN_SHARE_FACTOR / keys)
+
+
+def shares(key: str, counts: Mapping[object, int], threshold: float, top: int = 5,
+           keys: int | None = -1) -> tuple[list[KeyShare], KeyShare]:
+    """The ``top`` values of ``key`` by rows and its NULL bucket (always shown), each flagged
+    hot or not; ``keys`` -1: the distinct values of ``counts``."""
+    total = sum(counts.values())
+    n = len([v for v in counts if v is not None]) if keys == -1 else keys
+
+    def share(value) -> KeyShare:
+        rows = counts.get(value, 0)
+        hot = value is not None and is_hot(rows, total, n, threshold)
+        return KeyShare(key, value, rows, rows / total if total else 0.0, hot)
+
+    ranked = sorted((v for v in counts if v is not None), key=lambda v: (-counts[v], str(v)))
+    return [share(v) for v in ranked[:top]], share(None)
+
+
+@dataclass(frozen=True)
+class StagingKeys:
+    """What one aggregation of staging's input says: distinct order ids and records per event
+    day, and the records of the customers with at least one record per day of the range."""
+
+    valid_ids: dict[date, int]
+    rows_per_day: dict[date, int]
+    heavy_customers: dict[str, int]
+
+    def hot(self, threshold: float) -> list[str]:
+        """The hot keys, as ``key=value`` (empty: nothing to mitigate)."""
+        total = sum(self.rows_per_day.values())
+        days = len(self.rows_per_day)
+        return ([f"event_date={d}" for d, n in sorted(self.rows_per_day.items())
+                 if is_hot(n, total, days, threshold)]
+                + [f"customer_id={c}" for c, n in sorted(self.heavy_customers.items())
+                   if is_hot(n, total, None, threshold)])
+
+
+def staging_keys(valid: DataFrame, days: int) -> StagingKeys:
+    """Distinct order ids and records per event day, and the customers with >= ``days``
+    records, in one aggregation (grouping sets) of ``valid``."""
+    rows = (
+        valid.groupingSets([["event_date"], ["customer_id"]], "event_date", "customer_id")
+        .agg(F.grouping_id().alias("_set"), F.count_distinct("order_id").alias("ids"),
+             F.count(F.lit(1)).alias("rows"))
+        .where((F.col("_set") == 1) | (F.col("rows") >= F.lit(days)))
+        .collect()
+    )
+    by_day = [r for r in rows if r["_set"] == 1]
+    return StagingKeys({r["event_date"]: r["ids"] for r in by_day},
+                       {r["event_date"]: r["rows"] for r in by_day},
+                       {r["customer_id"]: r["rows"] for r in rows if r["_set"] != 1})
