@@ -100,6 +100,22 @@ def test_a_warning_carries_its_band_and_the_actual_value(env, first_run):
     assert "note" in {k for k, _ in evs[START].metadata.items()}  # no history on the first day
 
 
+def test_the_materializations_carry_the_figures_the_plots_tab_draws(env, first_run):
+    """Dagster's Plots tab draws an asset's numeric materialization metadata over its
+    partitions: each day's materialization carries each warning check's value and band."""
+    rows, _ = Reference(env.settings.landing_dir).staging([DROP])
+    records = env.instance.fetch_materializations(STG_ORDERS, limit=1000).records
+    drop = next(r.asset_materialization for r in records if r.partition_key == DROP.isoformat())
+    meta = {k: v.value for k, v in drop.metadata.items()}
+    assert meta["quality/row_count_band/actual"] == len(rows)
+    assert meta["quality/row_count_band/actual"] < meta["quality/row_count_band/band_lower"]
+    assert meta["quality/row_count_band/band_upper"] > meta["quality/row_count_band/band_lower"]
+    assert {"quality/currency_share_band/actual", "quality/revenue_per_order_band/actual"} <= set(meta)
+    fact = env.instance.fetch_materializations(FCT_DAILY_REVENUE, limit=1000).records
+    fact_drop = next(r.asset_materialization for r in fact if r.partition_key == DROP.isoformat())
+    assert fact_drop.metadata["quality/row_count_band/actual"].value == len(rows)
+
+
 def test_a_blocking_setting_holds_the_day_and_its_neighbours_publish(env, first_run, monkeypatch):
     monkeypatch.setenv("BACKFILL_BLOCKING_QUALITY_CHECKS", "row_count_band")
     around = RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], DROP - timedelta(days=1), DROP + timedelta(days=1))

@@ -26,7 +26,7 @@ from backfill_assets.defs.event_days.fact import (
     previous_fact_totals,
     stale_fact_days,
 )
-from backfill_assets.defs.event_days.quality import quality_checks
+from backfill_assets.defs.event_days.quality import plotted, quality_checks
 from backfill_assets.defs.event_days.staging import build_staging, trailing_published
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import (
@@ -60,13 +60,16 @@ def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[d
     staged = step.stage(STAGING_TABLE, build.staging, days,
                         commit_info(step.context, STG_ORDERS, days, build.input_versions),
                         spread=build.spread)
-    good = step.audit(days, build.audit(days, step.read_staged(staged)))
+    outcomes = build.audit(days, step.read_staged(staged))
+    good = step.audit(days, outcomes)
     step.context.log.info(f"{STG_ORDERS.to_user_string()}: publishing {len(good)} of {len(days)} day(s)")
     if not good:
         return done, None
     write = step.publish(staged, good)
+    figures = plotted(outcomes, STG_ORDERS)
     for d in good:
-        step.published(STG_ORDERS, d, write_metadata(write, d, build.input_versions, STAGING_ORDERS))
+        step.published(STG_ORDERS, d, {**write_metadata(write, d, build.input_versions, STAGING_ORDERS),
+                                       **figures.get(d, {})})
     return set(good) | done, write.version
 
 
@@ -84,7 +87,8 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
     build = build_fact(staging, history, settings.quality)
     staged = step.stage(FACT_TABLE, build.fact, days,
                         commit_info(step.context, FCT_DAILY_REVENUE, days, inputs))
-    good = step.audit(days, build.audit(days, step.read_staged(staged)))
+    outcomes = build.audit(days, step.read_staged(staged))
+    good = step.audit(days, outcomes)
     if good and step.publishes:
         # The fact must match the staging published now: one republished meanwhile holds it.
         moved = lake.changed_since(source.path, source.partition_column, version, good)
@@ -95,10 +99,12 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
         return
     before, replaced_version = previous_fact_totals(lake, good)
     write = step.publish(staged, good)
+    figures = plotted(outcomes, FCT_DAILY_REVENUE)
     for d in good:
         step.published(FCT_DAILY_REVENUE, d, {
             **write_metadata(write, d, inputs, DAILY_REVENUE),
             **fact_metadata(build.expected.get(d, {}), before.get(d), replaced_version),
+            **figures.get(d, {}),
         })
 
 

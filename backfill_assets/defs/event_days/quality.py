@@ -106,3 +106,21 @@ def quality_outcomes(
             outcomes.append(CheckOutcome(asset_key, name, day, v.passed, verdict_metadata(v),
                                          blocking=name in settings.blocking))
     return outcomes
+
+
+PLOTTED = ("actual", "band_lower", "band_upper")
+
+
+def plotted(outcomes: list[CheckOutcome], asset_key: dg.AssetKey) -> dict[date, dict]:
+    """Per day, each warning check's value and band as materialization metadata
+    (``quality/<check>/actual``, ``.../band_lower``, ``.../band_upper``): an asset's Plots tab
+    in Dagster draws its materializations' numeric metadata over the partitions."""
+    out: dict[date, dict] = {}
+    for o in outcomes:
+        if o.asset_key != asset_key or o.check_name not in QUALITY_CHECK_NAMES:
+            continue
+        day = out.setdefault(o.partition, {})
+        for name in PLOTTED:
+            if name in o.metadata:
+                day[f"quality/{o.check_name}/{name}"] = o.metadata[name]
+    return out
