@@ -110,8 +110,8 @@ def restated_period(start: date, end: date) -> tuple[date, date]:
 
 def correction_tour(settings: Settings, start: date, end: date) -> int:
     """The demo's last act: the rate provider restates two weeks of EUR rates; the correction
-    is built beside production, diffed, cut over, rolled back and cut over again; then what
-    sits downstream (customer LTV, the months) is rebuilt from the corrected days."""
+    is built beside production, diffed, cut over, rolled back and cut over again. The demo
+    then runs ``refresh_downstream``."""
     from backfill_assets.cli import corrections
     from backfill_assets.corrections import registry
     from backfill_assets.generate import restate_rates
@@ -135,7 +135,7 @@ def correction_tour(settings: Settings, start: date, end: date) -> int:
         code = corrections.run_step(name, step)
         if code:
             return code
-    return refresh_downstream(settings)
+    return 0
 
 
 def refresh_downstream(settings: Settings) -> int:

@@ -69,6 +69,7 @@ def cmd_demo(args, settings: Settings) -> int:
     from backfill_assets.cli.demo import (
         correction_tour,
         demo_range,
+        refresh_downstream,
         segment_service,
         use_first_partition,
     )
@@ -87,7 +88,7 @@ def cmd_demo(args, settings: Settings) -> int:
         code = run_backfill(settings, days.start, days.end)
         if args.no_correction:
             return code
-        return code or correction_tour(settings, days.start, days.end)
+        return code or correction_tour(settings, days.start, days.end) or refresh_downstream(settings)
 
 
 def cmd_catch_up(args, settings: Settings) -> int:
