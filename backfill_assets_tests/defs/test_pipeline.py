@@ -218,7 +218,9 @@ def test_status_shows_published_rows_and_the_held_day(env, reference, first_back
     from backfill_assets.cli.status import print_status
 
     assert print_status(env.settings, START, END) == 0
-    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    out = capsys.readouterr().out.splitlines()
+    days_table = out[1:out.index("")]  # the months follow, after a blank line
+    lines = {line.split()[0]: line for line in days_table}
     assert "HELD fx_rate_present" in lines[HELD.isoformat()]
     day = GOOD[0]
     staging_rows = len(reference.staging([day])[0])
