@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def test_kills_with_resume_leave_every_partition_equal_to_the_reference(tmp_path):
     done = subprocess.run(
         [sys.executable, str(PROJECT / "bench" / "chaos.py"), "--kills", str(KILLS), "--days", "2",
-         "--orders-per-day", "40", "--fuzz-cases", "0", "--seed", "5", "--run-timeout", "300",
+         "--orders-per-day", "40", "--fuzz-cases", "0", "--live-backfill-days", "0", "--seed", "5", "--run-timeout", "300",
          "--workdir", str(tmp_path / "chaos")],
         check=False, cwd=PROJECT, capture_output=True, text=True, timeout=840,
     )
