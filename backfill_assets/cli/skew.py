@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from backfill_assets.catalog import ORDERS_DATASET, VALID_ORDERS_TABLE
 from backfill_assets.days import days_between
-from backfill_assets.lake.arrow_read import read_columns
+from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.skew import KeyShare, shares
@@ -60,8 +60,9 @@ def key_distribution(settings: Settings, start: date, end: date) -> SkewReport:
 
 
 def _from_valid(settings: Settings, start: date, end: date, arrivals: list[date]):
-    table = read_columns(settings.lake_dir / VALID_ORDERS_TABLE.path,
-                         VALID_ORDERS_TABLE.partition_column, arrivals, list(KEYS))
+    lake = Lake(settings.lake_dir, None, engine="delta-rs")
+    table = lake.read_arrow(VALID_ORDERS_TABLE.path, VALID_ORDERS_TABLE.partition_column, arrivals,
+                            list(KEYS))
     if table is None or table.num_rows == 0:
         return None, ""
     in_range = pc.and_(pc.greater_equal(table["event_date"], start),

@@ -108,6 +108,21 @@ class Lake:
         return self._engine.read(table, str(self.path(table)), None, None,
                                  self._version_arg(version))
 
+    def read_arrow(self, table: str, partition_column: str, partitions, columns: list[str]):
+        """``columns`` of the rows of ``partitions`` (latest version) as a pyarrow Table, read
+        through delta-rs whatever the engine: no Spark, for the command line's dry runs. None
+        when the table does not exist."""
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        if not self.exists(table):
+            return None
+        dates = self._dates(partitions)
+        if not dates:
+            return pa.table({c: pa.array([], pa.null()) for c in columns})
+        wanted = [(check_column_name(partition_column), "in", [date_text(d) for d in dates])]
+        return DeltaTable(str(self.path(table))).to_pyarrow_table(partitions=wanted, columns=columns)
+
     def row_counts(self, table: str, partition_column: str, version: int | None = None) -> dict:
         """Rows per partition date as of ``version`` (latest when None), from the table's file
         statistics, not its data. Raises LakeTableMissing when the table does not exist."""
