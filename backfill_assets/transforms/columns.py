@@ -92,6 +92,9 @@ DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
         "valid_from": "The first day the entry's segment holds: the partition. One row per "
         "(customer_id, valid_from).",
         "segment": "The customer's segment from valid_from until their next entry.",
+        "_history_entries": "How many entries the customer's whole history has: a customer "
+        "with fewer rows here (a commit that lost a race rewrote one partition without theirs) "
+        "counts as not cached, and is asked again.",
     }),
     FACT_TABLE.path: (schemas.DAILY_REVENUE, {
         "event_date": "The event day: the partition.",

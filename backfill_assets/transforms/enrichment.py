@@ -20,8 +20,9 @@ KEY = ["event_date", "order_id"]
 
 
 def segments_frame(spark: SparkSession, histories: dict[str, list[tuple[date, str]]]) -> DataFrame:
-    """The service's answers as rows of the cache table."""
-    rows = [(cid, valid_from, segment) for cid, history in sorted(histories.items())
+    """The service's answers as rows of the cache table: each customer's whole history, each
+    row carrying how many entries it has."""
+    rows = [(cid, valid_from, segment, len(history)) for cid, history in sorted(histories.items())
             for valid_from, segment in history]
     return spark.createDataFrame(rows, CUSTOMER_SEGMENTS)
 

@@ -105,6 +105,7 @@ CUSTOMER_SEGMENTS = _struct(
     ("customer_id", T.StringType()),
     ("valid_from", T.DateType()),
     ("segment", T.StringType()),
+    ("_history_entries", T.IntegerType()),
 )
 
 MONTHLY_REVENUE = _struct(

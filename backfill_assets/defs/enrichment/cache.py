@@ -1,15 +1,16 @@
 """The cache of the segment service's answers: ``staging/customer_segments``, one row per
 (customer_id, valid_from), partitioned by ``valid_from``.
 
-A customer is cached once every entry of their history is: the service answers a customer's
-whole history at once, and one commit writes all of it. Writes merge by key, never append: the
-touched partitions are rewritten as their current rows with the fetched customers' entries put
-in (replacing any they had), in one commit, so writing the same answers twice leaves the same
-rows. Two runs merging at once: the lake layer retries the loser's commit from a fresh
-snapshot with the rows it computed, which can drop the entries the winner added to a shared
-partition. Those customers are then asked again by the next run that needs them (their answers
-are the same); no row is ever duplicated or wrong, and the run itself enriches from the
-answers it holds, not from what the cache kept.
+A customer is cached when every entry of their history is: the service answers a customer's
+whole history at once, one commit writes all of it, and each row carries the history's length
+(``_history_entries``). Writes merge by key, never append: the touched partitions are rewritten
+as their current rows with the fetched customers' entries put in (replacing any they had), in
+one commit, so writing the same answers twice leaves the same rows. Two runs merging at once:
+the lake layer retries the loser's commit from a fresh snapshot with the rows it computed,
+which can drop entries the winner added to a shared partition. A customer left with fewer rows
+than their history's length is not cached: the next run that needs them asks again (the
+answers are the same). So no run enriches from a history with a hole, and the run itself
+enriches from the answers it holds, not from what the cache kept.
 """
 
 from __future__ import annotations
@@ -34,26 +35,27 @@ def cached_segments(lake: Lake, customers: set[str]) -> tuple[DataFrame, set[str
         return spark.createDataFrame([], CUSTOMER_SEGMENTS), set()
     wanted = spark.createDataFrame([(c,) for c in sorted(customers)], "customer_id STRING")
     table, _ = lake.read_table(TABLE.path)
-    rows = table.join(F.broadcast(wanted), on="customer_id", how="left_semi").select(*CUSTOMER_SEGMENTS.fieldNames())
-    rows = spark.createDataFrame(rows.collect(), CUSTOMER_SEGMENTS)  # pinned: later writes do not move it
-    return rows, {r["customer_id"] for r in rows.select("customer_id").distinct().collect()}
+    mine = table.join(F.broadcast(wanted), on="customer_id", how="left_semi").select(*CUSTOMER_SEGMENTS.fieldNames())
+    collected = mine.collect()  # pinned: later writes do not move it
+    rows_of: dict[str, int] = {}
+    for r in collected:
+        rows_of[r["customer_id"]] = rows_of.get(r["customer_id"], 0) + 1
+    whole = {r["customer_id"] for r in collected if rows_of[r["customer_id"]] == r["_history_entries"]}
+    rows = spark.createDataFrame([r for r in collected if r["customer_id"] in whole], CUSTOMER_SEGMENTS)
+    return rows, whole
 
 
 def store_segments(lake: Lake, histories: dict[str, list[tuple[date, str]]], commit: CommitInfo) -> int | None:
     """Merge ``histories`` into the cache by key; the version that holds them (None: nothing to
     write and no table yet)."""
-    entries = {(cid, vf): seg for cid, history in histories.items() for vf, seg in history}
-    if not entries:
+    fetched = segments_frame(lake.spark, histories)
+    months = sorted({vf for history in histories.values() for vf, _ in history})
+    if not months:
         return lake.version(TABLE.path)
-    months = sorted({vf for _, vf in entries})
-    current = {}
+    rows = fetched
     if lake.exists(TABLE.path):
-        rows, _ = lake.read_partitions(TABLE.path, TABLE.partition_column, months)
-        current = {(r["customer_id"], r["valid_from"]): r["segment"] for r in rows.collect()
-                   if r["customer_id"] not in histories}
-    by_customer: dict[str, list] = {}
-    for (cid, vf), seg in {**current, **entries}.items():
-        by_customer.setdefault(cid, []).append((vf, seg))
-    write = lake.replace_partitions(TABLE.path, segments_frame(lake.spark, by_customer),
-                                    TABLE.partition_column, months, commit)
+        current, _ = lake.read_partitions(TABLE.path, TABLE.partition_column, months)
+        others = current.where(~F.col("customer_id").isin(sorted(histories)))
+        rows = others.select(*CUSTOMER_SEGMENTS.fieldNames()).unionByName(fetched)
+    write = lake.replace_partitions(TABLE.path, rows, TABLE.partition_column, months, commit)
     return write.version
