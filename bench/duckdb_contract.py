@@ -44,6 +44,8 @@ _TIMESTAMP = (r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}
 # yyjson, as DuckDB configures it, accepts NaN, Infinity and trailing commas; JSON does not.
 _LAX_JSON = r"NaN|Infinity|,\s*[\]}]"
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+# Python's json gives up past its recursion limit (about 1,000 levels): deeper is malformed.
+MAX_JSON_DEPTH = 1000
 # A JSON number under the key "amount", as written: DuckDB renders 12.500 as 12.5.
 _AMOUNT_LITERAL = r'[{,]\s*"amount"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
 _MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999  # years 1..9999
@@ -62,6 +64,13 @@ CREATE OR REPLACE TEMP MACRO utf8_replaced(h) AS decode(unhex(array_to_string(li
     lambda t: CASE WHEN regexp_full_match(t, '{_UTF8_CHAR}') THEN t ELSE 'EFBFBD' END), '')));
 CREATE OR REPLACE TEMP MACRO ts_parts(s) AS regexp_extract(s, '{_TIMESTAMP}',
     ['y', 'mo', 'd', 'h', 'mi', 's', 'f', 'sign', 'oh', 'om']);
+CREATE OR REPLACE TEMP MACRO json_depth(doc) AS list_reduce(
+    [0::BIGINT] || list_transform(
+        string_split(regexp_replace(regexp_replace(doc, '{_JSON_STRING}', '', 'g'),
+                                    '[^\\[\\]{{}}]', '', 'g'), ''),
+        lambda c: CASE WHEN c IN ('[', '{{') THEN 1::BIGINT ELSE -1 END),
+    lambda a, x: greatest(a // 1048576, a % 1048576 + x) * 1048576 + a % 1048576 + x
+) // 1048576;
 CREATE OR REPLACE TEMP MACRO num(x) AS coalesce(try_cast(nullif(x, '') AS BIGINT), 0);
 CREATE OR REPLACE TEMP MACRO ts_micros(p) AS CASE
     WHEN p.y NOT IN ('', '0000') AND num(p.h) < 24 AND num(p.mi) < 60 AND num(p.s) < 60
@@ -154,8 +163,11 @@ def _records_table(con: duckdb.DuckDBPyConnection, max_lateness_days: int) -> No
     ), objects AS (
         SELECT *, doc IS NOT NULL AND json_type(doc) = 'OBJECT'
                   AND len(json_keys(doc)) = len(list_distinct(json_keys(doc)))
-                  AND NOT (regexp_matches(payload, '{_LAX_JSON}') AND regexp_matches(
-                      regexp_replace(payload, '{_JSON_STRING}', '""', 'g'), '{_LAX_JSON}'))
+                  AND CASE WHEN regexp_matches(payload, '{_LAX_JSON}') THEN NOT regexp_matches(
+                      regexp_replace(payload, '{_JSON_STRING}', '""', 'g'), '{_LAX_JSON}')
+                      ELSE true END
+                  AND CASE WHEN length(payload) > 2 * {MAX_JSON_DEPTH}
+                      THEN json_depth(payload) <= {MAX_JSON_DEPTH} ELSE true END
                   AS is_object
         FROM parsed
     ), fields AS (
