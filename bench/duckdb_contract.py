@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from backfill_assets.days import days_between
 from backfill_assets.landing.layout import list_landing_files
 
 RATE_LOOKBACK_DAYS = 7  # the contract's D - R <= 7
@@ -298,10 +299,6 @@ def _write(con: duckdb.DuckDBPyConnection, query: str, out: Path, partition: str
         con.execute(f"COPY ({query}) TO '{target}' "
                     f"(FORMAT parquet, PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE)")
     return rows
-
-
-def days_between(first: date, last: date) -> list[date]:
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def run(landing_dir: str | Path, out_dir: str | Path, start: date, end: date,
