@@ -12,6 +12,9 @@ On one generated feed, in one invocation, it measures:
 3. naive: one Dagster run per partition, each in its own process as Dagster's
    default run launcher does (``dagster asset materialize --partition D``), timed on
    a sample of days and reported per partition;
+4. duckdb: the same contract in DuckDB (``bench/duckdb_contract.py``), in a fresh process, from
+   the same landing files over the same range to staging, fact and quarantine as Parquet: what
+   a single-machine user would pick instead;
 
 and the peak RSS of the driver (the Python process plus its local-mode JVM, which
 also hosts the executors, plus Spark's Python workers) for the full range and for a
@@ -224,6 +227,17 @@ def print_event_costs(work: Path, pg: str | None) -> None:
         print(f"dagster: {pg_ms:.1f} ms to store one per-partition event (PostgreSQL)", flush=True)
 
 
+def duckdb_job(work: Path, landing: Path, start: date, end: date) -> float:
+    """The contract in DuckDB over [start, end], in a fresh process, as the floor runs."""
+    cmd = [sys.executable, str(ROOT / "bench" / "duckdb_contract.py"), str(landing),
+           str(work / "duckdb"), "--start", str(start), "--end", str(end), "--max-lateness-days", "7"]
+    seconds, rss, code = timed(cmd, dict(os.environ), work / "duckdb.log")
+    said = (work / "duckdb.log").read_text().strip().splitlines()
+    print(f"duckdb: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
+          f"{'; ' + said[-1].removeprefix('duckdb: ') if said else ''}", flush=True)
+    return seconds
+
+
 def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: list[date]) -> float:
     """A fresh process per partition (Dagster's default launcher): all layers of day D."""
     env = pipeline_env(work, "naive", landing, feed_start)
@@ -269,6 +283,7 @@ def main() -> None:
     ours_s, ours_rss = ours(work, "ours", landing, feed_start, start, end)
     days30 = min(30, args.days)
     _, rss30 = ours(work, "ours30", landing, feed_start, start, start + timedelta(days=days30 - 1))
+    duckdb_s = duckdb_job(work, landing, start, end)
     with postgres_url(args.postgres_url) as pg:
         print_event_costs(work, pg)
 
@@ -279,7 +294,8 @@ def main() -> None:
 
     print(f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} ours_s={ours_s:.1f} "
           f"naive_per_partition_s={naive_s:.1f} ours_over_floor={ours_s / floor_s:.2f} "
-          f"naive_over_ours={naive_s * args.days / ours_s:.1f} rss_365_over_30={ours_rss / rss30:.2f}")
+          f"naive_over_ours={naive_s * args.days / ours_s:.1f} rss_365_over_30={ours_rss / rss30:.2f} "
+          f"duckdb_s={duckdb_s:.1f} ours_over_duckdb={ours_s / duckdb_s:.2f}")
 
 
 if __name__ == "__main__":
