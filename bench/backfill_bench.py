@@ -238,6 +238,11 @@ def duckdb_job(work: Path, landing: Path, start: date, end: date) -> float:
     return seconds
 
 
+# The layers ``backfill`` builds (the floor's too); the daily-partitioned ones only: ``*`` now
+# also selects the monthly report, whose partitions differ, and Dagster refuses the mix.
+NAIVE_ASSETS = ("raw_orders", "raw_fx_rates", "stg_orders", "fct_daily_revenue")
+
+
 def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: list[date]) -> float:
     """A fresh process per partition (Dagster's default launcher): all layers of day D."""
     env = pipeline_env(work, "naive", landing, feed_start)
@@ -245,9 +250,11 @@ def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: lis
     total = 0.0
     for day in sample:
         cmd = [dagster, "asset", "materialize", "-m", "backfill_assets.definitions",
-               "--select", "*", "--partition", day.isoformat()]
+               "--select", ",".join(NAIVE_ASSETS), "--partition", day.isoformat()]
         seconds, _, code = timed(cmd, env, work / f"naive-{day}.log")
         print(f"  naive {day}: {seconds:.1f}s (exit {code})", flush=True)
+        if code != 0:  # a time to a failure is no figure
+            sys.exit(f"naive {day} exited {code}: see {work / f'naive-{day}.log'}")
         total += seconds
     return total / len(sample)
 

@@ -42,6 +42,11 @@ def claim_visit(name: str) -> int:
     return _visits[name]
 
 
+def forget_visits() -> None:
+    """Count visits from 1 again: for a test that pauses in this process after another did."""
+    _visits.clear()
+
+
 def pause_point(name: str, visit: int | None = None) -> None:
     """Block at ``name`` (or fail there) if a test asked for it; otherwise return at once."""
     folder = os.environ.get("BACKFILL_LAKE_PAUSE_DIR")

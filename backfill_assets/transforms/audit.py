@@ -37,24 +37,28 @@ def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tup
     return {(r["partition"], r["source_file"]): (r["records"], r["checksum"]) for r in rows}
 
 
-def fingerprints_and_counts(
+def stored_fingerprints(
     df: DataFrame, partition_column: str, column: str
-) -> tuple[dict[FileKey, tuple[int, Decimal]], dict[date, dict]]:
-    """``line_fingerprints`` and ``counts_by(column)`` of ``df`` in one pass over it; ``df``
-    carries each record's ``line_hash()`` in a column of that name, not the payload."""
+) -> tuple[dict[FileKey, tuple[int, Decimal]], dict[date, dict], dict[FileKey, tuple[int, Decimal]]]:
+    """From rows read back that carry the ``line_hash`` their line had when it was read, in one
+    pass: the fingerprints of the lines as read (the stored hashes), ``counts_by(column)``, and
+    the fingerprints of the lines as stored (``line_hash()`` of the payloads read back)."""
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), "source_file", column)
-        .agg(F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("read"),
+             F.sum(line_hash()).alias("stored"))
         .collect()
     )
-    fingerprints: dict[FileKey, tuple[int, Decimal]] = {}
+    read: dict[FileKey, tuple[int, Decimal]] = {}
+    stored: dict[FileKey, tuple[int, Decimal]] = {}
     counts: dict[date, dict] = defaultdict(lambda: defaultdict(int))
     for r in rows:
         key = (r["partition"], r["source_file"])
-        records, checksum = fingerprints.get(key, (0, 0))
-        fingerprints[key] = (records + r["records"], checksum + int(r["checksum"]))  # exact ints
+        for side, checksum in ((read, r["read"]), (stored, r["stored"])):
+            records, total = side.get(key, (0, 0))
+            side[key] = (records + r["records"], total + int(checksum))  # exact ints
         counts[r["partition"]][r[column]] += r["records"]
-    return fingerprints, {day: dict(by_value) for day, by_value in counts.items()}
+    return read, {day: dict(by_value) for day, by_value in counts.items()}, stored
 
 
 def counts_by(df: DataFrame, partition_column: str, column: str) -> dict[date, dict[str, int]]:

@@ -58,7 +58,16 @@ _STAGING = {
 }
 
 DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
-    RAW_ORDERS_TABLE.path: (schemas.RAW_ORDERS, _RECORD),
+    RAW_ORDERS_TABLE.path: (schemas.RAW_ORDERS_STORED, {
+        **_RECORD,
+        "_reason": "Not in the contract: why the record was rejected (as in quarantine/orders), "
+        "NULL when it is valid.",
+        "_line_hash": "Not in the contract: the checksum of (line_number, payload) as the line was "
+        "read from the landing file, which the raw_matches_landing check compares with the "
+        "payload stored.",
+        **{f"_{name}": f"Not in the contract: {name} as parsed (NULL when the record is rejected "
+           "or the field breaks its rule). " + text for name, text in _ORDER.items()},
+    }),
     QUARANTINE_TABLE.path: (schemas.QUARANTINE_ORDERS, {
         **_RECORD,
         "reason": "Why the record was rejected, the first that applies: malformed_json, missing_field, "

@@ -13,6 +13,7 @@ from backfill_assets.transforms.schemas import (
     MONEY,
     QUARANTINE_ORDERS,
     RAW_ORDERS,
+    RAW_ORDERS_PARSED,
     STATUSES,
     UTF8_COLUMN,
 )
@@ -188,6 +189,24 @@ def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
         .when(lateness > F.lit(max_lateness_days), F.lit("too_late"))
     )
     return typed.select(*raw_columns, reason.alias("reason"), *VALIDATED_TYPED_COLUMNS)
+
+
+PARSED_NAMES = [f.name for f in RAW_ORDERS_PARSED]
+
+
+def raw_rows(validated: DataFrame) -> DataFrame:
+    """raw/orders rows as stored (RAW_ORDERS_STORED): the landed record verbatim, then its
+    verdict, line checksum and typed fields under their ``_`` names, from ``validate_orders``
+    rows that carry the checksum in a ``line_hash`` column."""
+    parsed = [F.col(name.removeprefix("_")).alias(name) for name in PARSED_NAMES]
+    return validated.select(*RAW_ORDERS.fieldNames(), *parsed)
+
+
+def parsed_view(stored: DataFrame) -> DataFrame:
+    """Stored raw/orders rows read back as ``validate_orders`` rows (plus ``line_hash``): what
+    ``quarantine_rows`` and ``valid_orders`` split."""
+    parsed = [F.col(name).alias(name.removeprefix("_")) for name in PARSED_NAMES]
+    return stored.select(*RAW_ORDERS.fieldNames(), *parsed)
 
 
 def quarantine_rows(validated: DataFrame) -> DataFrame:

@@ -99,6 +99,11 @@ def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
     assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["payload"]) for r in raw) == Counter(
         (r.arrival_date, r.source_file, r.line_number, r.payload) for r in expected.raw_orders
     )
+    # raw's own "_" columns: each record's verdict, as the contract's rules give it.
+    assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["_reason"]) for r in raw) == Counter(
+        (rec.raw.arrival_date, rec.raw.source_file, rec.raw.line_number, rec.reason)
+        for a in arrivals for rec in reference.records(a)
+    )
     quarantine = env.rows("quarantine/orders")
     assert Counter((r["arrival_date"], r["line_number"], r["source_file"], r["reason"]) for r in quarantine) == Counter(
         (q.arrival_date, q.line_number, q.source_file, q.reason) for q in expected.quarantine
@@ -144,7 +149,10 @@ def test_written_tables_have_the_contracts_columns_types_and_partitioning(env, f
 
     for table, (partitioned_by, columns) in CONTRACT_TABLES.items():
         written = DeltaTable(str(env.settings.lake_dir / table))
-        assert [(f.name, f.type.type) for f in written.schema().fields] == columns, table
+        fields = [(f.name, f.type.type) for f in written.schema().fields]
+        # The contract's columns, in order; any extra column's name starts with "_".
+        assert fields[:len(columns)] == columns, table
+        assert all(name.startswith("_") for name, _ in fields[len(columns):]), table
         assert written.metadata().partition_columns == [partitioned_by], table
 
 

@@ -9,11 +9,14 @@ import time
 from datetime import date
 from pathlib import Path
 
+import pytest
+
 from backfill_assets.catalog import RAW_ORDERS
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets.lake import Lake
+from backfill_assets.testing.faults import forget_visits
 from backfill_assets_tests.pipeline_env import pipeline_env
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
@@ -29,20 +32,29 @@ def wait_for(path: Path, thread: threading.Thread, timeout: float = 300) -> None
         time.sleep(0.05)
 
 
-def change_one_order_id(landing: Path, day: date) -> str:
-    """Rewrite one character of an order id in a landed file of ``day``, keeping its length: a
-    producer breaking the contract's "landed files never change" under a running step."""
-    folder = landing / "orders" / f"arrival_date={day}"
-    path = min(p for p in folder.glob("*.jsonl") if not p.name.startswith(("_", ".")))
-    data = bytearray(path.read_bytes())
-    at = re.search(rb'"order_id": ?"', bytes(data)).end()
-    data[at] = ord("Z") if data[at] != ord("Z") else ord("Y")
-    path.write_bytes(bytes(data))
-    return str(path)
+def damage_staged_raw(lake: Lake, how: str) -> None:
+    """Damage raw/orders' staged file before its check reads it: change one payload's order id
+    (its length kept), or drop the file's last record."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (staged,) = lake.staged_versions("raw/orders")
+    path = lake.path("raw/orders") / min(f.path for f in staged.files)
+    table = pq.read_table(path)
+    if how == "payload_changed":
+        payloads = table.column("payload").to_pylist()
+        at = re.search(r'"order_id": ?"', payloads[0]).end()
+        payloads[0] = payloads[0][:at] + ("Z" if payloads[0][at] != "Z" else "Y") + payloads[0][at + 1:]
+        table = table.set_column(table.schema.get_field_index("payload"), "payload",
+                                 pa.array(payloads, table.schema.field("payload").type))
+    else:
+        table = table.slice(0, table.num_rows - 1)
+    pq.write_table(table, path)
 
 
+@pytest.mark.parametrize("damage", ["payload_changed", "record_dropped"])
 def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_content(
-    tmp_path, spark, monkeypatch
+    tmp_path, spark, monkeypatch, damage
 ):
     with pipeline_env(tmp_path, start_date="2023-12-20") as env:
         landing = env.settings.landing_dir
@@ -53,6 +65,7 @@ def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_
 
         faults = tmp_path / "faults"
         faults.mkdir()
+        forget_visits()  # the other parameter's run paused in this process too
         monkeypatch.setenv("BACKFILL_LAKE_PAUSE_DIR", str(faults))
         monkeypatch.setenv("BACKFILL_LAKE_FAIL_AT", "staged")  # the first attempt dies once staged
         monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", "staged")  # the retry pauses once staged
@@ -65,7 +78,7 @@ def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_
             # The retry staged raw/orders: readers still see exactly the published rows.
             assert {t: env.multiset(t) for t in TABLES} == before
             assert len(Lake(env.settings.lake_dir, spark).staged_versions("raw/orders")) == 1
-            change_one_order_id(landing, DAY)
+            damage_staged_raw(Lake(env.settings.lake_dir, spark), damage)
             for visit in (1, 2, 3):  # raw, quarantine, valid records
                 wait_for(faults / f"staged.{visit}.reached", run)
                 (faults / f"staged.{visit}.resume").touch()

@@ -11,12 +11,12 @@ from pyspark.sql import functions as F
 from backfill_assets.transforms.audit import (
     counts_by,
     fact_totals,
-    fingerprints_and_counts,
     line_fingerprints,
     line_hash,
     rows_per_partition,
     staging_stats,
     staging_totals,
+    stored_fingerprints,
     valid_order_ids,
 )
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
@@ -50,11 +50,17 @@ def test_fingerprints_change_with_a_payload_or_a_line_number(spark):
         assert {k: v for k, v in other.items() if k != key} == {k: v for k, v in base.items() if k != key}
 
 
-def test_one_pass_gives_the_fingerprints_and_the_counts_by_reason(spark):
+def test_one_pass_gives_the_lines_as_read_as_stored_and_the_counts_by_reason(spark):
     df = spark.createDataFrame(LINES, SCHEMA)
-    with_hash = df.withColumn("line_hash", line_hash()).drop("payload")
-    fingerprints, reasons = fingerprints_and_counts(with_hash, "arrival_date", "reason")
-    assert fingerprints == {k: (n, int(c)) for k, (n, c) in line_fingerprints(df, "arrival_date").items()}
+    # Each line's hash taken as it was read; then one stored payload is damaged.
+    damaged = df.withColumn("line_hash", line_hash()).withColumn(
+        "payload", F.when(F.col("line_number") == 3, F.lit('{"x": 4}')).otherwise(F.col("payload")))
+    as_read, reasons, as_stored = stored_fingerprints(damaged, "arrival_date", "reason")
+    assert as_read == {k: (n, int(c)) for k, (n, c) in line_fingerprints(df, "arrival_date").items()}
+    assert as_stored == {k: (n, int(c)) for k, (n, c) in
+                         line_fingerprints(damaged.drop("line_hash"), "arrival_date").items()}
+    assert as_stored[(B, "orders/b/1.jsonl")] != as_read[(B, "orders/b/1.jsonl")]
+    assert {k: v for k, v in as_stored.items() if k[0] == A} == {k: v for k, v in as_read.items() if k[0] == A}
     expected = {}
     for day, _, _, _, reason in LINES:
         expected.setdefault(day, Counter())[reason] += 1

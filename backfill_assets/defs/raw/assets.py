@@ -8,6 +8,7 @@ from datetime import date
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark import StorageLevel
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from backfill_assets.catalog import (
@@ -40,12 +41,18 @@ from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import (
     counts_by,
-    fingerprints_and_counts,
     line_fingerprints,
     line_hash,
     rows_per_partition,
+    stored_fingerprints,
 )
-from backfill_assets.transforms.orders import quarantine_rows, valid_orders, validate_orders
+from backfill_assets.transforms.orders import (
+    parsed_view,
+    quarantine_rows,
+    raw_rows,
+    valid_orders,
+    validate_orders,
+)
 
 ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE)  # raw_orders writes
 
@@ -69,32 +76,30 @@ def run_raw_step(context: dg.AssetExecutionContext, spark, pipeline: PipelineRes
 
 def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
     """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
-    keep the valid ones parsed, for staging), prove what was staged against the landing files,
-    then publish the days that passed. Every record is parsed once, here."""
+    keep the valid ones parsed, for staging), prove what was staged against what was read,
+    then publish the days that passed.
+
+    The landing text is read once and every record parsed once, in the job that stages raw:
+    raw stores each record's verdict, typed fields and line checksum beside it (the ``_``
+    columns), and the quarantine and the valid records are split from raw's staged files."""
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
-    lines = read_order_lines(spark, pipeline.landing, files)
+    read = validate_orders(read_order_lines(spark, pipeline.landing, files), pipeline.max_lateness_days)
+    in_flight = Observation("raw_orders_read")
+    observed = read.withColumn("line_hash", line_hash()).observe(
+        in_flight, F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum"))
     commit = commit_info(step.context, RAW_ORDERS, days, {})
-    raw = step.stage(RAW_ORDERS_TABLE, lines.select(*schemas.RAW_ORDERS.fieldNames()), days, commit)
-    # Read the landing files once more and parse each record once; cache only what the rest
-    # needs (verdict, typed fields, line hash, payload of rejects), not every payload: the
-    # cache stays small enough for memory however long the range.
-    verdicts = (
-        validate_orders(lines, pipeline.max_lateness_days)
-        .withColumn("line_hash", line_hash())
-        .withColumn("payload", F.when(F.col("reason").isNotNull(), F.col("payload")))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    quarantine = step.stage(QUARANTINE_TABLE, quarantine_rows(verdicts), days, commit)
-    valid = step.stage(VALID_ORDERS_TABLE, valid_orders(verdicts), days, commit)
+    raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit)
+    stored = parsed_view(step.read_staged(raw))
+    quarantine = step.stage(QUARANTINE_TABLE, quarantine_rows(stored), days, commit)
+    valid = step.stage(VALID_ORDERS_TABLE, valid_orders(stored), days, commit)
 
     column = RAW_ORDERS_TABLE.partition_column
-    expected, expected_reasons = fingerprints_and_counts(verdicts, column, "reason")
-    verdicts.unpersist()
-    actual = line_fingerprints(step.read_staged(raw), column)
+    expected, expected_reasons, actual = stored_fingerprints(stored, column, "reason")
     actual_reasons = counts_by(step.read_staged(quarantine), column, "reason")
     outcomes = landing_outcomes(
-        RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual
+        RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual,
+        read_totals=in_flight.get if files else None,
     ) + quarantine_outcomes(
         days, rows_per_partition(actual), expected_reasons, actual_reasons, valid.rows_by_partition
     )
@@ -109,7 +114,7 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     for day in good:
         reasons = actual_reasons.get(day, {})
         step.published(RAW_ORDERS, day, {
-            **write_metadata(raw_write, day, {}, schemas.RAW_ORDERS),
+            **write_metadata(raw_write, day, {}, schemas.RAW_ORDERS_STORED),
             "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
             "valid_records": dg.MetadataValue.int(v_write.rows_by_partition.get(day, 0)),
             "quarantined": dg.MetadataValue.int(sum(reasons.values())),

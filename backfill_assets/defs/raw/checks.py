@@ -20,11 +20,11 @@ RAW_ORDERS_CHECKS = [
         RAW_MATCHES_LANDING,
         asset=RAW_ORDERS,
         blocking=True,
-        description="raw[A] holds exactly the records of the landing files of arrival date A: "
-        "same files, same record count per file, same line numbers and payloads, checked on "
-        "the staged rows before they are published. Failed: the landing files changed during "
-        "the run or a write was cut short; nothing was published. Re-execute from failure once "
-        "the folder has settled.",
+        description="raw[A] holds exactly the records read from the landing files of arrival "
+        "date A: same files, same record count per file, same line numbers and payloads (each "
+        "stored line against the checksum it had when read), checked on the staged rows "
+        "before they are published. Failed: a staged file was lost, cut short or changed "
+        "before the check; nothing was published. Re-execute from failure.",
     ),
     dg.AssetCheckSpec(
         QUARANTINE_RECONCILES,
@@ -55,11 +55,21 @@ def landing_outcomes(
     listed: dict[date, set[str]],
     expected: dict,
     actual: dict,
+    read_totals: dict | None = None,
 ) -> list[CheckOutcome]:
+    """Per day, ``compare_files``. ``read_totals``, the records and checksum of every line the
+    step read as Spark counted them in flight, must equal ``expected`` summed: lines that were
+    read but never stored (lost between the read and the files) fail every day of the run,
+    since nothing stored says which day they belonged to."""
+    stored = (sum(v[0] for v in expected.values()), sum(int(v[1]) for v in expected.values()))
+    lost = read_totals is not None and stored != (read_totals["records"], int(read_totals["checksum"] or 0))
     outcomes = []
     for day in days:
         passed, metadata = compare_files(day, listed.get(day, set()), expected, actual)
-        outcomes.append(CheckOutcome(asset_key, check_name, day, passed, metadata))
+        if read_totals is not None:
+            metadata["records_read_in_run"] = read_totals["records"]
+            metadata["records_stored_in_run"] = stored[0]
+        outcomes.append(CheckOutcome(asset_key, check_name, day, passed and not lost, metadata))
     return outcomes
 
 
