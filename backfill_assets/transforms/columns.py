@@ -60,7 +60,7 @@ _STAGING = {
 DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
     RAW_ORDERS_TABLE.path: (schemas.RAW_ORDERS_STORED, {
         **_RECORD,
-        "_reason": "Not in the contract: why the record was rejected (as in quarantine/orders), "
+        "_reason": "Not in the contract: why the record was rejected (as in the quarantine table), "
         "NULL when it is valid.",
         "_line_hash": "Not in the contract: the checksum of (line_number, payload) as the line was "
         "read from the landing file, which the raw_matches_landing check compares with the "
