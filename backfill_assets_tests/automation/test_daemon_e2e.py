@@ -60,7 +60,7 @@ def wait_for(
         value = condition()
         if value:
             return value
-        time.sleep(2)
+        time.sleep(0.5)
     tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
     pytest.fail(f"gave up waiting for {what} (daemon exit code {daemon.poll()}); log tail:\n{tail}")
 
