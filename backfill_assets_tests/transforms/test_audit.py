@@ -97,6 +97,15 @@ def test_staging_stats_count_rows_ids_and_orders_without_a_rate(spark):
     assert list(stats[A]["first_without_rate"]) == ["o-4:EUR"]
 
 
+def test_an_amount_usd_that_does_not_fit_counts_as_an_order_without_a_rate(spark):
+    """The contract: an order whose amount_usd does not fit DECIMAL(18,2) fails its partition,
+    as one without a rate does (conversion leaves it NULL beside a rate that exists)."""
+    rows = [_order("o-1"), _order("o-big", amount="999999999999.99", rate="999999.99999999", usd=None)]
+    stats = staging_stats(spark.createDataFrame(rows, STAGING_ORDERS))
+    assert stats[A]["without_rate"] == 1
+    assert list(stats[A]["first_without_rate"]) == ["o-big:EUR"]
+
+
 def test_valid_order_ids_counts_distinct_ids_per_event_day(spark):
     valid = spark.createDataFrame(ORDERS, STAGING_ORDERS).select("event_date", "order_id")
     assert valid_order_ids(valid) == {A: 4, B: 2}
