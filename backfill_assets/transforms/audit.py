@@ -80,55 +80,56 @@ def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[
     """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
     how many priced rows break each data rule of the contract's schema (an order without a
     rate is fx_rate_present's to report, not the schema's), and what the warning checks watch:
-    orders by status and by currency, paid orders and their USD revenue.
+    orders by status and by currency, paid orders and their USD revenue (counted by row: the
+    same as by order id on a day whose ids are unique, and a day whose are not is held).
 
-    Two plain aggregations, per (day, order id) then per (day, status, currency), folded per
-    day here, rather than a distinct count beside the others (which makes Spark expand and
-    shuffle every row twice); staging arrives partitioned by (day, order id) from its dedupe,
-    so the first needs no shuffle. ``history``, published staging rows of other days (the
-    warning checks' trailing days), joins the same pass: one Spark job for both."""
+    Two aggregations Spark runs hash-based, each a pass over the narrow columns it reads: the
+    distinct ids per day (rows per (day, order id), then per day), and the rest per (day,
+    status, currency), folded per day here. Not a distinct count beside the other figures,
+    which makes Spark expand and shuffle every row twice, nor one aggregation per order id
+    carrying its status, whose string maximum makes Spark sort every row instead of hashing.
+    ``history``, published staging rows of other days (the warning checks' trailing days),
+    joins the same passes."""
     if history is not None:
         staging = staging.unionByName(history.select(*staging.columns))
     no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
     paid = F.col("status") == F.lit("paid")
     rules = staging_row_rules()
-    per_id = staging.groupBy("event_date", "order_id").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
-        F.max(F.when(no_rate, F.concat_ws(":", "order_id", "currency"))).alias("no_rate_example"),
-        F.max("status").alias("status"),
-        F.max("currency").alias("currency"),
-        F.sum(F.when(paid, F.col("amount_usd"))).alias("paid_usd"),
-        *[
-            F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
-            for i, broken in enumerate(rules.values())
-        ],
+    ids = (
+        staging.groupBy("event_date", "order_id").count()
+        .groupBy("event_date").agg(F.count(F.lit(1)).alias("distinct_ids"))
+        .collect()
     )
     rows = (
-        per_id.groupBy("event_date", "status", "currency")
+        staging.groupBy("event_date", "status", "currency")
         .agg(
-            F.sum("rows").alias("rows"),
-            F.count(F.lit(1)).alias("distinct_ids"),
-            F.sum("without_rate").alias("without_rate"),
-            F.slice(F.sort_array(F.collect_list("no_rate_example")), 1, 5).alias("first_without_rate"),
-            F.sum("paid_usd").alias("paid_usd"),
-            *[F.sum(f"_rule_{i}").alias(f"_rule_{i}") for i in range(len(rules))],
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
+            F.slice(F.sort_array(F.collect_list(F.when(no_rate, F.concat_ws(":", "order_id", "currency")))),
+                    1, 5).alias("first_without_rate"),
+            F.sum(F.when(paid, F.col("amount_usd"))).alias("paid_usd"),
+            *[
+                F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
+                for i, broken in enumerate(rules.values())
+            ],
         )
         .collect()
     )
     stats: dict[date, dict] = {}
+    for r in ids:
+        stats.setdefault(r["event_date"], _empty_stats())["distinct_ids"] = r["distinct_ids"]
     for r in rows:
         s = stats.setdefault(r["event_date"], _empty_stats())
-        for k in ("rows", "distinct_ids", "without_rate"):
+        for k in ("rows", "without_rate"):
             s[k] += r[k]
         s["first_without_rate"] = sorted(s["first_without_rate"] + list(r["first_without_rate"]))[:5]
         for i, name in enumerate(rules):
             if r[f"_rule_{i}"]:
                 s["rule_violations"][name] = s["rule_violations"].get(name, 0) + r[f"_rule_{i}"]
-        s["statuses"][r["status"]] = s["statuses"].get(r["status"], 0) + r["distinct_ids"]
-        s["currencies"][r["currency"]] = s["currencies"].get(r["currency"], 0) + r["distinct_ids"]
+        s["statuses"][r["status"]] = s["statuses"].get(r["status"], 0) + r["rows"]
+        s["currencies"][r["currency"]] = s["currencies"].get(r["currency"], 0) + r["rows"]
         if r["status"] == "paid":
-            s["paid_orders"] += r["distinct_ids"]
+            s["paid_orders"] += r["rows"]
             s["paid_usd"] += r["paid_usd"] or 0
     return stats
 

@@ -80,15 +80,15 @@ class StagingKeys:
 
 def staging_keys(valid: DataFrame, days: int) -> StagingKeys:
     """Distinct order ids and records per event day, and the customers with >= ``days``
-    records, in one aggregation (grouping sets) of ``valid``."""
-    rows = (
-        valid.groupingSets([["event_date"], ["customer_id"]], "event_date", "customer_id")
-        .agg(F.grouping_id().alias("_set"), F.count_distinct("order_id").alias("ids"),
-             F.count(F.lit(1)).alias("rows"))
-        .where((F.col("_set") == 1) | (F.col("rows") >= F.lit(days)))
+    records: two hash aggregations of ``valid`` (rows per (day, order id), then per day; rows
+    per customer). Not one over grouping sets with a distinct count, which expands every row
+    once per set and again for the distinct count."""
+    per_day = (
+        valid.groupBy("event_date", "order_id").count()
+        .groupBy("event_date").agg(F.count(F.lit(1)).alias("ids"), F.sum("count").alias("rows"))
         .collect()
     )
-    by_day = [r for r in rows if r["_set"] == 1]
-    return StagingKeys({r["event_date"]: r["ids"] for r in by_day},
-                       {r["event_date"]: r["rows"] for r in by_day},
-                       {r["customer_id"]: r["rows"] for r in rows if r["_set"] != 1})
+    heavy = valid.groupBy("customer_id").count().where(F.col("count") >= F.lit(days)).collect()
+    return StagingKeys({r["event_date"]: r["ids"] for r in per_day},
+                       {r["event_date"]: r["rows"] for r in per_day},
+                       {r["customer_id"]: r["count"] for r in heavy})

@@ -106,6 +106,24 @@ def test_an_amount_usd_that_does_not_fit_counts_as_an_order_without_a_rate(spark
     assert list(stats[A]["first_without_rate"]) == ["o-big:EUR"]
 
 
+def test_staging_stats_give_the_warning_checks_figures_of_the_days_built_and_their_history(spark):
+    """Orders by status and by currency, paid orders and their USD revenue, per day, for the
+    days built and for the trailing published days joined in (ids unique, as staging's are)."""
+    built = [o for o in ORDERS if o[0] != "o-3"] + [_order("o-7", currency="GBP", usd="2.50")]
+    history = [_order("h-1", day=date(2023, 12, 31), status="placed"),
+               _order("h-2", day=date(2023, 12, 31), currency="JPY", usd="0.07")]
+    stats = staging_stats(spark.createDataFrame(built, STAGING_ORDERS),
+                          spark.createDataFrame(history, STAGING_ORDERS))
+    for day in (A, B, date(2023, 12, 31)):
+        rows = [o for o in built + history if o[3] == day]
+        paid = [o for o in rows if o[5] == "paid"]
+        assert stats[day]["statuses"] == dict(Counter(o[5] for o in rows))
+        assert stats[day]["currencies"] == dict(Counter(o[7] for o in rows))
+        assert stats[day]["paid_orders"] == len(paid)
+        assert stats[day]["paid_usd"] == sum((o[10] for o in paid if o[10] is not None), Decimal("0"))
+        assert stats[day]["rows"] == stats[day]["distinct_ids"] == len(rows)
+
+
 def test_valid_order_ids_counts_distinct_ids_per_event_day(spark):
     valid = spark.createDataFrame(ORDERS, STAGING_ORDERS).select("event_date", "order_id")
     assert valid_order_ids(valid) == {A: 4, B: 2}
