@@ -120,7 +120,7 @@ def test_staging_stats_give_the_warning_checks_figures_of_the_days_built_and_the
         assert stats[day]["statuses"] == dict(Counter(o[5] for o in rows))
         assert stats[day]["currencies"] == dict(Counter(o[7] for o in rows))
         assert stats[day]["paid_orders"] == len(paid)
-        assert stats[day]["paid_usd"] == sum((o[10] for o in paid if o[10] is not None), Decimal("0"))
+        assert stats[day]["paid_usd"] == sum((o[10] for o in paid if o[10] is not None), Decimal(0))
         assert stats[day]["rows"] == stats[day]["distinct_ids"] == len(rows)
 
 
