@@ -5,8 +5,6 @@ Why one step: see this package's docstring.
 
 # No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
 # the asset is defined, and cannot read a postponed annotation.
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import date
 
 import dagster as dg
@@ -23,7 +21,6 @@ from backfill_assets.catalog import (
 from backfill_assets.defs.correcting import publication_for
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
 from backfill_assets.defs.event_days.fact import (
-    FactBuild,
     build_fact,
     fact_metadata,
     previous_fact_totals,
@@ -39,12 +36,11 @@ from backfill_assets.defs.partitions import (
 )
 from backfill_assets.defs.publishing import (
     KINDS,
-    CheckOutcome,
     Publication,
     partition_dates,
     spark_step,
 )
-from backfill_assets.lake import Lake, StagedVersion
+from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
@@ -77,21 +73,13 @@ def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[d
     return set(good) | done, write.version
 
 
-@dataclass
-class StagedFact:
-    """The fact of a range of days, built, staged and audited: what ``publish_fact`` needs."""
-
-    days: list[date]
-    build: FactBuild
-    staged: StagedVersion
-    outcomes: list[CheckOutcome]
-    inputs: dict[str, int | None]  # the staging version the fact was built from
-
-
-def stage_fact(step: Publication, days: list[date], staging_version: int | None,
-               settings: Settings) -> StagedFact:
-    """The fact of the published staging ``days``, staged and audited against that staging:
-    Spark work only, no event for Dagster, so it may run beside the recording of staging's."""
+def publish_fact(step: Publication, candidates: list[date], staging_version: int | None,
+                 settings: Settings) -> None:
+    """Fact of the published staging days ``candidates``, staged, audited against that
+    staging, and published."""
+    days = step.days_to_build(FCT_DAILY_REVENUE, candidates)
+    if not days:
+        return
     lake, source = step.lake, STAGING_TABLE
     staging, version = step.read_published(source, days, staging_version)
     inputs = {source.path: version}
@@ -99,55 +87,29 @@ def stage_fact(step: Publication, days: list[date], staging_version: int | None,
     build = build_fact(staging, history, settings.quality)
     staged = step.stage(FACT_TABLE, build.fact, days,
                         commit_info(step.context, FCT_DAILY_REVENUE, days, inputs))
-    return StagedFact(days, build, staged, build.audit(days, step.read_staged(staged)), inputs)
-
-
-def publish_fact(step: Publication, fact: StagedFact) -> None:
-    """Report the staged fact's checks, then publish the days that passed."""
-    lake, source = step.lake, STAGING_TABLE
-    good = step.audit(fact.days, fact.outcomes)
+    outcomes = build.audit(days, step.read_staged(staged))
+    good = step.audit(days, outcomes)
     if good and step.publishes:
         # The fact must match the staging published now: one republished meanwhile holds it.
-        moved = lake.changed_since(source.path, source.partition_column, fact.inputs[source.path], good)
+        moved = lake.changed_since(source.path, source.partition_column, version, good)
         for d in sorted(moved):
             step.hold(d, f"{STG_ORDERS.to_user_string()} republished while the fact was built")
         good = [d for d in good if d not in moved]
     if not good:
         return
     before, replaced_version = previous_fact_totals(lake, good)
-    write = step.publish(fact.staged, good)
-    figures = plotted(fact.outcomes, FCT_DAILY_REVENUE)
+    write = step.publish(staged, good)
+    figures = plotted(outcomes, FCT_DAILY_REVENUE)
     for d in good:
         step.published(FCT_DAILY_REVENUE, d, {
-            **write_metadata(write, d, fact.inputs, DAILY_REVENUE),
-            **fact_metadata(fact.build.expected.get(d, {}), before.get(d), replaced_version),
+            **write_metadata(write, d, inputs, DAILY_REVENUE),
+            **fact_metadata(build.expected.get(d, {}), before.get(d), replaced_version),
             **figures.get(d, {}),
         })
 
 
-def fact_candidates(step: Publication, published: set[date]) -> list[date]:
-    """The step's days whose fact is built: those whose staging is published, less a held
-    day's unless its fact was built from an older staging than the one that stays published
-    (a fact held, killed or unselected before). A day neither published nor stale is held."""
-    stale = stale_fact_days(step.lake, list(step.held)) if step.publishes else set()
-    candidates = []
-    for d in partition_dates(step.context):
-        if d in step.held:
-            if d in stale:
-                candidates.append(d)
-        elif d in published:
-            candidates.append(d)
-        else:
-            step.hold(d, f"{STG_ORDERS.to_user_string()} not published")
-    return step.days_to_build(FCT_DAILY_REVENUE, candidates)
-
-
 def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, settings: Settings):
-    """Staging then fact for the selected event days; a day held in staging is held in fact.
-
-    Dagster stores each event in this thread as it is yielded, a few milliseconds each, and
-    staging reports ten a day. So the fact's Spark work runs on a second thread while staging's
-    events are recorded; the fact is published only after they are."""
+    """Staging then fact for the selected event days; a day held in staging is held in fact."""
     with publication_for(context, lake) as step:
         selected = context.selected_asset_keys
         if STG_ORDERS in selected and FCT_DAILY_REVENUE not in selected:
@@ -159,14 +121,23 @@ def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, set
         staging_version = None
         if STG_ORDERS in selected:
             published, staging_version = publish_staging(step, spark, settings)
+            yield from step.drain()  # staging is published: record it before the fact runs
         else:
             published = step.published_days(STG_ORDERS)
-        days = fact_candidates(step, published) if FCT_DAILY_REVENUE in selected else []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stage-fact") as fact_thread:
-            fact = fact_thread.submit(stage_fact, step, days, staging_version, settings) if days else None
-            yield from step.drain()  # staging is published: record it before the fact publishes
-            if fact is not None:
-                publish_fact(step, fact.result())
+        if FCT_DAILY_REVENUE in selected:
+            # A day held in staging keeps its published staging; its fact is rebuilt only if
+            # it was built from an older one (a fact held, killed or unselected before).
+            stale = stale_fact_days(lake, list(step.held)) if step.publishes else set()
+            candidates = []
+            for d in partition_dates(context):
+                if d in step.held:
+                    if d in stale:
+                        candidates.append(d)
+                elif d in published:
+                    candidates.append(d)
+                else:
+                    step.hold(d, f"{STG_ORDERS.to_user_string()} not published")
+            publish_fact(step, candidates, staging_version, settings)
         yield from step.finish()
 
 
