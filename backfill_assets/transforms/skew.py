@@ -61,7 +61,7 @@ def shares(key: str, counts: Mapping[object, int], threshold: float, top: int = 
 
 @dataclass(frozen=True)
 class StagingKeys:
-    """What one aggregation of staging's input says: distinct order ids and records per event
+    """What the skew plan's aggregations of staging's input say: distinct order ids and records per event
     day, and the records of the customers with at least one record per day of the range."""
 
     valid_ids: dict[date, int]

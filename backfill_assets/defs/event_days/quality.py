@@ -3,8 +3,8 @@ revenue per order against a robust band of the same figure over the trailing pub
 (``transforms.drift``). They warn (severity WARN) and publish the day; a check named in
 ``BACKFILL_BLOCKING_QUALITY_CHECKS`` holds the day instead, like the contract's checks.
 
-Their figures come from the aggregation the contract's checks already run (``staging_stats``,
-``fact_totals``), which also reads the trailing days: no Spark job of their own."""
+Their figures come from the aggregations the contract's checks already run (``staging_stats``,
+``fact_totals``), which also read the trailing days: no Spark job of their own."""
 
 from __future__ import annotations
 

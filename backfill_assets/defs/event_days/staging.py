@@ -54,7 +54,7 @@ class StagingBuild:
 
     def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
         """The staging checks, on ``staged``: the rows as staged, not as computed; then the
-        warning checks, from the same aggregation (which reads the trailing days too)."""
+        warning checks, from the same aggregations (which read the trailing days too)."""
         stats = staging_stats(staged, self.history)
         contract = staging_outcomes(days, stats, self.valid_ids, self.incomplete, self.schema_errors)
         return contract + quality_outcomes(STG_ORDERS, days, staging_figures(stats),
