@@ -84,8 +84,8 @@ def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[
     same as by order id on a day whose ids are unique, and a day whose are not is held).
 
     Two aggregations Spark runs hash-based, each a pass over the narrow columns it reads: the
-    distinct ids per day (rows per (day, order id), then per day), and the rest per (day,
-    status, currency), folded per day here. Not a distinct count beside the other figures,
+    distinct ids per day (``ids_per_day``), and the rest per (day, status, currency), folded
+    per day here. Not a distinct count beside the other figures,
     which makes Spark expand and shuffle every row twice, nor one aggregation per order id
     carrying its status, whose string maximum makes Spark sort every row instead of hashing.
     ``history``, published staging rows of other days (the warning checks' trailing days),
@@ -95,11 +95,6 @@ def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[
     no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
     paid = F.col("status") == F.lit("paid")
     rules = staging_row_rules()
-    ids = (
-        staging.groupBy("event_date", "order_id").count()
-        .groupBy("event_date").agg(F.count(F.lit(1)).alias("distinct_ids"))
-        .collect()
-    )
     rows = (
         staging.groupBy("event_date", "status", "currency")
         .agg(
@@ -116,8 +111,8 @@ def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[
         .collect()
     )
     stats: dict[date, dict] = {}
-    for r in ids:
-        stats.setdefault(r["event_date"], _empty_stats())["distinct_ids"] = r["distinct_ids"]
+    for day, (ids, _) in ids_per_day(staging).items():
+        stats.setdefault(day, _empty_stats())["distinct_ids"] = ids
     for r in rows:
         s = stats.setdefault(r["event_date"], _empty_stats())
         for k in ("rows", "without_rate"):
@@ -142,9 +137,19 @@ def _empty_stats() -> dict:
 EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
 
 
+def ids_per_day(df: DataFrame) -> dict[date, tuple[int, int]]:
+    """Per event day: (distinct order ids, rows), by two hash aggregations (rows per (day,
+    order id), then per day); a NULL order id counts as one id."""
+    rows = (
+        df.groupBy("event_date", "order_id").count()
+        .groupBy("event_date").agg(F.count(F.lit(1)).alias("ids"), F.sum("count").alias("rows"))
+        .collect()
+    )
+    return {r["event_date"]: (r["ids"], r["rows"]) for r in rows}
+
+
 def valid_order_ids(valid: DataFrame) -> dict[date, int]:
-    rows = valid.groupBy("event_date").agg(F.count_distinct("order_id").alias("ids")).collect()
-    return {r["event_date"]: r["ids"] for r in rows}
+    return {day: ids for day, (ids, _) in ids_per_day(valid).items()}
 
 
 TOTAL_FIELDS = ("orders", "placed_orders", "paid_orders", "cancelled_orders", "revenue_usd")

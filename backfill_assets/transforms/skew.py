@@ -22,6 +22,8 @@ from datetime import date
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from backfill_assets.transforms.audit import ids_per_day
+
 EVEN_SHARE_FACTOR = 3
 
 
@@ -61,8 +63,9 @@ def shares(key: str, counts: Mapping[object, int], threshold: float, top: int = 
 
 @dataclass(frozen=True)
 class StagingKeys:
-    """What the skew plan's aggregations of staging's input say: distinct order ids and records per event
-    day, and the records of the customers with at least one record per day of the range."""
+    """What the skew plan's aggregations of staging's input say: distinct order ids and records
+    per event day, and the records of the customers with at least one record per day of the
+    range."""
 
     valid_ids: dict[date, int]
     rows_per_day: dict[date, int]
@@ -80,15 +83,11 @@ class StagingKeys:
 
 def staging_keys(valid: DataFrame, days: int) -> StagingKeys:
     """Distinct order ids and records per event day, and the customers with >= ``days``
-    records: two hash aggregations of ``valid`` (rows per (day, order id), then per day; rows
-    per customer). Not one over grouping sets with a distinct count, which expands every row
-    once per set and again for the distinct count."""
-    per_day = (
-        valid.groupBy("event_date", "order_id").count()
-        .groupBy("event_date").agg(F.count(F.lit(1)).alias("ids"), F.sum("count").alias("rows"))
-        .collect()
-    )
+    records: hash aggregations of ``valid`` (``ids_per_day``, and rows per customer). Not one
+    over grouping sets with a distinct count, which expands every row once per set and again
+    for the distinct count."""
+    per_day = ids_per_day(valid)
     heavy = valid.groupBy("customer_id").count().where(F.col("count") >= F.lit(days)).collect()
-    return StagingKeys({r["event_date"]: r["ids"] for r in per_day},
-                       {r["event_date"]: r["rows"] for r in per_day},
+    return StagingKeys({day: ids for day, (ids, _) in per_day.items()},
+                       {day: rows for day, (_, rows) in per_day.items()},
                        {r["customer_id"]: r["count"] for r in heavy})

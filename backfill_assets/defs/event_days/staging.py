@@ -115,7 +115,7 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     )
 
     # The raw step parsed and validated every record; staging reads its valid records (not
-    # cached: the one other reader, valid_order_ids, reads two columns of them again).
+    # cached: the skew plan's aggregations read two or three columns of them again).
     valid = parsed.filter(F.col("event_date").isin(days))
     staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, settings.rate_max_age_days))
 
