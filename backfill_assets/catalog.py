@@ -19,10 +19,9 @@ class Table:
     partition_column: str
 
 
-# The contract's tables (docs: README "Architecture"), and one internal table.
+# The contract's tables (docs: README "Architecture").
 RAW_ORDERS_TABLE = Table("raw/orders", "arrival_date")
 QUARANTINE_TABLE = Table("quarantine/orders", "arrival_date")
-VALID_ORDERS_TABLE = Table("raw/orders_valid", "arrival_date")  # internal: the parsed valid records
 RAW_FX_RATES_TABLE = Table("raw/fx_rates", "rate_date")
 STAGING_TABLE = Table("staging/orders", "event_date")
 FACT_TABLE = Table("fact/daily_revenue", "event_date")
@@ -48,7 +47,7 @@ MONTHLY_ASSETS = (RPT_MONTHLY_REVENUE,)
 
 # What each asset writes; the first table is the one its partitions are counted in.
 ASSET_TABLES: dict[dg.AssetKey, tuple[Table, ...]] = {
-    RAW_ORDERS: (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE),
+    RAW_ORDERS: (RAW_ORDERS_TABLE, QUARANTINE_TABLE),
     RAW_FX_RATES: (RAW_FX_RATES_TABLE,),
     STG_ORDERS: (STAGING_TABLE,),
     STG_ORDERS_ENRICHED: (ENRICHED_TABLE, CUSTOMER_SEGMENTS_TABLE),

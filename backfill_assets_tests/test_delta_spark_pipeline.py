@@ -19,7 +19,7 @@ from backfill_assets_tests.reference import Reference
 
 pytestmark = pytest.mark.slow
 START, END = date(2024, 1, 2), date(2024, 1, 3)
-TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "raw/orders_valid",
+TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates",
           "staging/orders", "fact/daily_revenue")
 
 

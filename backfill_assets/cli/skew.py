@@ -2,9 +2,10 @@
 for staging's dedupe and write, country for the fact, customer for the LTV) among the records a
 backfill would stage, the NULL bucket included, and the hot keys (``transforms.skew``).
 
-Read from the parsed valid records (raw/orders_valid) when raw holds the range's arrivals, with
-delta-rs and Arrow (no Spark); else from a sample of the landing lines, whose records are not
-validated yet: a missing or unreadable key counts in the NULL bucket."""
+Read from the valid records' typed fields that raw/orders keeps in its ``_`` columns when raw
+holds the range's arrivals, with delta-rs and Arrow (no Spark); else from a sample of the
+landing lines, whose records are not validated yet: a missing or unreadable key counts in the
+NULL bucket."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill_assets.catalog import ORDERS_DATASET, VALID_ORDERS_TABLE
+from backfill_assets.catalog import ORDERS_DATASET, RAW_ORDERS_TABLE
 from backfill_assets.days import days_between
 from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import list_landing_files
@@ -48,7 +50,7 @@ class SkewReport:
 
 def key_distribution(settings: Settings, start: date, end: date) -> SkewReport:
     arrivals = days_between(start, end + timedelta(days=settings.max_lateness_days))
-    counts, source = _from_valid(settings, start, end, arrivals)
+    counts, source = _from_raw(settings, start, end, arrivals)
     if counts is None:
         counts, source = _from_landing(settings, start, end, arrivals)
     threshold = settings.skew.hot_key_share
@@ -59,20 +61,26 @@ def key_distribution(settings: Settings, start: date, end: date) -> SkewReport:
     return SkewReport(source, sum(counts[KEYS[0]].values()), reports, threshold)
 
 
-def _from_valid(settings: Settings, start: date, end: date, arrivals: list[date]):
+def _from_raw(settings: Settings, start: date, end: date, arrivals: list[date]):
+    """The keys of raw's valid records (stored verdict NULL, line checksum present), or None
+    when raw holds none of the arrivals or predates its ``_`` columns."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
-    table = lake.read_arrow(VALID_ORDERS_TABLE.path, VALID_ORDERS_TABLE.partition_column, arrivals,
-                            list(KEYS))
+    try:
+        table = lake.read_arrow(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column, arrivals,
+                                ["_reason", "_line_hash", *(f"_{k}" for k in KEYS)])
+    except pa.ArrowInvalid:  # a raw table written before raw kept its parsed columns
+        return None, ""
     if table is None or table.num_rows == 0:
         return None, ""
-    in_range = pc.and_(pc.greater_equal(table["event_date"], start),
-                       pc.less_equal(table["event_date"], end))
-    table = table.filter(in_range)
+    valid = pc.and_(pc.is_null(table["_reason"]), pc.is_valid(table["_line_hash"]))
+    in_range = pc.and_(pc.greater_equal(table["_event_date"], start),
+                       pc.less_equal(table["_event_date"], end))
+    table = table.filter(pc.and_(valid, in_range))
     counts = {}
     for key in KEYS:
-        grouped = table.group_by(key).aggregate([([], "count_all")]).to_pylist()
-        counts[key] = Counter({r[key]: r["count_all"] for r in grouped})
-    return counts, f"{VALID_ORDERS_TABLE.path} (valid records)"
+        grouped = table.group_by(f"_{key}").aggregate([([], "count_all")]).to_pylist()
+        counts[key] = Counter({r[f"_{key}"]: r["count_all"] for r in grouped})
+    return counts, f"{RAW_ORDERS_TABLE.path} (valid records)"
 
 
 def _from_landing(settings: Settings, start: date, end: date, arrivals: list[date]):

@@ -19,7 +19,6 @@ from backfill_assets.catalog import (
     RAW_FX_RATES_TABLE,
     RAW_ORDERS_TABLE,
     STAGING_TABLE,
-    VALID_ORDERS_TABLE,
 )
 from backfill_assets.transforms import schemas
 
@@ -81,10 +80,6 @@ DESCRIPTIONS: dict[str, tuple[T.StructType, dict[str, str]]] = {
         "NULL when the file's first line is not the header.",
         "usd_per_unit": "The text after the first comma, as landed; a rate only if it is up to 6 digits, "
         "optionally a point and 1 to 8 decimals, and above 0. NULL without a comma or a header.",
-    }),
-    VALID_ORDERS_TABLE.path: (schemas.VALID_ORDERS, {
-        **{k: v for k, v in _RECORD.items() if k != "payload"},
-        **_ORDER,
     }),
     STAGING_TABLE.path: (schemas.STAGING_ORDERS, dict(_STAGING)),
     ENRICHED_TABLE.path: (schemas.ENRICHED_ORDERS, {

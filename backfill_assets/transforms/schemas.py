@@ -71,18 +71,13 @@ ORDER_FIELDS = [f for f in STAGING_ORDERS.fields if f.name not in PRICED_COLUMNS
 # What raw/orders stores beside the contract's columns (named with a leading "_", as the
 # contract asks of extra columns): each record's verdict (NULL: valid), the checksum of its
 # landed line as read, and its typed fields. The raw step reads the landing text once; the
-# quarantine and the valid records are split from raw's staged files, and the checksum
-# proves those files against what was read.
+# quarantine is split from raw's staged files, the checksum proves those files against what
+# was read, and staging reads the valid records' typed fields from here.
 RAW_ORDERS_PARSED = [
     *_struct(("_reason", T.StringType()), ("_line_hash", T.DecimalType(20, 0))).fields,
     *[T.StructField("_" + f.name, f.dataType, True) for f in ORDER_FIELDS],
 ]
 RAW_ORDERS_STORED = T.StructType(RAW_ORDERS.fields + RAW_ORDERS_PARSED)
-
-# Internal, not a contract table: the valid records of raw/orders, parsed once by the raw step
-# (which must parse every record anyway to split off the quarantine) and read by staging:
-# raw's lineage columns, then the order's own fields.
-VALID_ORDERS = T.StructType(RAW_ORDERS.fields[:3] + ORDER_FIELDS)
 
 DAILY_REVENUE = _struct(
     ("event_date", T.DateType()),

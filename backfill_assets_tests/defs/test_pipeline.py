@@ -111,17 +111,20 @@ def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
     assert {q.reason for q in expected.quarantine} >= {"malformed_json", "invalid_value", "too_late"}
 
 
-def test_valid_records_kept_for_staging_equal_the_contracts_verdicts(env, reference, first_backfill):
-    """raw/orders_valid (internal): exactly the valid records of raw, with the typed fields."""
+def test_raw_keeps_each_records_verdict_and_typed_fields_as_the_contract_gives_them(env, reference, first_backfill):
+    """raw/orders' ``_`` columns, which staging reads: each record's verdict, and for a valid
+    record its typed fields, equal to the reference implementation's."""
     arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
     names = ("order_id", "customer_id", "event_time", "event_date", "updated_at", "status", "amount",
              "currency", "country")
-    kept = Counter((r["arrival_date"], r["source_file"], r["line_number"], *(r[n] for n in names))
-                   for r in env.rows("raw/orders_valid") if r["arrival_date"] in arrivals)
-    expected = Counter((rec.raw.arrival_date, rec.raw.source_file, rec.raw.line_number,
-                        *(rec.fields[n] for n in names))
-                       for a in arrivals for rec in reference.records(a) if rec.reason is None)
-    assert kept == expected and expected
+    kept = Counter((r["arrival_date"], r["source_file"], r["line_number"], r["_reason"],
+                    *(r["_" + n] if r["_reason"] is None else None for n in names))
+                   for r in env.rows("raw/orders") if r["arrival_date"] in arrivals)
+    expected = Counter((rec.raw.arrival_date, rec.raw.source_file, rec.raw.line_number, rec.reason,
+                        *(rec.fields[n] if rec.reason is None else None for n in names))
+                       for a in arrivals for rec in reference.records(a))
+    assert kept == expected
+    assert {key[3] is None for key in expected} == {True, False}  # valid and rejected records both
 
 
 # docs/contract.md "The tables (output)", spelled in Delta's type names: the tables as written on disk.
@@ -215,7 +218,7 @@ def test_one_partition_rebuilt_twice_leaves_the_same_rows(env, first_backfill):
 
 
 def test_backfilling_the_range_again_leaves_identical_tables(env, first_backfill):
-    tables = ["raw/orders", "quarantine/orders", "raw/orders_valid", "raw/fx_rates", "staging/orders",
+    tables = ["raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders",
               "fact/daily_revenue"]
     before = {t: env.multiset(t) for t in tables}
     assert run_backfill(env.settings, START, END) == 1
@@ -290,18 +293,19 @@ def test_a_landed_file_missing_from_raw_holds_the_event_day(env, first_backfill)
     assert [r for r in env.rows("staging/orders") if r["event_date"] == day] == staging_before
 
 
-def test_an_arrival_whose_valid_records_did_not_commit_holds_its_event_days(env, spark, first_backfill):
-    """A raw rebuild that stopped after raw and quarantine committed, before the parsed valid
-    records did: staging must not read the gap as "no orders"."""
-    from backfill_assets.catalog import VALID_ORDERS_TABLE
+def test_an_arrival_whose_quarantine_does_not_match_raw_holds_its_event_days(env, spark, first_backfill):
+    """A raw rebuild that committed the quarantine and stopped before raw: staging must not
+    build from an arrival whose raw and quarantine do not add up."""
+    from backfill_assets.catalog import QUARANTINE_TABLE
     from backfill_assets.lake import CommitInfo, Lake
-    from backfill_assets.transforms.schemas import VALID_ORDERS
+    from backfill_assets.transforms.schemas import QUARANTINE_ORDERS
 
     day, arrival = date(2024, 1, 11), date(2024, 1, 12)
     staging_before = [r for r in env.rows("staging/orders") if r["event_date"] == day]
     assert staging_before
+    assert any(r["arrival_date"] == arrival for r in env.rows("quarantine/orders"))
     lake = Lake(env.settings.lake_dir, spark)
-    lake.replace_partitions(VALID_ORDERS_TABLE.path, spark.createDataFrame([], VALID_ORDERS), "arrival_date",
+    lake.replace_partitions(QUARANTINE_TABLE.path, spark.createDataFrame([], QUARANTINE_ORDERS), "arrival_date",
                             [arrival], CommitInfo(run_id="test", code_version="test"))
     outcome = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance)
     assert not outcome.success

@@ -138,7 +138,7 @@ def test_plan_reports_the_key_distribution_of_the_valid_records(env, first_run):
     reference = Reference(env.settings.landing_dir)
     valid = [rec.fields for a in reference.arrival_dates for rec in reference.records(a)
              if rec.reason is None and START <= rec.fields["event_date"] <= END]
-    assert report.source.startswith("raw/orders_valid") and report.rows == len(valid)
+    assert report.source.startswith("raw/orders") and report.rows == len(valid)
     for k in report.keys:
         expected = Counter(f[k.key] for f in valid)
         assert k.keys == len(expected)

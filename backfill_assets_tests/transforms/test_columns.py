@@ -14,7 +14,7 @@ TABLE_SCHEMAS = {name: value for name, value in vars(schemas).items() if isinsta
 
 def test_every_schema_is_a_described_table():
     assert set(TABLE_SCHEMAS) == {"RAW_ORDERS", "RAW_ORDERS_STORED", "QUARANTINE_ORDERS", "RAW_FX_RATES", "STAGING_ORDERS",
-                                  "VALID_ORDERS", "DAILY_REVENUE", "CUSTOMER_LTV", "MONTHLY_REVENUE",
+                                  "DAILY_REVENUE", "CUSTOMER_LTV", "MONTHLY_REVENUE",
                                   "ENRICHED_ORDERS", "CUSTOMER_SEGMENTS"}
     described = [struct for struct, _ in DESCRIPTIONS.values()]
     # RAW_ORDERS: the contract's columns of raw/orders, which the stored table begins with.

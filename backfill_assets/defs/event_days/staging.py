@@ -20,7 +20,6 @@ from backfill_assets.catalog import (
     RAW_ORDERS_TABLE,
     STAGING_TABLE,
     STG_ORDERS,
-    VALID_ORDERS_TABLE,
     Table,
 )
 from backfill_assets.days import days_between
@@ -34,7 +33,7 @@ from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import staging_stats, valid_order_ids
 from backfill_assets.transforms.drift import staging_figures
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
-from backfill_assets.transforms.orders import latest_wins
+from backfill_assets.transforms.orders import latest_wins, parsed_view, valid_orders
 from backfill_assets.transforms.skew import staging_keys
 
 
@@ -68,26 +67,59 @@ def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
         return spark.createDataFrame([], schema), None
 
 
-def unsplit_arrivals(lake: Lake, arrivals: list[date], versions: dict[Table, int | None]) -> set[date]:
-    """Arrival dates whose raw rows are not exactly its parsed valid rows plus its quarantine
-    rows, per the lake's row counts at the versions staging read: a raw rebuild that stopped
-    before all three commits, or a lake written before the valid table existed. Staging must
-    not build from such a date."""
-    counts = {
-        table: {} if version is None else lake.row_counts(table.path, table.partition_column, version)
-        for table, version in versions.items()
-    }
-    raw, valid, quarantine = (
-        counts[t] for t in (RAW_ORDERS_TABLE, VALID_ORDERS_TABLE, QUARANTINE_TABLE)
-    )
-    return {a for a in arrivals if raw.get(a, 0) != valid.get(a, 0) + quarantine.get(a, 0)}
+def with_parsed_columns(raw: DataFrame) -> DataFrame:
+    """raw/orders rows with raw's ``_`` columns; a table written before raw kept them gets them
+    as NULL, so its arrivals read as unparsed (and their event days are held) instead of
+    failing the read."""
+    missing = [f for f in schemas.RAW_ORDERS_PARSED if f.name not in raw.columns]
+    return raw.select("*", *[F.lit(None).cast(f.dataType).alias(f.name) for f in missing])
 
 
-def _landed_and_read(settings: Settings, dataset: str, dates: list[date], raw: DataFrame, table: Table):
-    """(the landed files of ``dataset`` on ``dates`` that give raw rows, the files raw holds),
-    each as (date, path). A file of zero records is in raw as no row, so it is never missing."""
-    column = table.partition_column
-    read = {(r[column], r["source_file"]) for r in raw.select(column, "source_file").distinct().collect()}
+@dataclass(frozen=True)
+class RawArrivals:
+    """What staging's window check needs to know of the raw order rows it read."""
+
+    files: set[tuple[date, str]]  # (arrival date, source file) of every row
+    rejected: dict[date, int]  # rows whose stored verdict is a quarantine reason
+    unparsed: set[date]  # arrivals with rows stored without their verdict and typed fields
+
+
+def raw_arrivals(raw: DataFrame) -> RawArrivals:
+    """One aggregation over the raw rows staging read, by (arrival date, source file)."""
+    rows = raw.groupBy("arrival_date", "source_file").agg(
+        F.count(F.col("_reason")).alias("rejected"),
+        F.count(F.when(F.col("_line_hash").isNull(), 1)).alias("unparsed"),
+    ).collect()
+    rejected: dict[date, int] = {}
+    for r in rows:
+        rejected[r["arrival_date"]] = rejected.get(r["arrival_date"], 0) + r["rejected"]
+    return RawArrivals({(r["arrival_date"], r["source_file"]) for r in rows}, rejected,
+                       {r["arrival_date"] for r in rows if r["unparsed"]})
+
+
+def unsplit_arrivals(arrivals: list[date], raw: RawArrivals, quarantine: dict[date, int]) -> dict[date, str]:
+    """Arrival dates staging must not build from, and why: raw's rejected records are not its
+    quarantine rows (``quarantine``: rows per arrival, from the lake's statistics), which a raw
+    rebuild that committed the quarantine and stopped before raw leaves; or raw rows stored
+    before raw kept each record's verdict and typed fields."""
+    reasons = {}
+    for a in arrivals:
+        if a in raw.unparsed:
+            reasons[a] = f"{a}: raw rows without their parsed `_` columns (rebuild raw_orders)"
+        elif raw.rejected.get(a, 0) != quarantine.get(a, 0):
+            reasons[a] = f"{a}: raw's rejected records != quarantine rows"
+    return reasons
+
+
+def files_read(raw: DataFrame, column: str) -> set[tuple[date, str]]:
+    """(date, source file) of every raw row."""
+    return {(r[column], r["source_file"]) for r in raw.select(column, "source_file").distinct().collect()}
+
+
+def _landed_and_read(settings: Settings, dataset: str, dates: list[date], read: set[tuple[date, str]]):
+    """(the landed files of ``dataset`` on ``dates`` that give raw rows, the files raw holds
+    (``read``)), each as (date, path). A file of zero records is in raw as no row, so it is
+    never missing."""
     ds = DATASETS[dataset]
     landed = {
         (f.partition, f.relative_path)
@@ -104,33 +136,34 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     arrivals = days_between(first, last + timedelta(days=lateness))
     # Rate dates before the first partition are no raw partition: nothing reads or awaits them.
     rate_days = days_between(max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last)
-    raw, raw_version = _read_or_empty(spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS)
-    parsed, parsed_version = _read_or_empty(
-        spark, lake, VALID_ORDERS_TABLE, arrivals, schemas.VALID_ORDERS
-    )
-    split_at = {RAW_ORDERS_TABLE: raw_version, VALID_ORDERS_TABLE: parsed_version,
-                QUARANTINE_TABLE: lake.version(QUARANTINE_TABLE.path)}
+    raw, raw_version = _read_or_empty(spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS_STORED)
+    raw = with_parsed_columns(raw)
+    quarantine_version = lake.version(QUARANTINE_TABLE.path)
     rates, rates_version = _read_or_empty(
         spark, lake, RAW_FX_RATES_TABLE, rate_days, schemas.RAW_FX_RATES
     )
 
-    # The raw step parsed and validated every record; staging reads its valid records (not
-    # cached: the skew plan's aggregations read two or three columns of them again).
-    valid = parsed.filter(F.col("event_date").isin(days))
+    # The raw step parsed and validated every record and stored the verdicts and typed fields
+    # beside it; staging reads the valid records' columns (not cached: the skew plan's
+    # aggregations read two or three of them again).
+    valid = valid_orders(parsed_view(raw)).filter(F.col("event_date").isin(days))
     staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, settings.rate_max_age_days))
 
-    order_files = _landed_and_read(settings, ORDERS_DATASET, arrivals, raw, RAW_ORDERS_TABLE)
-    rate_files = _landed_and_read(settings, FX_RATES_DATASET, rate_days, rates, RAW_FX_RATES_TABLE)
-    unsplit = unsplit_arrivals(lake, arrivals, split_at)
+    read = raw_arrivals(raw)
+    quarantined = ({} if quarantine_version is None else
+                   lake.row_counts(QUARANTINE_TABLE.path, QUARANTINE_TABLE.partition_column, quarantine_version))
+    unsplit = unsplit_arrivals(arrivals, read, quarantined)
+    order_files = _landed_and_read(settings, ORDERS_DATASET, arrivals, read.files)
+    rate_files = _landed_and_read(settings, FX_RATES_DATASET, rate_days,
+                                  files_read(rates, RAW_FX_RATES_TABLE.partition_column))
     max_age = timedelta(days=settings.rate_max_age_days)
     incomplete = {
         d: missing_window_files(d, d + timedelta(days=lateness), *order_files)
         + missing_window_files(d - max_age, d, *rate_files)
-        + [f"{a}: raw rows != valid + quarantine rows" for a in sorted(unsplit)
-           if d <= a <= d + timedelta(days=lateness)]
+        + [why for a, why in sorted(unsplit.items()) if d <= a <= d + timedelta(days=lateness)]
         for d in days
     }
-    inputs = {RAW_ORDERS_TABLE.path: raw_version, VALID_ORDERS_TABLE.path: parsed_version,
+    inputs = {RAW_ORDERS_TABLE.path: raw_version, QUARANTINE_TABLE.path: quarantine_version,
               RAW_FX_RATES_TABLE.path: rates_version}
     valid_ids, hot, spread = skew_plan(valid, settings, days)
     return StagingBuild(

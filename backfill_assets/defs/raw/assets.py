@@ -21,7 +21,6 @@ from backfill_assets.catalog import (
     RAW_ORDERS,
     RAW_ORDERS_STEP,
     RAW_ORDERS_TABLE,
-    VALID_ORDERS_TABLE,
 )
 from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
@@ -50,11 +49,10 @@ from backfill_assets.transforms.orders import (
     parsed_view,
     quarantine_rows,
     raw_rows,
-    valid_orders,
     validate_orders,
 )
 
-ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE, VALID_ORDERS_TABLE)  # raw_orders writes
+ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE)  # raw_orders writes
 
 
 def _listed(files) -> dict[date, set[str]]:
@@ -75,13 +73,12 @@ def run_raw_step(context: dg.AssetExecutionContext, spark, pipeline: PipelineRes
 
 
 def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
-    """Copy the landed records of each arrival date verbatim, split off the rejected ones (and
-    keep the valid ones parsed, for staging), prove what was staged against what was read,
-    then publish the days that passed.
+    """Copy the landed records of each arrival date verbatim, split off the rejected ones,
+    prove what was staged against what was read, then publish the days that passed.
 
     The landing text is read once and every record parsed once, in the job that stages raw:
     raw stores each record's verdict, typed fields and line checksum beside it (the ``_``
-    columns), and the quarantine and the valid records are split from raw's staged files."""
+    columns, which staging reads), and the quarantine is split from raw's staged files."""
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
     read = validate_orders(read_order_lines(spark, pipeline.landing, files), pipeline.max_lateness_days)
@@ -92,7 +89,6 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit)
     stored = parsed_view(step.read_staged(raw))
     quarantine = step.stage(QUARANTINE_TABLE, quarantine_rows(stored), days, commit)
-    valid = step.stage(VALID_ORDERS_TABLE, valid_orders(stored), days, commit)
 
     column = RAW_ORDERS_TABLE.partition_column
     expected, expected_reasons, actual = stored_fingerprints(stored, column, "reason")
@@ -100,15 +96,12 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     outcomes = landing_outcomes(
         RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual,
         read_totals=in_flight.get if files else None,
-    ) + quarantine_outcomes(
-        days, rows_per_partition(actual), expected_reasons, actual_reasons, valid.rows_by_partition
-    )
+    ) + quarantine_outcomes(days, rows_per_partition(actual), expected_reasons, actual_reasons)
     good = step.audit(days, outcomes)
     if not good:
         return
-    # The valid records first and raw last: a crash between the commits leaves an arrival whose
+    # The quarantine first and raw last: a crash between the commits leaves an arrival whose
     # tables do not add up, which staging's window check holds (see event_days/staging.py).
-    v_write = step.publish(valid, good)
     q_write = step.publish(quarantine, good)
     raw_write = step.publish(raw, good)
     for day in good:
@@ -116,7 +109,7 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
         step.published(RAW_ORDERS, day, {
             **write_metadata(raw_write, day, {}, schemas.RAW_ORDERS_STORED),
             "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
-            "valid_records": dg.MetadataValue.int(v_write.rows_by_partition.get(day, 0)),
+            "valid_records": dg.MetadataValue.int(expected_reasons.get(day, {}).get(None, 0)),
             "quarantined": dg.MetadataValue.int(sum(reasons.values())),
             "quarantined_too_late": dg.MetadataValue.int(reasons.get("too_late", 0)),
             "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
@@ -155,8 +148,8 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 kinds=KINDS,
                 description="Every order record that landed on arrival date A, verbatim "
                 f"(Delta table {RAW_ORDERS_TABLE.path}), and the rejected ones with their reason "
-                f"({QUARANTINE_TABLE.path}), and the valid ones parsed for staging "
-                f"({VALID_ORDERS_TABLE.path}, internal). Partitioned by arrival date; columns "
+                f"({QUARANTINE_TABLE.path}); raw keeps each record's verdict and typed fields "
+                "in `_` columns, which staging reads. Partitioned by arrival date; columns "
                 "and rules in docs/contract.md. New or late files for A: materialize this "
                 "partition (or run `backfill-assets catch-up`), then staging and fact of the "
                 "event days they carry.",
