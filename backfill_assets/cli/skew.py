@@ -62,17 +62,17 @@ def key_distribution(settings: Settings, start: date, end: date) -> SkewReport:
 
 
 def _from_raw(settings: Settings, start: date, end: date, arrivals: list[date]):
-    """The keys of raw's valid records (stored verdict NULL, line checksum present), or None
-    when raw holds none of the arrivals or predates its ``_`` columns."""
+    """The keys of raw's valid records (stored verdict NULL), or None when raw holds none of
+    the arrivals or predates its ``_`` columns."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
     try:
         table = lake.read_arrow(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column, arrivals,
-                                ["_reason", "_line_hash", *(f"_{k}" for k in KEYS)])
+                                ["_reason", *(f"_{k}" for k in KEYS)])
     except pa.ArrowInvalid:  # a raw table written before raw kept its parsed columns
         return None, ""
     if table is None or table.num_rows == 0:
         return None, ""
-    valid = pc.and_(pc.is_null(table["_reason"]), pc.is_valid(table["_line_hash"]))
+    valid = pc.is_null(table["_reason"])
     in_range = pc.and_(pc.greater_equal(table["_event_date"], start),
                        pc.less_equal(table["_event_date"], end))
     table = table.filter(pc.and_(valid, in_range))

@@ -1,19 +1,22 @@
 """The contract's staging invariant, per day: unique order ids, one per distinct order id among
 the valid records of that day. A day that breaks it is held alone; its neighbours pass. And the
-arrivals staging must not build from: raw and quarantine out of step, or raw rows stored
-without their parsed columns."""
+arrivals staging must not build from (raw and quarantine out of step), and a raw table
+without its parsed columns refused with a clear error."""
 
 from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
 
+import dagster as dg
+import pytest
+
 from backfill_assets.defs.event_days.checks import ONE_ROW_PER_VALID_ORDER, UNIQUE_ORDER_IDS
 from backfill_assets.defs.event_days.staging import (
     StagingBuild,
     raw_arrivals,
+    require_parsed_columns,
     unsplit_arrivals,
-    with_parsed_columns,
 )
 from backfill_assets.defs.publishing import held_days
 from backfill_assets.transforms.schemas import RAW_ORDERS, RAW_ORDERS_STORED, STAGING_ORDERS
@@ -55,26 +58,27 @@ def test_a_duplicated_or_a_lost_order_holds_its_day_alone(spark):
 A1, A2, A3, A4 = (date(2024, 3, d) for d in (4, 5, 6, 7))
 
 
-def _stored(arrival: date, line: int, reason: str | None, line_hash: int | None) -> tuple:
+def _stored(arrival: date, line: int, reason: str | None) -> tuple:
     """A raw/orders row as stored: the record, its verdict and checksum; typed fields NULL."""
     extra = len(RAW_ORDERS_STORED.fields) - len(RAW_ORDERS.fields) - 2
-    checksum = None if line_hash is None else Decimal(line_hash)
-    return (arrival, f"orders/arrival_date={arrival}/a.jsonl", line, "{}", reason, checksum, *[None] * extra)
+    return (arrival, f"orders/arrival_date={arrival}/a.jsonl", line, "{}", reason, Decimal(line), *[None] * extra)
 
 
-def test_arrivals_whose_raw_and_quarantine_disagree_or_whose_raw_is_unparsed_are_named(spark):
-    rows = [_stored(A1, 1, None, 11), _stored(A1, 2, "malformed_json", 12),  # 1 rejected, 1 quarantined
-            _stored(A2, 1, "too_late", 21), _stored(A2, 2, "invalid_value", 22),  # 2 rejected, 1 quarantined
-            _stored(A3, 1, None, 31), _stored(A3, 2, None, None)]  # a row stored without its parse
-    quarantine = {A1: 1, A2: 1, A4: 3}  # A4: quarantine rows, raw none
+def test_arrivals_whose_raw_and_quarantine_disagree_are_named(spark):
+    rows = [_stored(A1, 1, None), _stored(A1, 2, "malformed_json"),  # 1 rejected, 1 quarantined
+            _stored(A2, 1, "too_late"), _stored(A2, 2, "invalid_value"),  # 2 rejected, 1 quarantined
+            _stored(A3, 1, None), _stored(A3, 2, None)]  # none rejected, 2 quarantined (a newer split)
+    quarantine = {A1: 1, A2: 1, A3: 2, A4: 3}  # A4: quarantine rows, raw none
     read = raw_arrivals(spark.createDataFrame(rows, RAW_ORDERS_STORED))
 
     assert read.files == {(a, f"orders/arrival_date={a}/a.jsonl") for a in (A1, A2, A3)}
     assert set(unsplit_arrivals([A1, A2, A3, A4], read, quarantine)) == {A2, A3, A4}
 
 
-def test_a_raw_table_written_before_its_parsed_columns_holds_every_arrival(spark):
+def test_a_raw_table_written_before_its_parsed_columns_is_refused_saying_how_to_rebuild_it(spark):
     old = spark.createDataFrame([(A1, "orders/x.jsonl", 1, "{}")], RAW_ORDERS)
-    read = raw_arrivals(with_parsed_columns(old))
-    assert read.unparsed == {A1}
-    assert list(unsplit_arrivals([A1], read, {})) == [A1]
+    with pytest.raises(dg.Failure, match="raw/orders predates its parsed columns") as refused:
+        require_parsed_columns(old)
+    assert "backfill raw_orders" in refused.value.description and not refused.value.allow_retries
+    stored = spark.createDataFrame([_stored(A1, 1, None)], RAW_ORDERS_STORED)
+    assert require_parsed_columns(stored) is stored

@@ -6,9 +6,11 @@ D, computes the whole range in one Spark job, and audits each day before it is p
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -67,12 +69,19 @@ def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
         return spark.createDataFrame([], schema), None
 
 
-def with_parsed_columns(raw: DataFrame) -> DataFrame:
-    """raw/orders rows with raw's ``_`` columns; a table written before raw kept them gets them
-    as NULL, so its arrivals read as unparsed (and their event days are held) instead of
-    failing the read."""
-    missing = [f for f in schemas.RAW_ORDERS_PARSED if f.name not in raw.columns]
-    return raw.select("*", *[F.lit(None).cast(f.dataType).alias(f.name) for f in missing])
+def require_parsed_columns(raw: DataFrame) -> DataFrame:
+    """``raw`` when it has raw/orders' ``_`` columns, which staging reads. A table written
+    before raw kept them has them in no row (the lake refuses a write that changes a table's
+    schema), so the step fails, once, saying how to rebuild it."""
+    missing = [f.name for f in schemas.RAW_ORDERS_PARSED if f.name not in raw.columns]
+    if missing:
+        raise dg.Failure(
+            description=f"{RAW_ORDERS_TABLE.path} predates its parsed columns ({', '.join(missing[:3])}, "
+            "...; docs/contract.md): rebuild it into an empty lake, or delete it and backfill "
+            "raw_orders for its days again, then staging.",
+            allow_retries=False,
+        )
+    return raw
 
 
 @dataclass(frozen=True)
@@ -80,35 +89,23 @@ class RawArrivals:
     """What staging's window check needs to know of the raw order rows it read."""
 
     files: set[tuple[date, str]]  # (arrival date, source file) of every row
-    rejected: dict[date, int]  # rows whose stored verdict is a quarantine reason
-    unparsed: set[date]  # arrivals with rows stored without their verdict and typed fields
+    rejected: Counter  # arrival date -> rows whose stored verdict is a quarantine reason
 
 
 def raw_arrivals(raw: DataFrame) -> RawArrivals:
     """One aggregation over the raw rows staging read, by (arrival date, source file)."""
-    rows = raw.groupBy("arrival_date", "source_file").agg(
-        F.count(F.col("_reason")).alias("rejected"),
-        F.count(F.when(F.col("_line_hash").isNull(), 1)).alias("unparsed"),
-    ).collect()
-    rejected: dict[date, int] = {}
+    rows = raw.groupBy("arrival_date", "source_file").agg(F.count(F.col("_reason")).alias("rejected")).collect()
+    rejected: Counter = Counter()
     for r in rows:
-        rejected[r["arrival_date"]] = rejected.get(r["arrival_date"], 0) + r["rejected"]
-    return RawArrivals({(r["arrival_date"], r["source_file"]) for r in rows}, rejected,
-                       {r["arrival_date"] for r in rows if r["unparsed"]})
+        rejected[r["arrival_date"]] += r["rejected"]
+    return RawArrivals({(r["arrival_date"], r["source_file"]) for r in rows}, rejected)
 
 
-def unsplit_arrivals(arrivals: list[date], raw: RawArrivals, quarantine: dict[date, int]) -> dict[date, str]:
-    """Arrival dates staging must not build from, and why: raw's rejected records are not its
-    quarantine rows (``quarantine``: rows per arrival, from the lake's statistics), which a raw
-    rebuild that committed the quarantine and stopped before raw leaves; or raw rows stored
-    before raw kept each record's verdict and typed fields."""
-    reasons = {}
-    for a in arrivals:
-        if a in raw.unparsed:
-            reasons[a] = f"{a}: raw rows without their parsed `_` columns (rebuild raw_orders)"
-        elif raw.rejected.get(a, 0) != quarantine.get(a, 0):
-            reasons[a] = f"{a}: raw's rejected records != quarantine rows"
-    return reasons
+def unsplit_arrivals(arrivals: list[date], raw: RawArrivals, quarantine: dict[date, int]) -> set[date]:
+    """Arrival dates whose rejected records in raw are not its quarantine rows (``quarantine``:
+    rows per arrival, from the lake's statistics): a raw rebuild that committed the quarantine
+    and stopped before raw. Staging must not build from such a date."""
+    return {a for a in arrivals if raw.rejected[a] != quarantine.get(a, 0)}
 
 
 def files_read(raw: DataFrame, column: str) -> set[tuple[date, str]]:
@@ -137,7 +134,7 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     # Rate dates before the first partition are no raw partition: nothing reads or awaits them.
     rate_days = days_between(max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last)
     raw, raw_version = _read_or_empty(spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS_STORED)
-    raw = with_parsed_columns(raw)
+    raw = require_parsed_columns(raw)
     quarantine_version = lake.version(QUARANTINE_TABLE.path)
     rates, rates_version = _read_or_empty(
         spark, lake, RAW_FX_RATES_TABLE, rate_days, schemas.RAW_FX_RATES
@@ -160,7 +157,8 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     incomplete = {
         d: missing_window_files(d, d + timedelta(days=lateness), *order_files)
         + missing_window_files(d - max_age, d, *rate_files)
-        + [why for a, why in sorted(unsplit.items()) if d <= a <= d + timedelta(days=lateness)]
+        + [f"{a}: raw's rejected records != quarantine rows" for a in sorted(unsplit)
+           if d <= a <= d + timedelta(days=lateness)]
         for d in days
     }
     inputs = {RAW_ORDERS_TABLE.path: raw_version, QUARANTINE_TABLE.path: quarantine_version,
