@@ -186,7 +186,10 @@ def run_breakdown(env: dict) -> list[str]:
     return lines
 
 
-# Dagster's other SQLite event log: one database file instead of one per run plus an index.
+# Other SQLite event logs than this instance's default (backfill_assets/event_log.py): the
+# project's dagster.yaml with Dagster's own class, or Dagster's one database file instead of
+# one per run plus an index.
+DAGSTERS_OWN = ""
 ONE_SQLITE_FILE = """
 event_log_storage:
   module: dagster._core.storage.event_log
@@ -196,18 +199,19 @@ event_log_storage:
 """
 
 
-def event_cost_ms(work: Path, events: int = 300, pg_url: str | None = None,
-                  one_sqlite_file: bool = False) -> tuple[float, float]:
+def event_cost_ms(work: Path, name: str, events: int = 300, pg_url: str | None = None,
+                  event_log: str | None = None) -> tuple[float, float]:
     """Milliseconds Dagster takes to store one per-partition event in a fresh instance here,
-    and the CPU time of this process among them: on SQLite under DAGSTER_HOME (the default
-    storage, or ``one_sqlite_file``), or on PostgreSQL at ``pg_url`` (BACKFILL_DAGSTER_PG_URL)."""
+    and the CPU time of this process among them: on this instance's storage (PostgreSQL at
+    ``pg_url`` as BACKFILL_DAGSTER_PG_URL, else SQLite), or with the ``event_log`` section
+    instead of the instance's."""
     from backfill_assets.cli.instance import PG_URL_ENV, prepare_instance_yaml
 
-    home = work / ("event-cost-pg" if pg_url else "event-cost-one-file" if one_sqlite_file else "event-cost")
+    home = work / f"event-cost-{name}"
     switch = {PG_URL_ENV: pg_url} if pg_url else {}
     yaml = prepare_instance_yaml(home, ROOT / "dagster.yaml", overwrite=True, env=switch)
-    if one_sqlite_file:
-        yaml.write_text(yaml.read_text() + ONE_SQLITE_FILE.format(home=home))
+    if event_log is not None:
+        yaml.write_text((ROOT / "dagster.yaml").read_text() + event_log.format(home=home))
     env = {k: v for k, v in os.environ.items() if k != PG_URL_ENV}
     out = subprocess.run([sys.executable, "-c", EVENT_COST_JOB, str(events // 2)], cwd=ROOT,
                          env={**env, **switch, "DAGSTER_HOME": str(home)},
@@ -236,11 +240,13 @@ def postgres_url(given: str | None):
 def print_event_costs(work: Path, pg: str | None) -> None:
     """The same probe run on each storage: Dagster's cost per stored event, and how much of it
     is CPU time in the run's own process (which no second thread hides on two busy cores)."""
-    storages = [("SQLite", {}), ("SQLite, one database file", {"one_sqlite_file": True})]
+    storages = [("SQLite, engines kept: the default here", "sqlite", {}),
+                ("SQLite, Dagster's own class", "sqlite-dagster", {"event_log": DAGSTERS_OWN}),
+                ("SQLite, one database file", "one-file", {"event_log": ONE_SQLITE_FILE})]
     if pg:
-        storages.append(("PostgreSQL", {"pg_url": pg}))
-    for storage, how in storages:
-        wall, cpu = event_cost_ms(work, **how)
+        storages.append(("PostgreSQL", "pg", {"pg_url": pg}))
+    for storage, name, how in storages:
+        wall, cpu = event_cost_ms(work, name, **how)
         print(f"dagster: {wall:.1f} ms to store one per-partition event ({storage}), "
               f"{cpu:.1f} ms of it CPU time in the run's process", flush=True)
 

@@ -1,11 +1,14 @@
 """The Dagster instance the command line runs through: ``DAGSTER_HOME`` and its ``dagster.yaml``,
-the project's file plus the PostgreSQL storage section when ``BACKFILL_DAGSTER_PG_URL`` is set.
+the project's file plus a storage section for this instance.
 
-The embedded default is SQLite under ``DAGSTER_HOME``. Setting ``BACKFILL_DAGSTER_PG_URL``
-(``postgresql://user@host:port/db``) puts runs, event logs and schedules on PostgreSQL
-(``dagster-postgres``). The section names the variable, not its value, so a password in the
-URL is never written to disk and every process that opens the instance (the CLI, the tests,
-``make ui``'s webserver and daemon, their run workers) must see the variable too.
+The embedded default is SQLite under ``DAGSTER_HOME``, with Dagster's own files and layout; the
+section names the event log class that stores them with each file's engine kept
+(``backfill_assets/event_log.py``), at this home's ``history/runs``. Setting
+``BACKFILL_DAGSTER_PG_URL`` (``postgresql://user@host:port/db``) puts runs, event logs and
+schedules on PostgreSQL (``dagster-postgres``) instead. That section names the variable, not its
+value, so a password in the URL is never written to disk and every process that opens the
+instance (the CLI, the tests, ``make ui``'s webserver and daemon, their run workers) must see
+the variable too. An instance file with a storage section of its own gets no SQLite section.
 
 Every writer of ``$DAGSTER_HOME/dagster.yaml`` goes through :func:`prepare_instance_yaml`:
 ``make setup`` (``python -m backfill_assets.cli.instance``) and the CLI. No Dagster import:
@@ -14,18 +17,34 @@ Every writer of ``$DAGSTER_HOME/dagster.yaml`` goes through :func:`prepare_insta
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 PG_URL_ENV = "BACKFILL_DAGSTER_PG_URL"
-MARKER = f"# {PG_URL_ENV} is set: runs, event logs and schedules on PostgreSQL."
-PG_SECTION = f"""{MARKER}
+PG_MARKER = f"# {PG_URL_ENV} is set: runs, event logs and schedules on PostgreSQL."
+PG_SECTION = f"""{PG_MARKER}
 storage:
   postgres:
     postgres_url:
       env: {PG_URL_ENV}
+"""
+SQLITE_MARKER = ("# SQLite under this DAGSTER_HOME: Dagster's event log files, stored with each "
+                 "file's engine kept (backfill_assets/event_log.py).")
+STORAGE_KEYS = ("storage:", "run_storage:", "event_log_storage:", "schedule_storage:")
+
+
+def sqlite_section(home: Path) -> str:
+    """The event log section of an instance on SQLite at ``home``: Dagster's own folder."""
+    base_dir = json.dumps(str(home.resolve() / "history" / "runs"))  # a quoted YAML scalar
+    return f"""{SQLITE_MARKER}
+event_log_storage:
+  module: backfill_assets.event_log
+  class: EngineReusingSqliteEventLogStorage
+  config:
+    base_dir: {base_dir}
 """
 
 
@@ -39,13 +58,17 @@ def pg_url(env: Mapping[str, str] | None = None) -> str | None:
     return url
 
 
-def instance_yaml(base: str, env: Mapping[str, str] | None = None) -> str:
-    """``base`` (a dagster.yaml's text) with the PostgreSQL section iff the switch is set."""
-    own = base.split(MARKER, 1)[0].rstrip("\n")
+def instance_yaml(base: str, env: Mapping[str, str] | None = None, home: Path | None = None) -> str:
+    """``base`` (a dagster.yaml's text) with the PostgreSQL section iff the switch is set, else
+    (given the instance's ``home``) the SQLite event log section, unless ``base`` has its own."""
+    own = base.split(PG_MARKER, 1)[0].split(SQLITE_MARKER, 1)[0].rstrip("\n")
     text = own + "\n" if own else ""
+    has_storage = any(line.startswith(STORAGE_KEYS) for line in own.splitlines())
     if pg_url(env) is None:
-        return text
-    if any(line.startswith("storage:") for line in own.splitlines()):
+        if home is None or has_storage:
+            return text
+        return text + ("\n" if text else "") + sqlite_section(home)
+    if has_storage:
         raise ValueError(f"{PG_URL_ENV} is set but the instance's dagster.yaml already has a "
                          "storage section: remove one of them")
     return text + ("\n" if text else "") + PG_SECTION
@@ -63,15 +86,15 @@ def prepare_instance_yaml(home: Path, project_yaml: Path, overwrite: bool = Fals
         base = project_yaml.read_text()
     else:
         base = ""
-    text = instance_yaml(base, env)
+    text = instance_yaml(base, env, home)
     if not target.exists() or target.read_text() != text:
         target.write_text(text)
     return target
 
 
 def ensure_dagster_home(project_dir: Path | None = None) -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it (and
-    Dagster's storage on PostgreSQL when BACKFILL_DAGSTER_PG_URL is set)."""
+    """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it and the
+    storage section (PostgreSQL when BACKFILL_DAGSTER_PG_URL is set)."""
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
     prepare_instance_yaml(home, (project_dir or Path.cwd()) / "dagster.yaml")
     return home

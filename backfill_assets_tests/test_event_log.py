@@ -1,0 +1,119 @@
+"""The SQLite event log with its engines kept: what Dagster's own class stores, in the same files,
+through a handful of engines instead of new ones for every statement."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+from typing import Self
+
+import dagster as dg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from backfill_assets.cli.instance import prepare_instance_yaml
+from backfill_assets.event_log import EngineReusingSqliteEventLogStorage
+
+PROJECT_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
+DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+KEYS = [f"2024-01-{d:02d}" for d in range(1, 11)]  # ten partitions, spelled by hand
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # partitioned check specs are a preview feature
+    CHECK = dg.AssetCheckSpec("probe_check", asset="probe", blocking=True, partitions_def=DAYS)
+
+
+@dg.multi_asset(specs=[dg.AssetSpec("probe", skippable=True)], check_specs=[CHECK],
+                partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+def probe(context):
+    # As the pipeline's steps report: a check evaluation, then a materialization, per partition.
+    for key in context.partition_keys:
+        yield dg.AssetCheckEvaluation(asset_key=dg.AssetKey("probe"), check_name="probe_check",
+                                      passed=key != "2024-01-05", partition=key, blocking=True)
+        yield dg.AssetMaterialization(asset_key="probe", partition=key)
+    for name in context.assets_def.check_specs_by_output_name:
+        yield dg.Output(None, output_name=name)
+
+
+def ranged_run(instance: dg.DagsterInstance) -> str:
+    result = dg.materialize([probe], instance=instance, raise_on_error=False, tags={
+        "dagster/asset_partition_range_start": KEYS[0],
+        "dagster/asset_partition_range_end": KEYS[-1]})
+    return result.run_id
+
+
+class EnginesCreated:
+    """How many SQLAlchemy engines opened a connection to an event log file (``history/runs``)
+    while counting, each engine counted once. (Dagster's run storage, which has its own
+    engines, is not this class's business.)"""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _connected(self, conn) -> None:
+        engine = conn.engine
+        if "/history/runs/" in str(engine.url.database) and not getattr(engine, "_counted", False):
+            engine._counted = True
+            self.count += 1
+
+    def __enter__(self) -> Self:
+        event.listen(Engine, "engine_connect", self._connected)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        event.remove(Engine, "engine_connect", self._connected)
+
+
+def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list, dict]:
+    """The run's materialized partitions, and each partition's check verdict, as Dagster reads them."""
+    logs = instance.all_logs(run_id)
+    materialized = sorted(e.dagster_event.partition for e in logs
+                          if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION")
+    verdicts = {e.dagster_event.event_specific_data.partition: e.dagster_event.event_specific_data.passed
+                for e in logs
+                if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"}
+    return materialized, verdicts
+
+
+@pytest.fixture
+def homes(tmp_path):
+    """A DAGSTER_HOME as the CLI prepares it on SQLite."""
+    ours = tmp_path / "home"
+    prepare_instance_yaml(ours, PROJECT_YAML, env={})
+    return ours
+
+
+def test_the_cli_instance_stores_events_through_it_in_dagsters_own_files(homes):
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        assert isinstance(instance.event_log_storage, EngineReusingSqliteEventLogStorage)
+        run_id = ranged_run(instance)
+    assert (homes / "history" / "runs" / f"{run_id}.db").exists()
+    assert (homes / "history" / "runs" / "index.db").exists()
+
+    # The same folder read by Dagster's own class (the project's yaml has no storage section).
+    shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        assert type(instance.event_log_storage).__name__ == "SqliteEventLogStorage"
+        materialized, verdicts = stored(instance, run_id)
+        assert materialized == KEYS
+        assert verdicts == {k: k != "2024-01-05" for k in KEYS}
+        # The cross-run index too, which the UI's partition status reads.
+        assert instance.get_materialized_partitions(dg.AssetKey("probe")) == set(KEYS)
+
+
+def test_a_run_connects_a_handful_of_engines_where_dagsters_class_makes_one_per_statement(homes):
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        ranged_run(instance)  # the index and the first run's file are set up
+        with EnginesCreated() as ours:
+            run_id = ranged_run(instance)
+        assert stored(instance, run_id)[0] == KEYS
+    shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        with EnginesCreated() as dagsters:
+            run_id = ranged_run(instance)
+        assert stored(instance, run_id)[0] == KEYS
+    # 20 per-partition events, each written to the run's file and the index.
+    assert dagsters.count >= 2 * 2 * len(KEYS)
+    assert ours.count <= 3  # the run's file, the index (and Dagster's own set-up of the file)
