@@ -209,9 +209,11 @@ def event_cost_ms(work: Path, name: str, events: int = 300, pg_url: str | None =
 
     home = work / f"event-cost-{name}"
     switch = {PG_URL_ENV: pg_url} if pg_url else {}
-    yaml = prepare_instance_yaml(home, ROOT / "dagster.yaml", overwrite=True, env=switch)
-    if event_log is not None:
-        yaml.write_text((ROOT / "dagster.yaml").read_text() + event_log.format(home=home))
+    if event_log is None:
+        prepare_instance_yaml(home, ROOT / "dagster.yaml", overwrite=True, env=switch)
+    else:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text() + event_log.format(home=home))
     env = {k: v for k, v in os.environ.items() if k != PG_URL_ENV}
     out = subprocess.run([sys.executable, "-c", EVENT_COST_JOB, str(events // 2)], cwd=ROOT,
                          env={**env, **switch, "DAGSTER_HOME": str(home)},
