@@ -1,9 +1,12 @@
-"""The SQLite event log with its engines kept: what Dagster's own class stores, in the same files,
-through a handful of engines instead of new ones for every statement."""
+"""The SQLite event log with its connections kept: what Dagster's own class stores, in the same
+files, through a handful of engines and SQLite connections instead of new ones for every
+statement; and a forked process that opens its own."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Self
@@ -12,6 +15,7 @@ import dagster as dg
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.pool import Pool
 
 from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.event_log import EngineReusingSqliteEventLogStorage
@@ -66,6 +70,25 @@ class EnginesCreated:
         event.remove(Engine, "engine_connect", self._connected)
 
 
+class ConnectionsOpened:
+    """How many SQLite connections were opened to an event log file (``history/runs``) while
+    counting, whichever engine opened them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _connected(self, dbapi_connection, _record) -> None:
+        files = [row[2] for row in dbapi_connection.execute("PRAGMA database_list")]
+        self.count += any("/history/runs/" in f for f in files)
+
+    def __enter__(self) -> Self:
+        event.listen(Pool, "connect", self._connected)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        event.remove(Pool, "connect", self._connected)
+
+
 def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list, dict]:
     """The run's materialized partitions, and each partition's check verdict, as Dagster reads them."""
     logs = instance.all_logs(run_id)
@@ -117,3 +140,57 @@ def test_a_run_connects_a_handful_of_engines_where_dagsters_class_makes_one_per_
     # 20 per-partition events, each written to the run's file and the index.
     assert dagsters.count >= 2 * 2 * len(KEYS)
     assert ours.count <= 3  # the run's file, the index (and Dagster's own set-up of the file)
+
+
+def test_a_run_opens_a_handful_of_sqlite_connections_where_dagsters_class_opens_one_per_statement(homes):
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        ranged_run(instance)
+        with ConnectionsOpened() as ours:
+            run_id = ranged_run(instance)
+        assert stored(instance, run_id)[0] == KEYS
+    shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        with ConnectionsOpened() as dagsters:
+            run_id = ranged_run(instance)
+        assert stored(instance, run_id)[0] == KEYS
+    assert dagsters.count >= 2 * 2 * len(KEYS)
+    assert ours.count <= 3  # the new run's file, and at most one more for a thread's overlap
+
+
+def sqlite_synchronous(instance: dg.DagsterInstance) -> int:
+    with instance.event_log_storage.index_connection() as conn:
+        return conn.exec_driver_sql("PRAGMA synchronous").scalar()
+
+
+def test_commits_sync_the_write_ahead_log_at_checkpoints_not_at_every_commit(homes):
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        ranged_run(instance)
+        assert sqlite_synchronous(instance) == 1  # NORMAL
+        with instance.event_log_storage.index_connection() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        assert sqlite_synchronous(instance) == 2  # FULL, Python's sqlite3 default
+
+
+def test_a_forked_process_opens_its_own_connections_and_its_events_are_stored(homes):
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        run_id = ranged_run(instance)  # the parent's connections to the index and the run's file are open
+        run = instance.get_run_by_id(run_id)
+        pid = os.fork()
+        if pid == 0:  # the child: write through the inherited instance, then say what it opened
+            code = 3
+            try:
+                with ConnectionsOpened() as opened:
+                    instance.report_engine_event("written by the forked child", run)
+                code = 0 if opened.count >= 1 else 4
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        messages = [e.dagster_event.message for e in instance.all_logs(run_id) if e.dagster_event]
+        assert "written by the forked child" in messages
+    # Both processes' writes reached the file intact.
+    db = sqlite3.connect(homes / "history" / "runs" / f"{run_id}.db")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    db.close()

@@ -242,7 +242,7 @@ def postgres_url(given: str | None):
 def print_event_costs(work: Path, pg: str | None) -> None:
     """The same probe run on each storage: Dagster's cost per stored event, and how much of it
     is CPU time in the run's own process (which no second thread hides on two busy cores)."""
-    storages = [("SQLite, engines kept: the default here", "sqlite", {}),
+    storages = [("SQLite, connections kept: the default here", "sqlite", {}),
                 ("SQLite, Dagster's own class", "sqlite-dagster", {"event_log": DAGSTERS_OWN}),
                 ("SQLite, one database file", "one-file", {"event_log": ONE_SQLITE_FILE})]
     if pg:
