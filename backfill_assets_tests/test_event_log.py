@@ -126,33 +126,32 @@ def test_the_cli_instance_stores_events_through_it_in_dagsters_own_files(homes):
         assert instance.get_materialized_partitions(dg.AssetKey("probe")) == set(KEYS)
 
 
-def test_a_run_connects_a_handful_of_engines_where_dagsters_class_makes_one_per_statement(homes):
+def counted_on_both_classes(homes: Path, counter: type) -> tuple:
+    """``counter`` over a ten-partition run on this class (after a first run has set up the
+    index), then over one on Dagster's own class, in the same folder; each run's partitions
+    read back."""
     with dg.DagsterInstance.from_config(str(homes)) as instance:
         ranged_run(instance)  # the index and the first run's file are set up
-        with EnginesCreated() as ours:
+        with counter() as ours:
             run_id = ranged_run(instance)
         assert stored(instance, run_id)[0] == KEYS
     shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(homes)) as instance:
-        with EnginesCreated() as dagsters:
+        with counter() as dagsters:
             run_id = ranged_run(instance)
         assert stored(instance, run_id)[0] == KEYS
+    return ours, dagsters
+
+
+def test_a_run_connects_a_handful_of_engines_where_dagsters_class_makes_one_per_statement(homes):
+    ours, dagsters = counted_on_both_classes(homes, EnginesCreated)
     # 20 per-partition events, each written to the run's file and the index.
     assert dagsters.count >= 2 * 2 * len(KEYS)
     assert ours.count <= 3  # the run's file, the index (and Dagster's own set-up of the file)
 
 
 def test_a_run_opens_a_handful_of_sqlite_connections_where_dagsters_class_opens_one_per_statement(homes):
-    with dg.DagsterInstance.from_config(str(homes)) as instance:
-        ranged_run(instance)
-        with ConnectionsOpened() as ours:
-            run_id = ranged_run(instance)
-        assert stored(instance, run_id)[0] == KEYS
-    shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
-    with dg.DagsterInstance.from_config(str(homes)) as instance:
-        with ConnectionsOpened() as dagsters:
-            run_id = ranged_run(instance)
-        assert stored(instance, run_id)[0] == KEYS
+    ours, dagsters = counted_on_both_classes(homes, ConnectionsOpened)
     assert dagsters.count >= 2 * 2 * len(KEYS)
     assert ours.count <= 3  # the new run's file, and at most one more for a thread's overlap
 
