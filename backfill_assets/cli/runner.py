@@ -19,6 +19,7 @@ from dagster._core.events import DagsterEventType
 from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.definitions import backfill_job, correction_job, monthly_job
+from backfill_assets.defs.publishing import EVENT_PAGE, run_events
 from backfill_assets.defs.run_workers import release_orphaned_runs, worker_identity
 
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
@@ -55,7 +56,9 @@ def execute(
         run_config=QUIET,
         raise_on_error=False,
     ) as result:
-        return outcome_of_run(instance, plan, result.run_id, result.success)
+        run_id, success = result.run_id, result.success
+    # Read back once the result, which holds every event of the run, is let go.
+    return outcome_of_run(instance, plan, run_id, success)
 
 
 def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
@@ -79,7 +82,8 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
               WORKER_TAG: worker_identity()},
         raise_on_error=False,
     ) as result:
-        return outcome_of_run(instance, plan, result.run_id, result.success)
+        run_id, success = result.run_id, result.success
+    return outcome_of_run(instance, plan, run_id, success)
 
 
 def release_orphans(instance: dg.DagsterInstance) -> None:
@@ -90,12 +94,19 @@ def release_orphans(instance: dg.DagsterInstance) -> None:
               "pool slots are freed", file=sys.stderr, flush=True)
 
 
-def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, success: bool) -> RunOutcome:
+OUTCOME_EVENTS = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK_EVALUATION,
+                  DagsterEventType.STEP_FAILURE}
+
+
+def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, success: bool,
+                   page: int = EVENT_PAGE) -> RunOutcome:
+    """What the run published, held and warned of, from its events in the instance (read ``page``
+    at a time, and only the kinds that say so: not its logs or step events)."""
     outcome = RunOutcome(plan, run_id, success)
     published: dict = defaultdict(dict)
     failed: dict = defaultdict(lambda: defaultdict(list))
     warned: dict = defaultdict(lambda: defaultdict(list))
-    for record in instance.all_logs(run_id):
+    for record in run_events(instance, run_id, OUTCOME_EVENTS, page):
         event = record.dagster_event
         if event is None:
             continue

@@ -105,6 +105,23 @@ def ancestor_run_ids(context: dg.AssetExecutionContext) -> list[str]:
     return ids
 
 
+EVENT_PAGE = 1000
+
+
+def run_events(instance: dg.DagsterInstance, run_id: str, of_type: set[DagsterEventType],
+               page: int = EVENT_PAGE) -> Iterator[dg.EventLogEntry]:
+    """The run's events of these types, oldest first, read ``page`` at a time: a year's ranged
+    run stores thousands of them, and a reader needs one at a time, not all of them at once."""
+    cursor = None
+    while True:
+        batch = instance.get_records_for_run(run_id, cursor=cursor, of_type=of_type, limit=page)
+        for record in batch.records:
+            yield record.event_log_entry
+        if not batch.has_more:
+            return
+        cursor = batch.cursor
+
+
 def published_by_earlier_attempts(
     context: dg.AssetExecutionContext, asset_key: dg.AssetKey
 ) -> set[date]:
@@ -115,7 +132,7 @@ def published_by_earlier_attempts(
     """
     published: set[date] = set()
     for run_id in ancestor_run_ids(context):
-        for record in context.instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+        for record in run_events(context.instance, run_id, {DagsterEventType.ASSET_MATERIALIZATION}):
             mat = record.asset_materialization
             if mat is not None and mat.asset_key == asset_key and mat.partition:
                 published.add(date.fromisoformat(mat.partition))
