@@ -107,9 +107,7 @@ def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, suc
     failed: dict = defaultdict(lambda: defaultdict(list))
     warned: dict = defaultdict(lambda: defaultdict(list))
     for record in run_events(instance, run_id, OUTCOME_EVENTS, page):
-        event = record.dagster_event
-        if event is None:
-            continue
+        event = record.dagster_event  # always there: the records are of Dagster event types
         if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
             mat = event.step_materialization_data.materialization
             rows = mat.metadata.get("dagster/row_count")
