@@ -1,7 +1,7 @@
 """Executor-side writer: Parquet files straight into the table directory, metadata back to the driver.
 
-``write_files`` runs one Spark job. Each task receives Arrow batches sorted by
-the partition column, streams them into one Parquet file per partition value
+``write_files`` runs one Spark job. Each task receives a block of consecutive
+partitions (``day_blocks``) as Arrow batches sorted by the partition column, streams them into one Parquet file per partition value
 (rolled at ``MAX_ROWS_PER_FILE``) under ``<table>/<column>=<YYYY-MM-DD>/`` and
 returns one small row per file. The driver never holds the data itself, only
 this list, so its memory does not grow with the size of a write.
@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType
 
+from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.keys import LakeError, date_text
 
 MAX_ROWS_PER_FILE = 2_000_000
@@ -47,9 +48,11 @@ def write_files(
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them.
 
-    Each partition is written by one task, or with ``spread`` > 1 by up to that many (rows
-    sent by partition and a hash of the row, into exactly ``spread`` tasks, which adaptive
-    execution does not merge back): a salt for a partition much larger than the rest."""
+    Each block of ``DAYS_PER_TASK`` consecutive partitions is written by one task, so a task
+    sorts as much for a year as for a month; with ``spread`` > 1 each partition is written by up
+    to that many (rows sent by partition and a hash of the row, into exactly ``spread`` tasks,
+    which adaptive execution does not merge back): a salt for a partition much larger than the
+    rest."""
     field = next((f for f in df.schema.fields if f.name == column), None)
     if field is None or not isinstance(field.dataType, DateType):
         raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
@@ -59,7 +62,7 @@ def write_files(
         salt = F.pmod(F.xxhash64(*[F.col(c) for c in df.columns]), F.lit(spread))
         shuffled = df.repartition(spread, F.col(column), salt)
     else:
-        shuffled = df.repartition(F.col(column))
+        shuffled = by_day_blocks(df, column, dates).drop(BLOCK)
     ordered = shuffled.sortWithinPartitions(F.col(column))
     rows = ordered.mapInArrow(task, FILE_SCHEMA).collect()
     written = [

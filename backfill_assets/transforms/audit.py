@@ -10,12 +10,14 @@ rate and rule violations per event day. Fact: totals per event day.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import date
 from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.transforms.ltv import daily_contributions
 from backfill_assets.transforms.schemas import staging_row_rules
 
@@ -76,7 +78,8 @@ def rows_per_partition(fingerprints: dict[FileKey, tuple[int, Decimal]]) -> dict
     return totals
 
 
-def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[date, dict]:
+def staging_stats(staging: DataFrame, days: Collection[date],
+                  history: DataFrame | None = None) -> dict[date, dict]:
     """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
     how many priced rows break each data rule of the contract's schema (an order without a
     rate is fx_rate_present's to report, not the schema's), and what the warning checks watch:
@@ -111,7 +114,7 @@ def staging_stats(staging: DataFrame, history: DataFrame | None = None) -> dict[
         .collect()
     )
     stats: dict[date, dict] = {}
-    for day, (ids, _) in ids_per_day(staging).items():
+    for day, (ids, _) in ids_per_day(staging, days).items():
         stats.setdefault(day, _empty_stats())["distinct_ids"] = ids
     for r in rows:
         s = stats.setdefault(r["event_date"], _empty_stats())
@@ -137,19 +140,22 @@ def _empty_stats() -> dict:
 EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
 
 
-def ids_per_day(df: DataFrame) -> dict[date, tuple[int, int]]:
+def ids_per_day(df: DataFrame, days: Collection[date]) -> dict[date, tuple[int, int]]:
     """Per event day: (distinct order ids, rows), by two hash aggregations (rows per (day,
-    order id), then per day); a NULL order id counts as one id."""
+    order id), then per day); a NULL order id counts as one id. The rows go by blocks of
+    ``days`` (``day_blocks``), so each task's hash table holds a block's ids, not a share of
+    the range's."""
+    blocks = by_day_blocks(df.select("event_date", "order_id"), "event_date", days)
     rows = (
-        df.groupBy("event_date", "order_id").count()
+        blocks.groupBy(BLOCK, "event_date", "order_id").count()
         .groupBy("event_date").agg(F.count(F.lit(1)).alias("ids"), F.sum("count").alias("rows"))
         .collect()
     )
     return {r["event_date"]: (r["ids"], r["rows"]) for r in rows}
 
 
-def valid_order_ids(valid: DataFrame) -> dict[date, int]:
-    return {day: ids for day, (ids, _) in ids_per_day(valid).items()}
+def valid_order_ids(valid: DataFrame, days: Collection[date]) -> dict[date, int]:
+    return {day: ids for day, (ids, _) in ids_per_day(valid, days).items()}
 
 
 TOTAL_FIELDS = ("orders", "placed_orders", "paid_orders", "cancelled_orders", "revenue_usd")

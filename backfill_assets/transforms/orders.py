@@ -6,9 +6,13 @@ JSON type of each field (string, number, null, ...) is known exactly.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import date
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.transforms.schemas import (
     MONEY,
     QUARANTINE_ORDERS,
@@ -221,9 +225,16 @@ def valid_orders(validated: DataFrame) -> DataFrame:
     )
 
 
-def latest_wins(valid: DataFrame) -> DataFrame:
-    """One row per (event_date, order_id): the greatest by (updated_at, arrival_date, source_file, line_number)."""
-    newest_first = Window.partitionBy("event_date", "order_id").orderBy(
+def latest_wins(valid: DataFrame, days: Collection[date] | None = None) -> DataFrame:
+    """One row per (event_date, order_id): the greatest by (updated_at, arrival_date, source_file, line_number).
+
+    With ``days``, the rows go by blocks of those days (``day_blocks``) and each task sorts one
+    block; without, by a hash of (event_date, order_id) into the session's shuffle partitions,
+    which spreads a hot day's rows over every task."""
+    keys = ["event_date", "order_id"]
+    if days is not None:
+        valid, keys = by_day_blocks(valid, "event_date", days), [BLOCK, *keys]
+    newest_first = Window.partitionBy(*keys).orderBy(
         F.col("updated_at").desc(),
         F.col("arrival_date").desc(),
         F.col("source_file").desc(),

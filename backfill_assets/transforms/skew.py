@@ -5,12 +5,13 @@ share of the rows (``BACKFILL_HOT_KEY_SHARE``, 0.2) and more than three times an
 (1 / keys): a 30% country among seven is the usual shape of the data, not skew, and a range
 of two days has no hot day.
 
-Where a hot key hurts staging: no shuffle of staging is keyed by customer (the dedupe by
-(event_date, order_id), the FX join a broadcast), and the LTV pre-aggregates per (customer,
-day) before its per-customer window; the one shuffle keyed by a partition key is the write,
-which sends each event date to one task. The mitigation is a salted write: rows are sent by
+Where a hot key hurts staging: no shuffle of staging is keyed by customer (the FX join is a
+broadcast), and the LTV pre-aggregates per (customer, day) before its per-customer window; the
+shuffles keyed by a partition key are the dedupe and the write, which send each block of event
+dates to one task (``day_blocks``). The mitigation is a salted write: rows are sent by
 (event_date, a hash of the row modulo ``BACKFILL_SALT_BUCKETS``), so a heavy day is written by
-several tasks, as several files. Same rows, more files.
+several tasks, as several files, and the dedupe goes by (event_date, order_id), which spreads
+the heavy day too. Same rows, more files.
 """
 
 from __future__ import annotations
@@ -81,13 +82,13 @@ class StagingKeys:
                    if is_hot(n, total, None, threshold)])
 
 
-def staging_keys(valid: DataFrame, days: int) -> StagingKeys:
-    """Distinct order ids and records per event day, and the customers with >= ``days``
-    records: hash aggregations of ``valid`` (``ids_per_day``, and rows per customer). Not one
+def staging_keys(valid: DataFrame, days: list[date]) -> StagingKeys:
+    """Distinct order ids and records per event day, and the customers with at least one
+    record per day of ``days``: hash aggregations of ``valid`` (``ids_per_day``, and rows per customer). Not one
     over grouping sets with a distinct count, which expands every row once per set and again
     for the distinct count."""
-    per_day = ids_per_day(valid)
-    heavy = valid.groupBy("customer_id").count().where(F.col("count") >= F.lit(days)).collect()
+    per_day = ids_per_day(valid, days)
+    heavy = valid.groupBy("customer_id").count().where(F.col("count") >= F.lit(len(days))).collect()
     return StagingKeys({day: ids for day, (ids, _) in per_day.items()},
                        {day: rows for day, (_, rows) in per_day.items()},
                        {r["customer_id"]: r["count"] for r in heavy})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from pyspark.sql import functions as F
@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from backfill_assets.transforms.audit import (
     counts_by,
     fact_totals,
+    ids_per_day,
     line_fingerprints,
     line_hash,
     rows_per_partition,
@@ -88,7 +89,7 @@ ORDERS = [
 
 
 def test_staging_stats_count_rows_ids_and_orders_without_a_rate(spark):
-    stats = staging_stats(spark.createDataFrame(ORDERS, STAGING_ORDERS))
+    stats = staging_stats(spark.createDataFrame(ORDERS, STAGING_ORDERS), [A, B])
     for day in (A, B):
         rows = [o for o in ORDERS if o[3] == day]
         assert stats[day]["rows"] == len(rows)
@@ -101,7 +102,7 @@ def test_an_amount_usd_that_does_not_fit_counts_as_an_order_without_a_rate(spark
     """The contract: an order whose amount_usd does not fit DECIMAL(18,2) fails its partition,
     as one without a rate does (conversion leaves it NULL beside a rate that exists)."""
     rows = [_order("o-1"), _order("o-big", amount="999999999999.99", rate="999999.99999999", usd=None)]
-    stats = staging_stats(spark.createDataFrame(rows, STAGING_ORDERS))
+    stats = staging_stats(spark.createDataFrame(rows, STAGING_ORDERS), [A])
     assert stats[A]["without_rate"] == 1
     assert list(stats[A]["first_without_rate"]) == ["o-big:EUR"]
 
@@ -112,7 +113,7 @@ def test_staging_stats_give_the_warning_checks_figures_of_the_days_built_and_the
     built = [o for o in ORDERS if o[0] != "o-3"] + [_order("o-7", currency="GBP", usd="2.50")]
     history = [_order("h-1", day=date(2023, 12, 31), status="placed"),
                _order("h-2", day=date(2023, 12, 31), currency="JPY", usd="0.07")]
-    stats = staging_stats(spark.createDataFrame(built, STAGING_ORDERS),
+    stats = staging_stats(spark.createDataFrame(built, STAGING_ORDERS), [A, B],
                           spark.createDataFrame(history, STAGING_ORDERS))
     for day in (A, B, date(2023, 12, 31)):
         rows = [o for o in built + history if o[3] == day]
@@ -126,7 +127,18 @@ def test_staging_stats_give_the_warning_checks_figures_of_the_days_built_and_the
 
 def test_valid_order_ids_counts_distinct_ids_per_event_day(spark):
     valid = spark.createDataFrame(ORDERS, STAGING_ORDERS).select("event_date", "order_id")
-    assert valid_order_ids(valid) == {A: 4, B: 2}
+    assert valid_order_ids(valid, [A, B]) == {A: 4, B: 2}
+
+
+def test_ids_per_day_over_several_blocks_of_days_counts_each_day_apart(spark):
+    """Twenty days go by three blocks of days (``day_blocks``); a day outside them (the warning
+    checks' history) and NULL ids (one id, as the docstring says) are counted on their own day."""
+    days = [date(2024, 3, 1) + timedelta(days=i) for i in range(20)]
+    rows = [(day, f"o-{i % (1 + n % 5)}") for n, day in enumerate(days) for i in range(n + 1)]
+    rows += [(date(2024, 2, 20), "h-1"), (date(2024, 2, 20), "h-1"), (days[9], None), (days[9], None)]
+    expected = {day: (len({o for d, o in rows if d == day}), sum(1 for d, _ in rows if d == day))
+                for day in {d for d, _ in rows}}
+    assert ids_per_day(spark.createDataFrame(rows, "event_date date, order_id string"), days) == expected
 
 
 def test_staging_totals_and_fact_totals_agree_on_the_same_orders(spark):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+import random
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -281,6 +282,29 @@ def test_latest_wins_by_instant_then_arrival_file_line(spark):
         ("two-days", jan1): ("paid", jan1, 2),
         ("two-days", jan2): ("placed", jan2, 2),
     }
+
+
+def test_latest_wins_over_blocks_of_days_keeps_the_latest_version_of_each_order(spark):
+    """Twenty days go by three blocks of days (``day_blocks``): per (event day, order id), the
+    version with the latest updated_at, picked here in plain Python; an id on two days is two
+    orders even when the days fall in different blocks."""
+    days = [date(2024, 3, 1) + timedelta(days=i) for i in range(20)]
+    pick = random.Random(7)
+    rows, latest = [], {}
+    for n, day in enumerate(days):
+        for order in (f"o-{n % 3}", f"o-{n % 3 + 1}"):
+            versions = [(minute, pick.choice(["placed", "paid", "cancelled"]))
+                        for minute in pick.sample(range(60), pick.randint(1, 3))]
+            for line, (minute, status) in enumerate(versions):
+                rows.append((day + timedelta(days=1), f"{order}.jsonl", line,
+                             _version(order, f"{day}T12:{minute:02d}:00Z", status,
+                                      event_time=f"{day}T08:00:00Z")))
+            latest[(order, day)] = max(versions)[1]
+    validated = validate_orders(spark.createDataFrame(rows, RAW_ORDERS), max_lateness_days=7)
+    kept = latest_wins(valid_orders(validated), days).collect()
+
+    assert {(r["order_id"], r["event_date"]): r["status"] for r in kept} == latest
+    assert len(kept) == len(latest)
 
 
 @pytest.mark.parametrize("depth", [900, 990])

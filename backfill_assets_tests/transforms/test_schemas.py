@@ -17,6 +17,8 @@ from backfill_assets.transforms.schemas import (
     staging_schema_errors,
 )
 
+DAYS = [date(2024, 1, day) for day in (1, 2, 3)]
+
 
 def _columns(schema) -> list[str]:
     return [f"{f.name} {f.dataType.simpleString()}" for f in schema.fields]
@@ -56,7 +58,7 @@ def broken_columns(stats: dict, day: int) -> set[str]:
 def test_valid_staging_has_no_errors(spark):
     df = spark.createDataFrame([_row(), _row("o-2", day=2), _row("o-3", rate=None)], STAGING_ORDERS)
     assert staging_schema_errors(df) == []  # a missing rate is fx_rate_present's to report
-    stats = staging_stats(df)
+    stats = staging_stats(df, DAYS)
     assert broken_columns(stats, 1) == broken_columns(stats, 2) == set()
 
 
@@ -74,7 +76,7 @@ def test_rule_breaks_are_counted_on_their_own_day_and_name_their_columns(spark):
         ],
         STAGING_ORDERS,
     )
-    stats = staging_stats(df)
+    stats = staging_stats(df, DAYS)
     assert broken_columns(stats, 1) == {"currency", "country", "status", "usd_per_unit", "customer_id"}
     assert sum(stats[date(2024, 1, 1)]["rule_violations"].values()) == 5
     assert broken_columns(stats, 2) == set()  # a good day beside a bad one stays good

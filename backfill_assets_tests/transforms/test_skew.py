@@ -37,7 +37,7 @@ def test_shares_rank_the_top_keys_and_always_show_the_null_bucket():
 def test_staging_keys_counts_ids_and_records_per_day_and_finds_the_hot_customer(spark):
     rows = ([(D1, f"o{i}", "HOT") for i in range(6)] + [(D1, "o0", "HOT")]  # o0 twice: 2 versions
             + [(D2, f"p{i}", f"c{i}") for i in range(3)] + [(D3, "q0", "HOT"), (D3, "q1", "c9")])
-    keys = staging_keys(spark.createDataFrame(rows, "event_date date, order_id string, customer_id string"), 3)
+    keys = staging_keys(spark.createDataFrame(rows, "event_date date, order_id string, customer_id string"), [D1, D2, D3])
     assert keys.valid_ids == {D1: 6, D2: 3, D3: 2}
     assert keys.rows_per_day == {D1: 7, D2: 3, D3: 2}
     assert keys.heavy_customers == {"HOT": 8}  # the others have fewer rows than days

@@ -56,7 +56,7 @@ class StagingBuild:
     def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
         """The staging checks, on ``staged``: the rows as staged, not as computed; then the
         warning checks, from the same aggregations (which read the trailing days too)."""
-        stats = staging_stats(staged, self.history)
+        stats = staging_stats(staged, days, self.history)
         contract = staging_outcomes(days, stats, self.valid_ids, self.incomplete, self.schema_errors)
         return contract + quality_outcomes(STG_ORDERS, days, staging_figures(stats),
                                            set(held_days(contract)), self.quality)
@@ -144,7 +144,10 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     # beside it; staging reads the valid records' columns (not cached: the skew plan's
     # aggregations read two or three of them again).
     valid = valid_orders(parsed_view(raw)).filter(F.col("event_date").isin(days))
-    staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, settings.rate_max_age_days))
+    valid_ids, hot, spread = skew_plan(valid, settings, days)
+    # A salted write means a hot day: its dedupe goes by (day, id) too, not to one task.
+    deduped = latest_wins(valid, days if spread == 1 else None)
+    staging = convert_to_usd(deduped, rates_on(rates, days, settings.rate_max_age_days))
 
     read = raw_arrivals(raw)
     quarantined = ({} if quarantine_version is None else
@@ -163,7 +166,6 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     }
     inputs = {RAW_ORDERS_TABLE.path: raw_version, QUARANTINE_TABLE.path: quarantine_version,
               RAW_FX_RATES_TABLE.path: rates_version}
-    valid_ids, hot, spread = skew_plan(valid, settings, days)
     return StagingBuild(
         staging, inputs, valid_ids, incomplete, schemas.staging_schema_errors(staging),
         trailing_published(spark, lake, settings, days, STAGING_TABLE, schemas.STAGING_ORDERS),
@@ -177,8 +179,8 @@ def skew_plan(valid: DataFrame, settings: Settings, days: list[date]) -> tuple[d
     key salts the write; ``on`` salts it always, ``off`` never."""
     skew = settings.skew
     if skew.mitigation != "auto":
-        return valid_order_ids(valid), [], skew.salt_buckets if skew.mitigation == "on" else 1
-    keys = staging_keys(valid, len(days))
+        return valid_order_ids(valid, days), [], skew.salt_buckets if skew.mitigation == "on" else 1
+    keys = staging_keys(valid, days)
     hot = keys.hot(skew.hot_key_share)
     return keys.valid_ids, hot, skew.salt_buckets if hot else 1
 
