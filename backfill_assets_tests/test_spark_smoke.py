@@ -1,5 +1,11 @@
-"""The shared Spark session runs in UTC with ANSI mode on."""
+"""The shared Spark session runs in UTC with ANSI mode on; a session from spark_config() collects
+with the collector it names."""
 
+import os
+import subprocess
+import sys
+
+import pytest
 from pyspark.sql import functions as F
 
 
@@ -12,3 +18,27 @@ def test_session_is_utc_and_ansi(spark):
     ).first()
     assert row["utc_day"] == "2024-01-02"
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+
+
+COLLECTORS = (
+    "from backfill_assets.spark_session import build_session, spark_config\n"
+    "spark = build_session(spark_config(master='local[1]'))\n"
+    "beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()\n"
+    "print(sorted(bean.getName() for bean in beans))\n"
+)
+
+
+@pytest.mark.parametrize(("setting", "collectors"), [
+    (None, "['Copy', 'MarkSweepCompact']"),  # the serial collector's two generations
+    ("-XX:+UseG1GC", "['G1 Old Generation', 'G1 Young Generation']"),
+])
+def test_the_driver_jvm_runs_the_collector_spark_config_names(setting, collectors):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "BACKFILL_SPARK_DRIVER_GC")}
+    if setting:
+        env["BACKFILL_SPARK_DRIVER_GC"] = setting
+    env["PYSPARK_PYTHON"] = sys.executable
+    run = subprocess.run([sys.executable, "-c", COLLECTORS], check=False, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == collectors
