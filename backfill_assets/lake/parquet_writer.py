@@ -1,9 +1,10 @@
 """Executor-side writer: Parquet files straight into the table directory, metadata back to the driver.
 
 ``write_files`` runs one Spark job. Each task receives a block of consecutive
-partitions (``day_blocks``) as Arrow batches sorted by the partition column, streams them into one Parquet file per partition value
-(rolled at ``MAX_ROWS_PER_FILE``) under ``<table>/<column>=<YYYY-MM-DD>/`` and
-returns one small row per file. The driver never holds the data itself, only
+partitions (``day_blocks``) as Arrow batches sorted by the partition column,
+streams them into one Parquet file per partition value (rolled at
+``MAX_ROWS_PER_FILE``) under ``<table>/<column>=<YYYY-MM-DD>/`` and returns one
+small row per file. The driver never holds the data itself, only
 this list, so its memory does not grow with the size of a write.
 
 Files are named ``part-<uuid>.snappy.parquet`` and become visible only when a
