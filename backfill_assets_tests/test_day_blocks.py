@@ -8,12 +8,13 @@ import pytest
 from pyspark.sql import functions as F
 
 from backfill_assets.day_blocks import BLOCK, DAYS_PER_TASK, block_count, by_day_blocks
+from backfill_assets.days import days_between
 
 FIRST = date(2024, 3, 1)
 
 
-def _days(n: int, start: date = FIRST) -> list[date]:
-    return [start + timedelta(days=i) for i in range(n)]
+def _days(n: int) -> list[date]:
+    return days_between(FIRST, FIRST + timedelta(days=n - 1))
 
 
 @pytest.mark.parametrize(("days", "tasks"), [

@@ -83,10 +83,10 @@ class StagingKeys:
 
 
 def staging_keys(valid: DataFrame, days: list[date]) -> StagingKeys:
-    """Distinct order ids and records per event day, and the customers with at least one
-    record per day of ``days``: hash aggregations of ``valid`` (``ids_per_day``, and rows per customer). Not one
-    over grouping sets with a distinct count, which expands every row once per set and again
-    for the distinct count."""
+    """Distinct order ids and records per event day, and the customers with at least as many
+    records as ``days`` has days: hash aggregations of ``valid`` (``ids_per_day``, and rows
+    per customer). Not one over grouping sets with a distinct count, which expands every row
+    once per set and again for the distinct count."""
     per_day = ids_per_day(valid, days)
     heavy = valid.groupBy("customer_id").count().where(F.col("count") >= F.lit(len(days))).collect()
     return StagingKeys({day: ids for day, (ids, _) in per_day.items()},

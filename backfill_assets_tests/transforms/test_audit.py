@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 
 from pyspark.sql import functions as F
 
+from backfill_assets.days import days_between
 from backfill_assets.transforms.audit import (
     counts_by,
     fact_totals,
@@ -133,7 +134,7 @@ def test_valid_order_ids_counts_distinct_ids_per_event_day(spark):
 def test_ids_per_day_over_several_blocks_of_days_counts_each_day_apart(spark):
     """Twenty days go by three blocks of days (``day_blocks``); a day outside them (the warning
     checks' history) and NULL ids (one id, as the docstring says) are counted on their own day."""
-    days = [date(2024, 3, 1) + timedelta(days=i) for i in range(20)]
+    days = days_between(date(2024, 3, 1), date(2024, 3, 20))
     rows = [(day, f"o-{i % (1 + n % 5)}") for n, day in enumerate(days) for i in range(n + 1)]
     rows += [(date(2024, 2, 20), "h-1"), (date(2024, 2, 20), "h-1"), (days[9], None), (days[9], None)]
     expected = {day: (len({o for d, o in rows if d == day}), sum(1 for d, _ in rows if d == day))

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
+from backfill_assets.days import days_between
 from backfill_assets.transforms.orders import (
     latest_wins,
     quarantine_rows,
@@ -288,7 +289,7 @@ def test_latest_wins_over_blocks_of_days_keeps_the_latest_version_of_each_order(
     """Twenty days go by three blocks of days (``day_blocks``): per (event day, order id), the
     version with the latest updated_at, picked here in plain Python; an id on two days is two
     orders even when the days fall in different blocks."""
-    days = [date(2024, 3, 1) + timedelta(days=i) for i in range(20)]
+    days = days_between(date(2024, 3, 1), date(2024, 3, 20))
     pick = random.Random(7)
     rows, latest = [], {}
     for n, day in enumerate(days):
