@@ -24,6 +24,7 @@ SCHEMA = StructType([
     StructField("d", DateType()), StructField("id", LongType()), StructField("tag", StringType()),
 ])
 TABLE = "staging/things"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 def frame(lake, rows):
@@ -183,9 +184,38 @@ def test_lake_vacuum_leaves_the_session_settings_as_they_were(lake):
     write(lake, [(D1, 1, "a")], [D1])
     write(lake, [(D1, 2, "b")], [D1])
     keys = ("spark.databricks.delta.retentionDurationCheck.enabled",
-            "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled")
+            "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled",
+            LISTING_PARALLELISM)
     lake.spark.conf.set(keys[0], "true")
+    lake.spark.conf.set(LISTING_PARALLELISM, "123")
     before = {key: lake.spark.conf.get(key, None) for key in keys}
-    assert lake.vacuum(TABLE, retention_hours=0) != []  # the replaced file, tombstoned just now
-    assert {key: lake.spark.conf.get(key, None) for key in keys} == before
+    try:
+        assert lake.vacuum(TABLE, retention_hours=0) != []  # the replaced file, tombstoned just now
+        assert {key: lake.spark.conf.get(key, None) for key in keys} == before
+    finally:  # the session is shared: the settings this test made go
+        for key in (keys[0], LISTING_PARALLELISM):
+            lake.spark.conf.unset(key)
     assert content(lake) == [(D1, 2, "b")]
+
+
+def test_lake_vacuum_lists_the_table_with_as_many_tasks_as_the_session_has_cores(lake):
+    """Delta's VACUUM lists a table's folders in ``LISTING_PARALLELISM`` tasks, Spark's 10,000 by
+    default: for a table of two files on two cores, 37 s of task overhead (delta-rs runs no
+    Spark job at all). No stage of a vacuum may run more tasks than the session has cores or
+    shuffle partitions; the listing's stages are counted from Spark's own status tracker."""
+    write(lake, [(D1, 1, "a"), (D2, 2, "a")], [D1, D2])
+    write(lake, [(D1, 3, "b")], [D1])
+    context = lake.spark.sparkContext
+    bound = max(context.defaultParallelism, int(lake.spark.conf.get("spark.sql.shuffle.partitions")))
+    group = "vacuum-task-count"
+    context.setJobGroup(group, "the vacuum whose tasks the test counts")
+    try:
+        removed = lake.vacuum(TABLE, retention_hours=0)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    tracker = context.statusTracker()
+    stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup(group)
+              for stage in tracker.getJobInfo(job).stageIds]
+    assert len(removed) == 1  # D1's first file, replaced by the second write
+    assert [s.numTasks for s in stages if s is not None and s.numTasks > bound] == []
+    assert content(lake) == [(D1, 3, "b"), (D2, 2, "a")]
