@@ -9,8 +9,8 @@ The driver's JVM collects with the serial collector (``DRIVER_GC``). Java's defa
 its heap by the share of time it spends collecting rather than by what is live: it grew a
 30-day run's heap to 1.7 GiB with under 250 MiB live, and a year's to the cap. The serial
 collector grows the heap as the live data needs, and the shuffles by blocks of days
-(``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM runs the tasks; a cluster's executors keep
-their own collector.
+(``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM
+runs the tasks; a cluster's executors keep their own collector.
 
 With ``BACKFILL_LAKE_ENGINE=delta-spark`` the session also gets Delta's jars
 (from set-up's ``.jars/delta``) and its SQL extension and catalog. ``auto`` and
