@@ -42,7 +42,14 @@ FCT_DAILY_REVENUE = dg.AssetKey("fct_daily_revenue")
 FCT_CUSTOMER_LTV = dg.AssetKey("fct_customer_ltv")
 RPT_MONTHLY_REVENUE = dg.AssetKey("rpt_monthly_revenue")
 # The daily layers (a column per layer in the CLI's per-day tables); the monthly report apart.
-LAYERS = (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE, FCT_CUSTOMER_LTV, STG_ORDERS_ENRICHED)
+LAYERS = (
+    RAW_ORDERS,
+    RAW_FX_RATES,
+    STG_ORDERS,
+    FCT_DAILY_REVENUE,
+    FCT_CUSTOMER_LTV,
+    STG_ORDERS_ENRICHED,
+)
 MONTHLY_ASSETS = (RPT_MONTHLY_REVENUE,)
 
 # What each asset writes; the first table is the one its partitions are counted in.

@@ -50,9 +50,13 @@ def build_jobs() -> tuple[dg.UnresolvedAssetJobDefinition, ...]:
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
-    assets = (build_raw_assets(settings) + build_event_day_assets(settings)
-              + build_enrichment_assets(settings) + build_customer_ltv_assets(settings)
-              + build_monthly_revenue_assets(settings))
+    assets = (
+        build_raw_assets(settings)
+        + build_event_day_assets(settings)
+        + build_enrichment_assets(settings)
+        + build_customer_ltv_assets(settings)
+        + build_monthly_revenue_assets(settings)
+    )
     jobs = build_jobs()
     automation = build_automation(settings, downstream_jobs=list(jobs[:2]))
     return dg.Definitions(

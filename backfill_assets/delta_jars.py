@@ -75,14 +75,17 @@ def checked_jars() -> list[str]:
         raise DeltaJarsError(
             f"Delta {DELTA_VERSION}'s jars are built for Spark {SPARK_LINE}, this is pyspark "
             f"{pyspark.__version__}: update JARS in {__name__} (and the `native` extra), then "
-            "run `make setup`")
+            "run `make setup`"
+        )
     for name, path in zip(sorted(JARS), jar_paths()):
         if not os.path.exists(path):
             raise DeltaJarsError(f"Delta's jar {name} is missing from {jar_dir()}: {FIX}")
         stat = os.stat(path)
         if _sha256(path, stat.st_size, stat.st_mtime_ns) != JARS[name][1]:
-            raise DeltaJarsError(f"Delta's jar {path} is corrupt (sha256 differs from the "
-                                 f"recorded one): delete it and {FIX}")
+            raise DeltaJarsError(
+                f"Delta's jar {path} is corrupt (sha256 differs from the "
+                f"recorded one): delete it and {FIX}"
+            )
     return jar_paths()
 
 
@@ -118,13 +121,25 @@ def fetch() -> str:
     with tempfile.TemporaryDirectory(dir=target) as staging:
         for name, (coordinates, _) in sorted(JARS.items()):
             run = subprocess.run(
-                [mvn, "-q", "-B", "--strict-checksums", "dependency:copy",
-                 f"-Dartifact={coordinates}", f"-DoutputDirectory={staging}"],
-                capture_output=True, text=True, check=False)
+                [
+                    mvn,
+                    "-q",
+                    "-B",
+                    "--strict-checksums",
+                    "dependency:copy",
+                    f"-Dartifact={coordinates}",
+                    f"-DoutputDirectory={staging}",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if run.returncode != 0 or not os.path.exists(os.path.join(staging, name)):
                 reason = _first_error(run.stdout + run.stderr)
-                return (f"Delta jars not fetched (Maven Central unreachable or refused "
-                        f"{coordinates}: {reason}); delta-rs works, native tests skip")
+                return (
+                    f"Delta jars not fetched (Maven Central unreachable or refused "
+                    f"{coordinates}: {reason}); delta-rs works, native tests skip"
+                )
         for name, (_, sha) in JARS.items():
             got = _sha256(os.path.join(staging, name), 0, 0)
             if got != sha:

@@ -81,10 +81,13 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
         engine = self._engines.pop(shard, None)
         if engine is None:
             # One connection kept; any number more while threads overlap, closed on return.
-            engine = create_engine(self.conn_string_for_shard(shard), poolclass=QueuePool,
-                                   pool_size=1, max_overflow=-1,
-                                   connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
-                                                 "check_same_thread": False})
+            engine = create_engine(
+                self.conn_string_for_shard(shard),
+                poolclass=QueuePool,
+                pool_size=1,
+                max_overflow=-1,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+            )
             event.listen(engine, "connect", _sync_at_checkpoints)
         self._engines[shard] = engine  # the most recently used last
         while len(self._engines) > MAX_ENGINES:

@@ -24,18 +24,32 @@ _DAY_MS = 86_400_000
 _HOUR_MS = 3_600_000
 # country, currency, zone written in event_time, zone offset in ms
 _COUNTRIES = (
-    ("US", "USD", "-08:00", -8 * _HOUR_MS), ("GB", "GBP", "Z", 0), ("DE", "EUR", "Z", 0),
-    ("FR", "EUR", "Z", 0), ("JP", "JPY", "+09:00", 9 * _HOUR_MS), ("BR", "BRL", "Z", 0),
+    ("US", "USD", "-08:00", -8 * _HOUR_MS),
+    ("GB", "GBP", "Z", 0),
+    ("DE", "EUR", "Z", 0),
+    ("FR", "EUR", "Z", 0),
+    ("JP", "JPY", "+09:00", 9 * _HOUR_MS),
+    ("BR", "BRL", "Z", 0),
     ("IN", "INR", "+05:30", 11 * _HOUR_MS // 2),
 )
 _CUM_WEIGHTS = (30, 42, 52, 60, 72, 80, 100)
 # amount range in minor units, and the minor units per major unit (JPY has none)
-_AMOUNTS = {"USD": (500, 50_000, 100), "EUR": (500, 45_000, 100), "GBP": (400, 40_000, 100),
-            "JPY": (500, 60_000, 1), "BRL": (2_500, 250_000, 100), "INR": (40_000, 4_000_000, 100)}
+_AMOUNTS = {
+    "USD": (500, 50_000, 100),
+    "EUR": (500, 45_000, 100),
+    "GBP": (400, 40_000, 100),
+    "JPY": (500, 60_000, 1),
+    "BRL": (2_500, 250_000, 100),
+    "INR": (40_000, 4_000_000, 100),
+}
 _USD_PER_UNIT = {"EUR": 1.08, "GBP": 1.27, "JPY": 0.0067, "BRL": 0.20, "INR": 0.012}
 _CHANNELS = ("web", "app", "store")
-_TAILS = {country: tuple(f',"currency":"{cur}","country":"{country}","channel":"{ch}"}}'
-                         for ch in _CHANNELS) for country, cur, _, _ in _COUNTRIES}
+_TAILS = {
+    country: tuple(
+        f',"currency":"{cur}","country":"{country}","channel":"{ch}"}}' for ch in _CHANNELS
+    )
+    for country, cur, _, _ in _COUNTRIES
+}
 
 
 @dataclass(frozen=True)
@@ -60,8 +74,12 @@ class _Tables:
     def __init__(self) -> None:
         self._dates: dict[int, str] = {}
         # the contract makes seconds optional: on even minutes, :00 seconds are left out
-        self.hms = [f"{h:02d}:{m:02d}" + ("" if s == 0 and m % 2 == 0 else f":{s:02d}")
-                    for h in range(24) for m in range(60) for s in range(60)]
+        self.hms = [
+            f"{h:02d}:{m:02d}" + ("" if s == 0 and m % 2 == 0 else f":{s:02d}")
+            for h in range(24)
+            for m in range(60)
+            for s in range(60)
+        ]
         self.customers = [f"C{k:05d}" for k in range(60_000)]
         self.serials: list[str] = []
 
@@ -91,8 +109,10 @@ class _DayFeed:
         self.specials: list[str] = []  # rejected on their own merits, all land on the day
 
     def rejected(self) -> int:
-        late = sum(len(self.buckets[a]) + len(self.resends[a])
-                   for a in range(self.max_lateness + 1, self.cap + 1))
+        late = sum(
+            len(self.buckets[a]) + len(self.resends[a])
+            for a in range(self.max_lateness + 1, self.cap + 1)
+        )
         return late + len(self.specials)
 
 
@@ -140,8 +160,10 @@ def _orders(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables, hot: fl
             event = days[k] + hms[(local - (k - 1) * _DAY_MS) // 1000] + zone
         who = rnd()
         customer = customers[0] if who < hot else customers[int((who - hot) / (1 - hot) * 60_000)]
-        head = (f'{id_prefix}{serials[i]}","customer_id":"{customer}",'
-                f'"event_time":"{event}","updated_at":"')
+        head = (
+            f'{id_prefix}{serials[i]}","customer_id":"{customer}",'
+            f'"event_time":"{event}","updated_at":"'
+        )
         low, high, unit = _AMOUNTS[cur]
         amount = _amount_text(low + int(rnd() * (high - low)), unit, rnd() < 0.05)
         tail = '","amount":' + amount + _TAILS[country][i % 3]
@@ -172,19 +194,38 @@ def _specials(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables) -> No
     ok_time = tables.text(feed.day.toordinal() * _DAY_MS + 43_200_000, "Z", 0)
     tomorrow = tables.text((feed.day.toordinal() + 1) * _DAY_MS + 3_600_000, "Z", 0)
     variants = (
-        ("order_id", ""), ("customer_id", None), ("currency", "usd"), ("currency", "EURO"),
-        ("amount", "@1e3"), ("amount", "@1.234"), ("amount", "1.234"), ("amount", "-5.00"),
+        ("order_id", ""),
+        ("customer_id", None),
+        ("currency", "usd"),
+        ("currency", "EURO"),
+        ("amount", "@1e3"),
+        ("amount", "@1.234"),
+        ("amount", "1.234"),
+        ("amount", "-5.00"),
         ("amount", "12,50"),
-        ("status", "shipped"), ("country", "usa"), ("customer_id", 48_213),
-        ("order_id", "X" * 65), ("event_time", ok_time[:-1]), ("updated_at", ok_time[:10]),
-        ("event_time", f"{feed.day.year}-02-30T10:00:00Z"), ("event_time", tomorrow),
-        ("amount", "MISSING"), ("status", "MISSING"),
+        ("status", "shipped"),
+        ("country", "usa"),
+        ("customer_id", 48_213),
+        ("order_id", "X" * 65),
+        ("event_time", ok_time[:-1]),
+        ("updated_at", ok_time[:10]),
+        ("event_time", f"{feed.day.year}-02-30T10:00:00Z"),
+        ("event_time", tomorrow),
+        ("amount", "MISSING"),
+        ("status", "MISSING"),
     )
     for k in range(max(1, n // 2_000)):
         for j, (field, value) in enumerate(variants):
-            rec = {"order_id": f"BAD-{ymd}-{k:03d}{j:02d}", "customer_id": "C00001",
-                   "event_time": ok_time, "updated_at": ok_time, "status": "placed",
-                   "amount": "19.99", "currency": "EUR", "country": "DE"}
+            rec = {
+                "order_id": f"BAD-{ymd}-{k:03d}{j:02d}",
+                "customer_id": "C00001",
+                "event_time": ok_time,
+                "updated_at": ok_time,
+                "status": "placed",
+                "amount": "19.99",
+                "currency": "EUR",
+                "country": "DE",
+            }
             if value == "MISSING":
                 del rec[field]
             else:
@@ -206,7 +247,8 @@ def _resend(rng: random.Random, feed: _DayFeed, n: int) -> None:
         source = feed.buckets[offset]
         if source:
             feed.resends[min(offset + int(rnd() * 3), feed.cap)].append(
-                source[int(rnd() * len(source))])
+                source[int(rnd() * len(source))]
+            )
 
 
 def _write_lines(path: Path, lines: list[str], rng: random.Random) -> None:
@@ -234,7 +276,7 @@ def _write_day(root: Path, feed: _DayFeed, rng: random.Random) -> tuple[int, int
         folder.mkdir(parents=True, exist_ok=True)
         parts = 1 if offset else (1, 1, 1, 2, 2, 3)[int(rng.random() * 6)]
         size = -(-len(bucket) // parts)
-        chunks = [bucket[k * size:(k + 1) * size] for k in range(parts)]
+        chunks = [bucket[k * size : (k + 1) * size] for k in range(parts)]
         chunks[-1] = chunks[-1] + feed.resends[offset]
         for chunk in chunks:
             files += 1
@@ -271,7 +313,12 @@ def _rate_text(usd_per_unit: float) -> str:
 
 
 def _order_days(
-    root: Path, days: list[date], n: int, seed: int, ml: int, last_arrival: date | None = None,
+    root: Path,
+    days: list[date],
+    n: int,
+    seed: int,
+    ml: int,
+    last_arrival: date | None = None,
     hot: float = 0.0,
 ) -> tuple[int, int, int]:
     """Generates and writes the orders of some event days; returns (files, records, rejected)."""
@@ -325,10 +372,12 @@ def generate_feed(
         raise ValueError("last_arrival must not be before end: every event day lands on its day")
     root = Path(landing_root)
     days = days_between(start, end)
-    files, records, rejected = _order_days(root, days, orders_per_day, seed, max_lateness_days,
-                                           last_arrival, hot_customer_share)
-    rate_files = sum(_write_rates(root, start + timedelta(days=k), seed)
-                     for k in range(-3, len(days)))
+    files, records, rejected = _order_days(
+        root, days, orders_per_day, seed, max_lateness_days, last_arrival, hot_customer_share
+    )
+    rate_files = sum(
+        _write_rates(root, start + timedelta(days=k), seed) for k in range(-3, len(days))
+    )
     return FeedSummary(start, end, files, rate_files, records, rejected)
 
 
@@ -375,7 +424,8 @@ def restate_rates(
         if rate is not None:
             restated = (rate * factor).quantize(Decimal("0.00000001"))
             n = 1 + sum(1 for _ in folder.glob(RESTATED_FILE.format(n="*")))
-            (folder / RESTATED_FILE.format(n=n)).write_text(f"{FX_HEADER}\n{currency},{restated}\n",
-                                                            encoding="utf-8")
+            (folder / RESTATED_FILE.format(n=n)).write_text(
+                f"{FX_HEADER}\n{currency},{restated}\n", encoding="utf-8"
+            )
             written += 1
     return written

@@ -96,5 +96,10 @@ def segments_resource(settings: Settings) -> SegmentsResource:
     s = settings.segments
     if s is None:
         return SegmentsResource()
-    return SegmentsResource(url=s.url, rps=s.rps, live_share=s.live_share, batch_size=s.batch_size,
-                            bucket_path=str(s.bucket_path))
+    return SegmentsResource(
+        url=s.url,
+        rps=s.rps,
+        live_share=s.live_share,
+        batch_size=s.batch_size,
+        bucket_path=str(s.bucket_path),
+    )

@@ -12,8 +12,12 @@ from pathlib import Path
 
 # The warning checks' names (defs/event_days/quality.py) that BACKFILL_BLOCKING_QUALITY_CHECKS
 # may name; spelled here so a typo in the variable is an error, not a silently warning check.
-QUALITY_CHECK_NAMES = ("row_count_band", "status_share_band", "currency_share_band",
-                       "revenue_per_order_band")
+QUALITY_CHECK_NAMES = (
+    "row_count_band",
+    "status_share_band",
+    "currency_share_band",
+    "revenue_per_order_band",
+)
 SKEW_MODES = ("auto", "on", "off")
 
 
@@ -54,7 +58,9 @@ class Settings:
             start = date.fromisoformat(env.get("BACKFILL_START_DATE", "2024-01-01"))
             lateness = int(env.get("BACKFILL_MAX_LATENESS_DAYS", "7"))
         except ValueError as exc:
-            raise ValueError(f"bad BACKFILL_START_DATE or BACKFILL_MAX_LATENESS_DAYS: {exc}") from exc
+            raise ValueError(
+                f"bad BACKFILL_START_DATE or BACKFILL_MAX_LATENESS_DAYS: {exc}"
+            ) from exc
         if lateness < 0:
             raise ValueError("BACKFILL_MAX_LATENESS_DAYS must be >= 0")
         return cls(
@@ -91,10 +97,14 @@ class SegmentSettings:
         except ValueError as exc:
             raise ValueError(f"bad BACKFILL_SEGMENTS_RPS, _LIVE_SHARE or _BATCH: {exc}") from exc
         if rps < 2 or not 0 <= share < 1 or batch < 1:
-            raise ValueError("need BACKFILL_SEGMENTS_RPS >= 2, 0 <= BACKFILL_SEGMENTS_LIVE_SHARE < 1, "
-                             "BACKFILL_SEGMENTS_BATCH >= 1")
+            raise ValueError(
+                "need BACKFILL_SEGMENTS_RPS >= 2, 0 <= BACKFILL_SEGMENTS_LIVE_SHARE < 1, "
+                "BACKFILL_SEGMENTS_BATCH >= 1"
+            )
         home = Path(env.get("DAGSTER_HOME", ".dagster_home"))
-        bucket = Path(env.get("BACKFILL_SEGMENTS_BUCKET", str(home / "segments_bucket.json"))).resolve()
+        bucket = Path(
+            env.get("BACKFILL_SEGMENTS_BUCKET", str(home / "segments_bucket.json"))
+        ).resolve()
         return cls(url=url, rps=rps, live_share=share, batch_size=batch, bucket_path=bucket)
 
 
@@ -109,12 +119,15 @@ def _number(env, name: str, default: str, kind=float, low: float = 0.0):
 
 
 def quality_from_env(env) -> QualitySettings:
-    names = frozenset(n.strip() for n in env.get("BACKFILL_BLOCKING_QUALITY_CHECKS", "").split(",")
-                      if n.strip())
+    names = frozenset(
+        n.strip() for n in env.get("BACKFILL_BLOCKING_QUALITY_CHECKS", "").split(",") if n.strip()
+    )
     unknown = sorted(names - set(QUALITY_CHECK_NAMES))
     if unknown:
-        raise ValueError(f"BACKFILL_BLOCKING_QUALITY_CHECKS names unknown checks {unknown}; "
-                         f"known: {', '.join(QUALITY_CHECK_NAMES)}")
+        raise ValueError(
+            f"BACKFILL_BLOCKING_QUALITY_CHECKS names unknown checks {unknown}; "
+            f"known: {', '.join(QUALITY_CHECK_NAMES)}"
+        )
     return QualitySettings(
         band_k=_number(env, "BACKFILL_BAND_K", "4", float, 0.0),
         trailing_days=_number(env, "BACKFILL_BAND_TRAILING_DAYS", "28", int, 1),
@@ -126,9 +139,14 @@ def quality_from_env(env) -> QualitySettings:
 def skew_from_env(env) -> SkewSettings:
     mode = env.get("BACKFILL_SKEW_MITIGATION", "auto")
     if mode not in SKEW_MODES:
-        raise ValueError(f"BACKFILL_SKEW_MITIGATION must be one of {', '.join(SKEW_MODES)}, not {mode!r}")
+        raise ValueError(
+            f"BACKFILL_SKEW_MITIGATION must be one of {', '.join(SKEW_MODES)}, not {mode!r}"
+        )
     share = _number(env, "BACKFILL_HOT_KEY_SHARE", "0.2", float, 0.0)
     if share >= 1:
         raise ValueError("BACKFILL_HOT_KEY_SHARE must be below 1")
-    return SkewSettings(hot_key_share=share, mitigation=mode,
-                        salt_buckets=_number(env, "BACKFILL_SALT_BUCKETS", "8", int, 1))
+    return SkewSettings(
+        hot_key_share=share,
+        mitigation=mode,
+        salt_buckets=_number(env, "BACKFILL_SALT_BUCKETS", "8", int, 1),
+    )

@@ -54,7 +54,8 @@ def spark_config(
         "spark.sql.shuffle.partitions": str(
             shuffle_partitions or os.environ.get("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "8")
         ),
-        "spark.driver.memory": driver_memory or os.environ.get("BACKFILL_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": driver_memory
+        or os.environ.get("BACKFILL_SPARK_DRIVER_MEMORY", "2g"),
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {gc}".strip(),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
@@ -76,8 +77,10 @@ def spark_config(
 
 def check_delta_jars(conf: dict[str, str]) -> None:
     """Before a session starts with Delta: DeltaJarsError naming the fix if its jars are not right."""
-    if DELTA_SESSION_CONF["spark.sql.extensions"] in conf.get("spark.sql.extensions", "") \
-            and "spark.jars" in conf:
+    if (
+        DELTA_SESSION_CONF["spark.sql.extensions"] in conf.get("spark.sql.extensions", "")
+        and "spark.jars" in conf
+    ):
         checked_jars()
 
 

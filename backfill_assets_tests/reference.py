@@ -15,8 +15,16 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
 
-FIELDS = ("order_id", "customer_id", "event_time", "updated_at", "status", "amount",
-          "currency", "country")
+FIELDS = (
+    "order_id",
+    "customer_id",
+    "event_time",
+    "updated_at",
+    "status",
+    "amount",
+    "currency",
+    "country",
+)
 STATUSES = ("placed", "paid", "cancelled")
 RATE_HEADER = "currency,usd_per_unit"
 CENT = Decimal("0.01")
@@ -130,8 +138,13 @@ def parse_json_object(line: str) -> dict[str, object] | None:
     JSON object (which of the values counts would be a guess): malformed_json.
     """
     try:
-        value = json.loads(line, parse_float=_JsonNumber, parse_int=_JsonNumber,
-                           parse_constant=_no_constant, object_pairs_hook=_object)
+        value = json.loads(
+            line,
+            parse_float=_JsonNumber,
+            parse_int=_JsonNumber,
+            parse_constant=_no_constant,
+            object_pairs_hook=_object,
+        )
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, _JsonObject) or value.duplicate_keys:
@@ -153,8 +166,16 @@ def parse_timestamp(text: object) -> datetime | None:
     if offset > timedelta(hours=18) or int(off_m or 0) > 59:
         return None
     try:
-        local = datetime(int(year), int(month), int(day), int(hour), int(minute),
-                         int(second or 0), micros, tzinfo=UTC)
+        local = datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour),
+            int(minute),
+            int(second or 0),
+            micros,
+            tzinfo=UTC,
+        )
         return local + offset if sign == "-" else local - offset
     except (ValueError, OverflowError):
         return None
@@ -182,12 +203,16 @@ def judge(line: str, arrival: date, max_lateness_days: int) -> tuple[str | None,
     event_time, updated_at = parse_timestamp(obj["event_time"]), parse_timestamp(obj["updated_at"])
     amount = _amount_text(obj["amount"])
     if not (
-        isinstance(obj["order_id"], str) and len(obj["order_id"]) <= 64
+        isinstance(obj["order_id"], str)
+        and len(obj["order_id"]) <= 64
         and isinstance(obj["customer_id"], str)
-        and event_time is not None and updated_at is not None
+        and event_time is not None
+        and updated_at is not None
         and obj["status"] in STATUSES
-        and amount is not None and _AMOUNT.fullmatch(amount) is not None
-        and _matches(_CURRENCY, obj["currency"]) and _matches(_COUNTRY, obj["country"])
+        and amount is not None
+        and _AMOUNT.fullmatch(amount) is not None
+        and _matches(_CURRENCY, obj["currency"])
+        and _matches(_COUNTRY, obj["country"])
     ):
         return "invalid_value", None
     event_date = event_time.date()
@@ -195,10 +220,15 @@ def judge(line: str, arrival: date, max_lateness_days: int) -> tuple[str | None,
         return "future_event", None
     if (arrival - event_date).days > max_lateness_days:
         return "too_late", None
-    fields = {name: obj[name] for name in ("order_id", "customer_id", "status", "currency",
-                                           "country")}
-    fields.update(event_time=event_time, updated_at=updated_at, event_date=event_date,
-                  amount=Decimal(amount).quantize(CENT))
+    fields = {
+        name: obj[name] for name in ("order_id", "customer_id", "status", "currency", "country")
+    }
+    fields.update(
+        event_time=event_time,
+        updated_at=updated_at,
+        event_date=event_date,
+        amount=Decimal(amount).quantize(CENT),
+    )
     return None, fields
 
 
@@ -217,7 +247,7 @@ def _dated_folders(parent: Path, key: str) -> dict[date, Path]:
     """`key=YYYY-MM-DD` folders; a folder named otherwise is not part of the landing zone."""
     found: dict[date, Path] = {}
     for folder in parent.glob(f"{key}=*") if parent.is_dir() else ():
-        text = folder.name[len(key) + 1:]
+        text = folder.name[len(key) + 1 :]
         if folder.is_dir() and _FOLDER_DATE.fullmatch(text):
             try:
                 found[date.fromisoformat(text)] = folder
@@ -228,8 +258,14 @@ def _dated_folders(parent: Path, key: str) -> dict[date, Path]:
 
 def _landed_files(folder: Path, suffix: str) -> list[Path]:
     """Finished files, by name: `_` and `.` files are still being written."""
-    return sorted((p for p in folder.iterdir() if p.is_file() and p.name.endswith(suffix)
-                   and not p.name.startswith(("_", "."))), key=lambda p: p.name)
+    return sorted(
+        (
+            p
+            for p in folder.iterdir()
+            if p.is_file() and p.name.endswith(suffix) and not p.name.startswith(("_", "."))
+        ),
+        key=lambda p: p.name,
+    )
 
 
 def _read(path: Path) -> str:
@@ -251,8 +287,12 @@ def _rate_lines(path: Path) -> list[tuple[str, Decimal]]:
     out = []
     for line in lines[1:]:
         parts = line.split(",")
-        if (len(parts) == 2 and _CURRENCY.fullmatch(parts[0]) and _RATE.fullmatch(parts[1])
-                and Decimal(parts[1]) > 0):
+        if (
+            len(parts) == 2
+            and _CURRENCY.fullmatch(parts[0])
+            and _RATE.fullmatch(parts[1])
+            and Decimal(parts[1]) > 0
+        ):
             out.append((parts[0], Decimal(parts[1])))
     return out
 
@@ -294,9 +334,14 @@ class Reference:
         return sorted(r.raw for a in set(arrival_dates) for r in self.records(a))
 
     def quarantine(self, arrival_dates) -> list[QuarantineRow]:
-        return sorted(QuarantineRow(r.raw.arrival_date, r.raw.source_file, r.raw.line_number,
-                                    r.reason, r.raw.payload)
-                      for a in set(arrival_dates) for r in self.records(a) if r.reason)
+        return sorted(
+            QuarantineRow(
+                r.raw.arrival_date, r.raw.source_file, r.raw.line_number, r.reason, r.raw.payload
+            )
+            for a in set(arrival_dates)
+            for r in self.records(a)
+            if r.reason
+        )
 
     def rate(self, currency: str, day: date) -> Decimal | None:
         """usd_per_unit of the greatest rate_date R <= day, day - R <= 7, that lists it."""
@@ -315,8 +360,12 @@ class Reference:
         for back in range(self.max_lateness_days + 1):
             for rec in self.records(event_date + timedelta(days=back)):
                 if rec.reason is None and rec.fields["event_date"] == event_date:
-                    key = (rec.fields["updated_at"], rec.raw.arrival_date, rec.raw.source_file,
-                           rec.raw.line_number)
+                    key = (
+                        rec.fields["updated_at"],
+                        rec.raw.arrival_date,
+                        rec.raw.source_file,
+                        rec.raw.line_number,
+                    )
                     oid = rec.fields["order_id"]
                     if oid not in best or key > best[oid][0]:
                         best[oid] = (key, rec)
@@ -336,9 +385,21 @@ class Reference:
                 with localcontext() as ctx:
                     ctx.prec = 60
                     amount_usd = (f["amount"] * rate).quantize(CENT, rounding=ROUND_HALF_UP)
-                day_rows.append(StagingRow(
-                    f["order_id"], f["customer_id"], f["event_time"], day, f["updated_at"],
-                    f["status"], f["amount"], f["currency"], f["country"], rate, amount_usd))
+                day_rows.append(
+                    StagingRow(
+                        f["order_id"],
+                        f["customer_id"],
+                        f["event_time"],
+                        day,
+                        f["updated_at"],
+                        f["status"],
+                        f["amount"],
+                        f["currency"],
+                        f["country"],
+                        rate,
+                        amount_usd,
+                    )
+                )
             else:
                 rows.extend(day_rows)
         return sorted(rows), held
@@ -349,8 +410,9 @@ class Reference:
     def expected(self, dates) -> Expected:
         dates = set(dates)
         staging, held = self.staging(dates)
-        return Expected(self.raw_orders(dates), self.quarantine(dates), staging, held,
-                        fact_rows(staging))
+        return Expected(
+            self.raw_orders(dates), self.quarantine(dates), staging, held, fact_rows(staging)
+        )
 
 
 def fact_rows(staging: list[StagingRow]) -> list[FactRow]:
@@ -362,8 +424,17 @@ def fact_rows(staging: list[StagingRow]) -> list[FactRow]:
     for (day, country), rows in groups.items():
         counts = {s: sum(1 for r in rows if r.status == s) for s in STATUSES}
         revenue = sum((r.amount_usd for r in rows if r.status == "paid"), Decimal("0.00"))
-        out.append(FactRow(day, country, len(rows), counts["placed"], counts["paid"],
-                           counts["cancelled"], revenue.quantize(CENT)))
+        out.append(
+            FactRow(
+                day,
+                country,
+                len(rows),
+                counts["placed"],
+                counts["paid"],
+                counts["cancelled"],
+                revenue.quantize(CENT),
+            )
+        )
     return sorted(out)
 
 

@@ -32,27 +32,58 @@ def write_held_day_feed(landing: Path) -> Reference:
     return reference
 
 
-def backfill_in_child(spark_env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+def backfill_in_child(
+    spark_env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess:
     """The CLI's backfill of [START, END] in its own process, on the Spark ``spark_env`` selects."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
-           "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2", **spark_env}
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
+        "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
+        **spark_env,
+    }
     return subprocess.run(
-        [sys.executable, "-m", "backfill_assets.cli", "backfill", "--start", START.isoformat(),
-         "--end", END.isoformat()],
-        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        [
+            sys.executable,
+            "-m",
+            "backfill_assets.cli",
+            "backfill",
+            "--start",
+            START.isoformat(),
+            "--end",
+            END.isoformat(),
+        ],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
-def assert_held_day_backfill_matches_reference(env: PipelineEnv, reference: Reference,
-                                               proc: subprocess.CompletedProcess) -> None:
+def assert_held_day_backfill_matches_reference(
+    env: PipelineEnv, reference: Reference, proc: subprocess.CompletedProcess
+) -> None:
     output = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.returncode == 1, output
     assert f"stg_orders {HELD}: fx_rate_present" in proc.stdout, output
 
     staging, _ = reference.staging(GOOD)
-    assert sorted((r["event_date"], r["order_id"], r["amount_usd"]) for r in env.rows("staging/orders")) \
-        == sorted((s.event_date, s.order_id, s.amount_usd) for s in staging) and staging
-    expected = {(f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
-                for f in reference.fact(GOOD)}
-    actual = {(r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
-              for r in env.rows("fact/daily_revenue")}
+    assert (
+        sorted(
+            (r["event_date"], r["order_id"], r["amount_usd"]) for r in env.rows("staging/orders")
+        )
+        == sorted((s.event_date, s.order_id, s.amount_usd) for s in staging)
+        and staging
+    )
+    expected = {
+        (f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
+        for f in reference.fact(GOOD)
+    }
+    actual = {
+        (r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
+        for r in env.rows("fact/daily_revenue")
+    }
     assert actual == expected and {k[0] for k in expected} == set(GOOD)

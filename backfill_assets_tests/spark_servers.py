@@ -45,28 +45,60 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def standalone_cluster(root: Path, workers: int = 1, cores: int = 2,
-                       memory: str = "2g") -> Iterator[Cluster]:
+def standalone_cluster(
+    root: Path, workers: int = 1, cores: int = 2, memory: str = "2g"
+) -> Iterator[Cluster]:
     """A master and ``workers`` workers (``cores`` and ``memory`` each) on 127.0.0.1."""
     root.mkdir(parents=True, exist_ok=True)
-    env = subprocess_env(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-                         SPARK_LOG_DIR=str(root), SPARK_DAEMON_JAVA_OPTS=FAST_DAEMON_OPTS)
+    env = subprocess_env(
+        SPARK_HOME=str(SPARK_HOME),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(root),
+        SPARK_DAEMON_JAVA_OPTS=FAST_DAEMON_OPTS,
+    )
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     work_dirs = [root / ("work" if workers == 1 else f"work-{i}") for i in range(workers)]
     procs = []
     try:
-        master = start([spark_class, "org.apache.spark.deploy.master.Master", "--host",
-                        "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
-                       env, root / "master.log")
+        master = start(
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(free_port()),
+            ],
+            env,
+            root / "master.log",
+        )
         procs.append(master)
         wait_for_line(root / "master.log", "I have been elected leader", master)
         for i, work in enumerate(work_dirs):
             log = root / f"worker-{i}.log" if workers > 1 else root / "worker.log"
-            worker = start([spark_class, "org.apache.spark.deploy.worker.Worker", "--host",
-                            "127.0.0.1", "--webui-port", str(free_port()), "--cores", str(cores),
-                            "--memory", memory, "--work-dir", str(work), url], env, log)
+            worker = start(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(free_port()),
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    "--work-dir",
+                    str(work),
+                    url,
+                ],
+                env,
+                log,
+            )
             procs.append(worker)
         for i, worker in enumerate(procs[1:]):
             log = root / f"worker-{i}.log" if workers > 1 else root / "worker.log"
@@ -84,13 +116,24 @@ def connect_server(root: Path, master: str = "local[2]", timeout: float = 180) -
     port = free_port()
     log = root / "connect-server.log"
     env = subprocess_env(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1")
-    cmd = [str(SPARK_HOME / "bin" / "spark-submit"), "--class",
-           "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", master,
-           "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-           "--conf", f"spark.connect.grpc.binding.port={port}",
-           "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.sql.shuffle.partitions=2",
-           "spark-internal"]
+    cmd = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        master,
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "spark-internal",
+    ]
     server = start(cmd, env, log)
     try:
         wait_for_line(log, "Spark Connect server started", server, timeout)

@@ -28,8 +28,9 @@ def test_plan_lists_partitions_inputs_and_missing_days_and_changes_nothing(tmp_p
         before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
         assert main(["plan", "--start", "2024-01-02", "--end", "2024-01-04"]) == 0
         out = capsys.readouterr().out
-        after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")
-                       if "dagster_home" not in str(p))
+        after = sorted(
+            p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "dagster_home" not in str(p)
+        )
         assert [p for p in before if "dagster_home" not in str(p)] == after
         assert not (env.settings.lake_dir).exists()
     raw_bytes_jan_2 = _sizes(landing / "orders" / "arrival_date=2024-01-02")
@@ -37,7 +38,10 @@ def test_plan_lists_partitions_inputs_and_missing_days_and_changes_nothing(tmp_p
     lines = out.splitlines()
     assert any(l.startswith("raw_orders") and "2024-01-02..2024-01-02" in l for l in lines), out
     assert any(l.startswith("raw_orders") and "2024-01-04.." in l for l in lines), out
-    assert any(l.startswith("stg_orders+fct_daily_revenue") and "2024-01-02..2024-01-04 (3)" in l for l in lines)
+    assert any(
+        l.startswith("stg_orders+fct_daily_revenue") and "2024-01-02..2024-01-04 (3)" in l
+        for l in lines
+    )
     assert any(l.startswith("raw_fx_rates") and "2023-12-26..2024-01-04 (10)" in l for l in lines)
     assert "without landing files:" in out and "estimated total" in out
 
@@ -48,8 +52,14 @@ def test_plan_flags_a_hot_customer_from_the_landing_lines(tmp_path, capsys):
 
     with pipeline_env(tmp_path) as env:
         landing = env.settings.landing_dir
-        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=100, seed=3,
-                      hot_customer_share=0.6)
+        generate_feed(
+            landing,
+            date(2024, 1, 1),
+            date(2024, 1, 4),
+            orders_per_day=100,
+            seed=3,
+            hot_customer_share=0.6,
+        )
         assert main(["plan", "--start", "2024-01-01", "--end", "2024-01-04"]) == 0
     out = capsys.readouterr().out
     # Independently: the landed lines of those event days (every line is read at this size).
@@ -67,7 +77,9 @@ def test_plan_flags_a_hot_customer_from_the_landing_lines(tmp_path, capsys):
     assert len(hot) == 1 and hot[0].startswith("HOT KEY customer_id=C00000: "), out
     reported = float(hot[0].split(": ")[1].split("%")[0]) / 100
     assert 0.5 < reported <= share + 0.001  # the NULL and BAD- lines of the sample dilute it
-    assert "NULL" in next(line for line in out.splitlines() if line.strip().startswith("customer_id"))
+    assert "NULL" in next(
+        line for line in out.splitlines() if line.strip().startswith("customer_id")
+    )
 
 
 def test_backfill_refuses_to_publish_emptiness_over_gone_landing_files(tmp_path, spark, capsys):
@@ -85,7 +97,10 @@ def test_backfill_refuses_to_publish_emptiness_over_gone_landing_files(tmp_path,
         assert run_backfill(env.settings, day, day) == 1
         err = capsys.readouterr().err
         assert "refusing" in err and day.isoformat() in err
-        assert len(list((env.settings.lake_dir / "raw/orders/_delta_log").glob("*.json"))) == version_before
+        assert (
+            len(list((env.settings.lake_dir / "raw/orders/_delta_log").glob("*.json")))
+            == version_before
+        )
         assert [r for r in env.rows("raw/orders") if r["arrival_date"] == day] == rows_before
 
 

@@ -24,12 +24,24 @@ DAY_S = 24 * 3600
 
 def run_maintain(lake_dir: Path, retention: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BACKFILL_")}
-    env.update({"BACKFILL_LAKE_DIR": str(lake_dir), "BACKFILL_LANDING_DIR": str(lake_dir.parent),
-                "PYTHONPATH": str(REPO)})
+    env.update(
+        {
+            "BACKFILL_LAKE_DIR": str(lake_dir),
+            "BACKFILL_LANDING_DIR": str(lake_dir.parent),
+            "PYTHONPATH": str(REPO),
+        }
+    )
     if retention is not None:
         env["BACKFILL_RETENTION_DAYS"] = retention
-    return subprocess.run([sys.executable, "-m", "backfill_assets.cli", "maintain"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "backfill_assets.cli", "maintain"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def small_table(path: Path, column: str, days: list[dt.date], appends: int) -> list[tuple]:
@@ -38,9 +50,12 @@ def small_table(path: Path, column: str, days: list[dt.date], appends: int) -> l
     for n in range(appends + 1):
         batch = [(day, n * 100 + i) for day in days for i in range(n + 1)]
         rows += batch
-        write_deltalake(str(path), pa.table({column: [d for d, _ in batch],
-                                             "n": [i for _, i in batch]}),
-                        mode="overwrite" if n == 0 else "append", partition_by=[column])
+        write_deltalake(
+            str(path),
+            pa.table({column: [d for d, _ in batch], "n": [i for _, i in batch]}),
+            mode="overwrite" if n == 0 else "append",
+            partition_by=[column],
+        )
     return rows
 
 
@@ -73,8 +88,11 @@ def test_maintain_compacts_checkpoints_and_vacuums_every_table_past_retention_on
     for table in LAKE_TABLES[:2]:
         path = lake_dir / table.path
         delta = DeltaTable(str(path))
-        newer = [json.loads(h.get("userMetadata") or "{}") for h in delta.history()
-                 if h["version"] > before[table.path]]  # vacuum's own commits, and one more:
+        newer = [
+            json.loads(h.get("userMetadata") or "{}")
+            for h in delta.history()
+            if h["version"] > before[table.path]
+        ]  # vacuum's own commits, and one more:
         [compaction] = [m for m in newer if m.get("operation") == "compact"]
         assert compaction["run_id"].startswith("maintain-")
         assert len(delta.file_uris()) == len(days)  # one file per day left in the table

@@ -17,8 +17,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_backfill_on_a_two_worker_cluster_with_a_held_day_matches_the_contract(tmp_path):
-    with pipeline_env(tmp_path / "pipeline") as env, \
-            standalone_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
+    with (
+        pipeline_env(tmp_path / "pipeline") as env,
+        standalone_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster,
+    ):
         reference = write_held_day_feed(env.settings.landing_dir)
         proc = backfill_in_child({**cluster.env, "BACKFILL_SPARK_MASTER": cluster.url})
         assert_held_day_backfill_matches_reference(env, reference, proc)

@@ -25,8 +25,11 @@ PG_STORAGE = {"postgres": {"postgres_url": {"env": PG_URL_ENV}}}
 
 
 def sqlite_event_log(home: Path) -> dict:
-    return {"module": "backfill_assets.event_log", "class": "EngineReusingSqliteEventLogStorage",
-            "config": {"base_dir": f"{home.resolve()}/history/runs"}}
+    return {
+        "module": "backfill_assets.event_log",
+        "class": "EngineReusingSqliteEventLogStorage",
+        "config": {"base_dir": f"{home.resolve()}/history/runs"},
+    }
 
 
 def test_without_the_switch_the_instance_gets_the_projects_file_and_its_sqlite_event_log(tmp_path):
@@ -65,7 +68,9 @@ def test_a_moved_home_gets_its_own_folder_named(tmp_path):
     prepare_instance_yaml(tmp_path / "home", PROJECT_YAML, env={})
     shutil.move(tmp_path / "home", tmp_path / "moved")
     target = prepare_instance_yaml(tmp_path / "moved", PROJECT_YAML, env={})
-    assert yaml.safe_load(target.read_text())["event_log_storage"] == sqlite_event_log(tmp_path / "moved")
+    assert yaml.safe_load(target.read_text())["event_log_storage"] == sqlite_event_log(
+        tmp_path / "moved"
+    )
 
 
 def test_an_instance_file_with_its_own_storage_gets_no_sqlite_section(tmp_path):
@@ -83,7 +88,9 @@ def test_an_instance_file_the_user_edited_is_kept_and_gets_the_section(tmp_path)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     prepare_instance_yaml(home, PROJECT_YAML, env={PG_URL_ENV: URL})
     assert yaml.safe_load((home / "dagster.yaml").read_text()) == {
-        "telemetry": {"enabled": False}, "storage": PG_STORAGE}
+        "telemetry": {"enabled": False},
+        "storage": PG_STORAGE,
+    }
 
 
 def test_a_second_storage_section_or_a_non_postgres_url_is_refused():
@@ -105,8 +112,13 @@ def test_make_setup_command_overwrites_the_instance_file_and_applies_the_switch(
     home.mkdir()
     (home / "dagster.yaml").write_text("stale: true\n")
     cmd = [sys.executable, "-m", "backfill_assets.cli.instance", str(PROJECT_YAML), str(home)]
-    done = subprocess.run(cmd, env={PG_URL_ENV: URL, "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        cmd,
+        env={PG_URL_ENV: URL, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "storage: PostgreSQL" in done.stdout
     loaded = yaml.safe_load((home / "dagster.yaml").read_text())
     assert "stale" not in loaded and loaded["storage"] == PG_STORAGE

@@ -17,15 +17,18 @@ def _days(n: int) -> list[date]:
     return days_between(FIRST, FIRST + timedelta(days=n - 1))
 
 
-@pytest.mark.parametrize(("days", "tasks"), [
-    ([], 1),
-    (_days(1), 1),
-    (_days(8), 1),
-    (_days(9), 2),
-    (_days(30), 4),
-    (_days(365), 46),
-    ([FIRST, FIRST + timedelta(days=20)], 3),  # the span counts, not the days listed
-])
+@pytest.mark.parametrize(
+    ("days", "tasks"),
+    [
+        ([], 1),
+        (_days(1), 1),
+        (_days(8), 1),
+        (_days(9), 2),
+        (_days(30), 4),
+        (_days(365), 46),
+        ([FIRST, FIRST + timedelta(days=20)], 3),  # the span counts, not the days listed
+    ],
+)
 def test_a_range_takes_one_task_per_block_of_its_span(days, tasks):
     assert DAYS_PER_TASK == 8  # the cases above are counted for eight
     assert block_count(days) == tasks
@@ -34,7 +37,12 @@ def test_a_range_takes_one_task_per_block_of_its_span(days, tasks):
 def test_each_block_of_consecutive_days_reaches_its_own_task(spark):
     days = _days(20)
     before, after = FIRST - timedelta(days=3), FIRST + timedelta(days=40)
-    rows = [(d, i) for d in days for i in range(3)] + [(before, 0), (before, 1), (after, 0), (None, 0)]
+    rows = [(d, i) for d in days for i in range(3)] + [
+        (before, 0),
+        (before, 1),
+        (after, 0),
+        (None, 0),
+    ]
     blocks = by_day_blocks(spark.createDataFrame(rows, "day date, n int"), "day", days)
     placed = blocks.select("day", BLOCK, F.spark_partition_id().alias("task")).collect()
 

@@ -27,8 +27,10 @@ def fake_mvn(tmp_path, monkeypatch):
     bin_dir, calls = tmp_path / "bin", tmp_path / "mvn-calls"
     bin_dir.mkdir()
     script = bin_dir / "mvn"
-    script.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n"
-                      "echo '[ERROR] Could not transfer artifact: Network is unreachable'\nexit 1\n")
+    script.write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        "echo '[ERROR] Could not transfer artifact: Network is unreachable'\nexit 1\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return calls

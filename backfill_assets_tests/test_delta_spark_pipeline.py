@@ -19,8 +19,7 @@ from backfill_assets_tests.reference import Reference
 
 pytestmark = pytest.mark.slow
 START, END = date(2024, 1, 2), date(2024, 1, 3)
-TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates",
-          "staging/orders", "fact/daily_revenue")
+TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "fact/daily_revenue")
 
 
 def test_backfill_on_delta_spark_matches_the_contract_in_every_table(tmp_path):
@@ -32,40 +31,96 @@ def test_backfill_on_delta_spark_matches_the_contract_in_every_table(tmp_path):
         landing = env.settings.landing_dir
         generate_feed(landing, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=15, seed=4)
         proc = subprocess.run(
-            [sys.executable, "-m", "backfill_assets.cli", "backfill",
-             "--start", str(START), "--end", str(END)],
-            env={**os.environ, "BACKFILL_LAKE_ENGINE": "delta-spark",
-                 "BACKFILL_SPARK_MASTER": "local[2]", "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
-                 "BACKFILL_SPARK_DRIVER_MEMORY": "1g"},
-            capture_output=True, text=True, timeout=1200, check=False,
+            [
+                sys.executable,
+                "-m",
+                "backfill_assets.cli",
+                "backfill",
+                "--start",
+                str(START),
+                "--end",
+                str(END),
+            ],
+            env={
+                **os.environ,
+                "BACKFILL_LAKE_ENGINE": "delta-spark",
+                "BACKFILL_SPARK_MASTER": "local[2]",
+                "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
+                "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
+            },
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         # Every commit of every table was made by the native engine.
         for table in TABLES:
             history = DeltaTable(str(env.settings.lake_dir / table)).history()
-            engines = {decode_metadata(entry.get("userMetadata")).get("engine")
-                       for entry in history}
+            engines = {
+                decode_metadata(entry.get("userMetadata")).get("engine") for entry in history
+            }
             assert engines == {"delta-spark"}, (table, engines)
 
         reference = Reference(landing, env.settings.max_lateness_days)
         days = [START, END]
         arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
         expected = reference.expected(arrivals)
-        assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["payload"])
-                       for r in env.rows("raw/orders")) == Counter(
-            (r.arrival_date, r.source_file, r.line_number, r.payload) for r in expected.raw_orders)
-        assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["reason"])
-                       for r in env.rows("quarantine/orders")) == Counter(
-            (q.arrival_date, q.source_file, q.line_number, q.reason) for q in expected.quarantine)
+        assert Counter(
+            (r["arrival_date"], r["source_file"], r["line_number"], r["payload"])
+            for r in env.rows("raw/orders")
+        ) == Counter(
+            (r.arrival_date, r.source_file, r.line_number, r.payload) for r in expected.raw_orders
+        )
+        assert Counter(
+            (r["arrival_date"], r["source_file"], r["line_number"], r["reason"])
+            for r in env.rows("quarantine/orders")
+        ) == Counter(
+            (q.arrival_date, q.source_file, q.line_number, q.reason) for q in expected.quarantine
+        )
 
         staging, held = reference.staging(days)
         assert held == set()
-        assert sorted((r["event_date"], r["order_id"], r["status"], r["amount"], r["currency"],
-                       r["country"], r["usd_per_unit"], r["amount_usd"],
-                       r["updated_at"].replace(tzinfo=None))
-                      for r in env.rows("staging/orders")) == sorted(
-            (s.event_date, s.order_id, s.status, s.amount, s.currency, s.country, s.usd_per_unit,
-             s.amount_usd, s.updated_at.replace(tzinfo=None)) for s in staging)
-        assert sorted(tuple(r.values()) for r in env.rows("fact/daily_revenue")) == sorted(
-            (f.event_date, f.country, f.orders, f.placed_orders, f.paid_orders,
-             f.cancelled_orders, f.revenue_usd) for f in reference.fact(days)) and staging
+        assert sorted(
+            (
+                r["event_date"],
+                r["order_id"],
+                r["status"],
+                r["amount"],
+                r["currency"],
+                r["country"],
+                r["usd_per_unit"],
+                r["amount_usd"],
+                r["updated_at"].replace(tzinfo=None),
+            )
+            for r in env.rows("staging/orders")
+        ) == sorted(
+            (
+                s.event_date,
+                s.order_id,
+                s.status,
+                s.amount,
+                s.currency,
+                s.country,
+                s.usd_per_unit,
+                s.amount_usd,
+                s.updated_at.replace(tzinfo=None),
+            )
+            for s in staging
+        )
+        assert (
+            sorted(tuple(r.values()) for r in env.rows("fact/daily_revenue"))
+            == sorted(
+                (
+                    f.event_date,
+                    f.country,
+                    f.orders,
+                    f.placed_orders,
+                    f.paid_orders,
+                    f.cancelled_orders,
+                    f.revenue_usd,
+                )
+                for f in reference.fact(days)
+            )
+            and staging
+        )

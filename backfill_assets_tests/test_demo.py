@@ -30,7 +30,9 @@ def demo_env(tmp_path, monkeypatch):
     monkeypatch.setenv("BACKFILL_LAKE_DIR", str(tmp_path / "lake"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     asked = []
-    monkeypatch.setattr(cli, "run_backfill", lambda settings, start, end: asked.append((settings, start, end)) or 0)
+    monkeypatch.setattr(
+        cli, "run_backfill", lambda settings, start, end: asked.append((settings, start, end)) or 0
+    )
     return tmp_path, asked
 
 
@@ -55,13 +57,41 @@ def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(
 
 def test_a_configured_start_date_and_start_end_still_decide(demo_env, monkeypatch):
     root, asked = demo_env
-    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", "--start", "2024-01-01", "--end", "2024-01-03"]) == 0
+    assert (
+        cli.main(
+            [
+                "demo",
+                "--no-correction",
+                "--orders-per-day",
+                "1",
+                "--start",
+                "2024-01-01",
+                "--end",
+                "2024-01-03",
+            ]
+        )
+        == 0
+    )
     assert asked[-1][1:] == (date(2024, 1, 1), date(2024, 1, 3))
     assert asked[-1][0].start_date == date(2024, 1, 1)
     monkeypatch.setenv("BACKFILL_START_DATE", "2024-01-01")
     assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", "--days", "3"]) == 0
     assert asked[-1][1:] == (date(2024, 1, 1), date(2024, 1, 3))
-    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", "--start", "2024-01-05", "--days", "2"]) == 0
+    assert (
+        cli.main(
+            [
+                "demo",
+                "--no-correction",
+                "--orders-per-day",
+                "1",
+                "--start",
+                "2024-01-05",
+                "--days",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert asked[-1][0].start_date == date(2024, 1, 1)  # the configured first partition
     assert asked[-1][1:] == (date(2024, 1, 5), date(2024, 1, 6))
     assert (root / "home" / "backfill_start_date").read_text().strip() == "2024-01-01"
@@ -76,14 +106,24 @@ def test_a_weekend_first_day_begins_on_the_friday_before():
 def test_make_ui_takes_the_demo_first_partition_unless_one_is_set(tmp_path):
     """The command `make ui` runs, with `dagster dev` swapped for printing the start date it gets."""
     (tmp_path / "backfill_start_date").write_text("2026-01-02\n")
-    dry = subprocess.run(["make", "-s", "-n", "ui", f"DAGSTER_HOME={tmp_path}"], cwd=PROJECT_DIR,
-                         capture_output=True, text=True, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-s", "-n", "ui", f"DAGSTER_HOME={tmp_path}"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     [command] = [line for line in dry.splitlines() if ".venv/bin/dagster dev" in line]
     probe = command.replace(".venv/bin/dagster dev", "printenv BACKFILL_START_DATE #")
 
     def start_seen(**env: str) -> str:
-        return subprocess.run(["bash", "-c", probe], check=False, capture_output=True, text=True,
-                              env={"PATH": "/usr/bin:/bin", **env}).stdout.strip()
+        return subprocess.run(
+            ["bash", "-c", probe],
+            check=False,
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", **env},
+        ).stdout.strip()
 
     assert start_seen() == "2026-01-02"
     assert start_seen(BACKFILL_START_DATE="2025-05-05") == "2025-05-05"

@@ -29,22 +29,37 @@ with warnings.catch_warnings():
     CHECK = dg.AssetCheckSpec("probe_check", asset="probe", blocking=True, partitions_def=DAYS)
 
 
-@dg.multi_asset(specs=[dg.AssetSpec("probe", skippable=True)], check_specs=[CHECK],
-                partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+@dg.multi_asset(
+    specs=[dg.AssetSpec("probe", skippable=True)],
+    check_specs=[CHECK],
+    partitions_def=DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+)
 def probe(context):
     # As the pipeline's steps report: a check evaluation, then a materialization, per partition.
     for key in context.partition_keys:
-        yield dg.AssetCheckEvaluation(asset_key=dg.AssetKey("probe"), check_name="probe_check",
-                                      passed=key != "2024-01-05", partition=key, blocking=True)
+        yield dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey("probe"),
+            check_name="probe_check",
+            passed=key != "2024-01-05",
+            partition=key,
+            blocking=True,
+        )
         yield dg.AssetMaterialization(asset_key="probe", partition=key)
     for name in context.assets_def.check_specs_by_output_name:
         yield dg.Output(None, output_name=name)
 
 
 def ranged_run(instance: dg.DagsterInstance) -> str:
-    result = dg.materialize([probe], instance=instance, raise_on_error=False, tags={
-        "dagster/asset_partition_range_start": KEYS[0],
-        "dagster/asset_partition_range_end": KEYS[-1]})
+    result = dg.materialize(
+        [probe],
+        instance=instance,
+        raise_on_error=False,
+        tags={
+            "dagster/asset_partition_range_start": KEYS[0],
+            "dagster/asset_partition_range_end": KEYS[-1],
+        },
+    )
     return result.run_id
 
 
@@ -92,11 +107,16 @@ class ConnectionsOpened:
 def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list, dict]:
     """The run's materialized partitions, and each partition's check verdict, as Dagster reads them."""
     logs = instance.all_logs(run_id)
-    materialized = sorted(e.dagster_event.partition for e in logs
-                          if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION")
-    verdicts = {e.dagster_event.event_specific_data.partition: e.dagster_event.event_specific_data.passed
-                for e in logs
-                if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"}
+    materialized = sorted(
+        e.dagster_event.partition
+        for e in logs
+        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION"
+    )
+    verdicts = {
+        e.dagster_event.event_specific_data.partition: e.dagster_event.event_specific_data.passed
+        for e in logs
+        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
     return materialized, verdicts
 
 
@@ -150,7 +170,9 @@ def test_a_run_connects_a_handful_of_engines_where_dagsters_class_makes_one_per_
     assert ours.count <= 3  # the run's file, the index (and Dagster's own set-up of the file)
 
 
-def test_a_run_opens_a_handful_of_sqlite_connections_where_dagsters_class_opens_one_per_statement(homes):
+def test_a_run_opens_a_handful_of_sqlite_connections_where_dagsters_class_opens_one_per_statement(
+    homes,
+):
     ours, dagsters = counted_on_both_classes(homes, ConnectionsOpened)
     assert dagsters.count >= 2 * 2 * len(KEYS)
     assert ours.count <= 3  # the new run's file, and at most one more for a thread's overlap
@@ -174,7 +196,9 @@ def test_commits_sync_the_write_ahead_log_at_checkpoints_not_at_every_commit(hom
 
 def test_a_forked_process_opens_its_own_connections_and_its_events_are_stored(homes):
     with dg.DagsterInstance.from_config(str(homes)) as instance:
-        run_id = ranged_run(instance)  # the parent's connections to the index and the run's file are open
+        run_id = ranged_run(
+            instance
+        )  # the parent's connections to the index and the run's file are open
         run = instance.get_run_by_id(run_id)
         pid = os.fork()
         if pid == 0:  # the child: write through the inherited instance, then say what it opened

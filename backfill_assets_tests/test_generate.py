@@ -19,8 +19,7 @@ CURRENCIES = {"EUR", "GBP", "JPY", "BRL", "INR"}
 @pytest.fixture(scope="module")
 def feed(tmp_path_factory):
     root = tmp_path_factory.mktemp("landing")
-    return root, generate_feed(root, START, END, orders_per_day=200, seed=7,
-                               max_lateness_days=ML)
+    return root, generate_feed(root, START, END, orders_per_day=200, seed=7, max_lateness_days=ML)
 
 
 def tree(root) -> dict[str, bytes]:
@@ -65,8 +64,9 @@ def utc(text) -> datetime | None:
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
-        generate_feed(tmp_path / name, START, START + timedelta(days=2), orders_per_day=50,
-                      seed=seed)
+        generate_feed(
+            tmp_path / name, START, START + timedelta(days=2), orders_per_day=50, seed=seed
+        )
     a, b, c = tree(tmp_path / "a"), tree(tmp_path / "b"), tree(tmp_path / "c")
     assert a == b and len(a) > 10
     assert a != c
@@ -136,8 +136,16 @@ def test_malformed_lines_of_every_kind(feed):
         if not isinstance(obj, dict):
             kinds[f"json {type(obj).__name__}"] += 1
             continue
-        fields = ("order_id", "customer_id", "event_time", "updated_at", "status", "amount",
-                  "currency", "country")
+        fields = (
+            "order_id",
+            "customer_id",
+            "event_time",
+            "updated_at",
+            "status",
+            "amount",
+            "currency",
+            "country",
+        )
         kinds["missing field"] += any(f not in obj for f in fields)
         kinds["null field"] += any(obj.get(f, "") is None for f in fields)
         kinds["empty string"] += any(obj.get(f) == "" for f in fields)
@@ -150,9 +158,20 @@ def test_malformed_lines_of_every_kind(feed):
         kinds["amount 1e3"] += amount == ("number", "1e3")
         kinds["amount 1.234"] += amount in (("number", "1.234"), "1.234")
         kinds["amount string"] += isinstance(amount, str)
-    for kind in ("broken json", "json list", "json NoneType", "json str", "missing field",
-                 "null field", "empty string", "bad currency", "number customer_id",
-                 "no zone", "amount 1e3", "amount 1.234"):
+    for kind in (
+        "broken json",
+        "json list",
+        "json NoneType",
+        "json str",
+        "missing field",
+        "null field",
+        "empty string",
+        "bad currency",
+        "number customer_id",
+        "no zone",
+        "amount 1e3",
+        "amount 1.234",
+    ):
         assert kinds[kind] >= 10, kind
     assert kinds["amount number"] > 20 and kinds["amount string"] > 2000
 
@@ -186,8 +205,9 @@ def rates(root) -> dict[date, list[dict[str, str]]]:
     out = {}
     for folder in sorted((root / "fx_rates").iterdir()):
         day = date.fromisoformat(folder.name.split("=")[1])
-        out[day] = [list(csv.DictReader(io.StringIO(p.read_text())))
-                    for p in sorted(folder.glob("*.csv"))]
+        out[day] = [
+            list(csv.DictReader(io.StringIO(p.read_text()))) for p in sorted(folder.glob("*.csv"))
+        ]
     return out
 
 
@@ -196,8 +216,9 @@ def test_rates_cover_every_event_day_without_weekends(feed):
     published = rates(root)
     assert min(published) == START - timedelta(days=3)
     assert all(day.weekday() < 5 for day in published)
-    listed = {(day, row["currency"]) for day, files in published.items()
-              for rows in files for row in rows}
+    listed = {
+        (day, row["currency"]) for day, files in published.items() for rows in files for row in rows
+    }
     assert {c for _, c in listed} == CURRENCIES  # USD needs no rate
     for k in range((END - START).days + 1):
         day = START + timedelta(days=k)
@@ -210,8 +231,12 @@ def test_a_later_file_corrects_a_rate(feed):
     corrections = []
     for day, files in rates(feed[0]).items():
         first = {r["currency"]: r["usd_per_unit"] for r in files[0]}
-        corrections += [(day, r["currency"]) for later in files[1:] for r in later
-                        if r["currency"] in first and r["usd_per_unit"] != first[r["currency"]]]
+        corrections += [
+            (day, r["currency"])
+            for later in files[1:]
+            for r in later
+            if r["currency"] in first and r["usd_per_unit"] != first[r["currency"]]
+        ]
     assert len(corrections) >= 2
 
 
@@ -219,8 +244,9 @@ def test_remove_rates_leaves_a_day_without_a_rate(tmp_path):
     generate_feed(tmp_path, START, START + timedelta(days=4), orders_per_day=10)
     removed = remove_rates(tmp_path, "GBP", START - timedelta(days=3), START + timedelta(days=1))
     after = rates(tmp_path)
-    gbp_days = {d for d, files in after.items() for rows in files for r in rows
-                if r["currency"] == "GBP"}
+    gbp_days = {
+        d for d, files in after.items() for rows in files for r in rows if r["currency"] == "GBP"
+    }
     assert removed >= 3 and min(gbp_days) == START + timedelta(days=2)
     assert all(any(r["currency"] == "INR" for r in files[0]) for files in after.values())
 
@@ -233,8 +259,14 @@ def test_summary_agrees_with_the_independent_oracle(feed):
     verdicts = Counter(r.reason for a in ref.arrival_dates for r in ref.records(a))
     assert sum(verdicts.values()) == summary.records
     assert summary.records - verdicts[None] == summary.malformed
-    assert set(verdicts) == {None, "malformed_json", "missing_field", "invalid_value",
-                             "future_event", "too_late"}
+    assert set(verdicts) == {
+        None,
+        "malformed_json",
+        "missing_field",
+        "invalid_value",
+        "future_event",
+        "too_late",
+    }
     days = [START + timedelta(days=k) for k in range((END - START).days + 1)]
     assert ref.staging(days)[1] == set()  # every event day has every rate it needs
 
@@ -242,11 +274,15 @@ def test_summary_agrees_with_the_independent_oracle(feed):
 def test_a_feed_as_of_a_day_lands_nothing_after_it_and_the_same_files_before(feed, tmp_path):
     root, _ = feed
     as_of = END + timedelta(days=2)
-    summary = generate_feed(tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML,
-                            last_arrival=as_of)
+    summary = generate_feed(
+        tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML, last_arrival=as_of
+    )
     full, cut = tree(root), tree(tmp_path)
-    arrival = {path: date.fromisoformat(path.split("/")[1].split("=")[1])
-               for path in full if path.startswith("orders/")}
+    arrival = {
+        path: date.fromisoformat(path.split("/")[1].split("=")[1])
+        for path in full
+        if path.startswith("orders/")
+    }
     assert cut == {path: data for path, data in full.items() if arrival.get(path, START) <= as_of}
     assert max(arrival.values()) > as_of  # the full feed had later arrivals to hold back
     from backfill_assets_tests.reference import Reference
@@ -274,10 +310,17 @@ def _orders_per_customer(root) -> Counter:
 
 
 def test_a_hot_customer_places_its_share_of_the_orders(feed, tmp_path):
-    generate_feed(tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML,
-                  hot_customer_share=0.6)
+    generate_feed(
+        tmp_path,
+        START,
+        END,
+        orders_per_day=200,
+        seed=7,
+        max_lateness_days=ML,
+        hot_customer_share=0.6,
+    )
     counts = _orders_per_customer(tmp_path)
-    (hot, orders), = counts.most_common(1)
+    ((hot, orders),) = counts.most_common(1)
     assert abs(orders / sum(counts.values()) - 0.6) < 0.03  # 2,000 orders: sd ~0.011
     assert counts.most_common(2)[1][1] < 10  # everyone else stays spread out
     plain = _orders_per_customer(feed[0])
@@ -285,8 +328,15 @@ def test_a_hot_customer_places_its_share_of_the_orders(feed, tmp_path):
 
 
 def test_no_hot_customer_is_the_plain_feed(feed, tmp_path):
-    generate_feed(tmp_path, START, END, orders_per_day=200, seed=7, max_lateness_days=ML,
-                  hot_customer_share=0.0)
+    generate_feed(
+        tmp_path,
+        START,
+        END,
+        orders_per_day=200,
+        seed=7,
+        max_lateness_days=ML,
+        hot_customer_share=0.0,
+    )
     assert tree(tmp_path) == tree(feed[0])
 
 

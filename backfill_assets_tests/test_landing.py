@@ -131,7 +131,7 @@ def test_has_records_agrees_with_the_spark_reader_on_blank_lines(spark, tmp_path
     texts = {
         "empty.jsonl": "",
         "blank.jsonl": "\n  \r\n\t\n\u00a0\u2003\n\r",
-        "one.jsonl": "\n\n{\"x\": 1}",
+        "one.jsonl": '\n\n{"x": 1}',
         "garbage.jsonl": " \nnot json\n",
     }
     for name, text in texts.items():
@@ -145,12 +145,19 @@ def test_has_records_agrees_with_the_spark_reader_on_blank_lines(spark, tmp_path
 
 
 def test_has_records_skips_a_rate_files_header_as_the_reader_does(spark, tmp_path):
-    texts = {"header-only.csv": "\ncurrency,usd_per_unit\r\n \n", "rates.csv": "currency,usd_per_unit\nEUR,1.1\n",
-             "headerless.csv": "EUR,1.1\n", "empty.csv": ""}
+    texts = {
+        "header-only.csv": "\ncurrency,usd_per_unit\r\n \n",
+        "rates.csv": "currency,usd_per_unit\nEUR,1.1\n",
+        "headerless.csv": "EUR,1.1\n",
+        "empty.csv": "",
+    }
     for name, text in texts.items():
         _write(tmp_path, f"fx_rates/rate_date=2024-01-01/{name}", text)
     files = list_landing_files(tmp_path, "fx_rates", [date(2024, 1, 1)])
-    with_rows = {r["source_file"].rsplit("/", 1)[1] for r in read_rate_lines(spark, tmp_path, files).collect()}
+    with_rows = {
+        r["source_file"].rsplit("/", 1)[1]
+        for r in read_rate_lines(spark, tmp_path, files).collect()
+    }
     assert with_rows == {"rates.csv", "headerless.csv"}
     folder = tmp_path / "fx_rates/rate_date=2024-01-01"
     assert {name for name in texts if has_records(folder / name, DATASETS["fx_rates"])} == with_rows
@@ -163,26 +170,32 @@ def _utf8_or_none(line: bytes) -> str | None:
         return None
 
 
-def test_a_line_that_is_not_utf8_is_malformed_json_and_its_neighbours_are_judged_alone(spark, tmp_path):
+def test_a_line_that_is_not_utf8_is_malformed_json_and_its_neighbours_are_judged_alone(
+    spark, tmp_path
+):
     """JSON text is UTF-8 (RFC 8259 section 8.1): a line with bytes that are not is no JSON object,
     even when the bad bytes sit inside a string value (read leniently, two different bad ids
     would both become "o\ufffd" and be deduplicated as one order). Judged line by line: a valid
     line beside it, one with a real U+FFFD, and the byte 0x0A inside a multi-byte pair of hex
     digits ("\\xa0" after "0") are unaffected."""
-    record = ('{"order_id":"%s","customer_id":"c","event_time":"2024-01-03T10:00:00Z",'
-              '"updated_at":"2024-01-03T10:00:00Z","status":"paid","amount":"1.00",'
-              '"currency":"USD","country":"US"}')
+    record = (
+        '{"order_id":"%s","customer_id":"c","event_time":"2024-01-03T10:00:00Z",'
+        '"updated_at":"2024-01-03T10:00:00Z","status":"paid","amount":"1.00",'
+        '"currency":"USD","country":"US"}'
+    )
     lines = [
-        (record % "o\xff").encode("latin-1"),             # a lone continuation byte
+        (record % "o\xff").encode("latin-1"),  # a lone continuation byte
         (record % "ok1").encode(),
-        (record % "o\ufffd").encode(),                    # U+FFFD, written as valid UTF-8
-        (record % "o\xed\xa0\x80").encode("latin-1"),     # an encoded surrogate
-        (record % "o\xc0\xaf").encode("latin-1"),         # an overlong "/"
-        (record % "0\xa0").encode("latin-1"),             # 0x30 0xA0: hex "30A0", no line break in it
+        (record % "o\ufffd").encode(),  # U+FFFD, written as valid UTF-8
+        (record % "o\xed\xa0\x80").encode("latin-1"),  # an encoded surrogate
+        (record % "o\xc0\xaf").encode("latin-1"),  # an overlong "/"
+        (record % "0\xa0").encode("latin-1"),  # 0x30 0xA0: hex "30A0", no line break in it
         (record % "ok2").encode(),
     ]
-    for name, body in (("mixed.jsonl", b"\n".join(lines) + b"\n"),
-                       ("clean.jsonl", (record % "ok3").encode())):
+    for name, body in (
+        ("mixed.jsonl", b"\n".join(lines) + b"\n"),
+        ("clean.jsonl", (record % "ok3").encode()),
+    ):
         path = tmp_path / "orders/arrival_date=2024-01-03" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)
@@ -190,11 +203,16 @@ def test_a_line_that_is_not_utf8_is_malformed_json_and_its_neighbours_are_judged
 
     validated = validate_orders(read_order_lines(spark, tmp_path, files), 7)
 
-    got = {(r["source_file"].rsplit("/", 1)[1], r["line_number"]): r["reason"] for r in validated.collect()}
+    got = {
+        (r["source_file"].rsplit("/", 1)[1], r["line_number"]): r["reason"]
+        for r in validated.collect()
+    }
     expected = {("clean.jsonl", 1): None}
     for number, line in enumerate(lines, start=1):
         text = _utf8_or_none(line)
-        expected["mixed.jsonl", number] = "malformed_json" if text is None else judge(text, JAN3, 7)[0]
+        expected["mixed.jsonl", number] = (
+            "malformed_json" if text is None else judge(text, JAN3, 7)[0]
+        )
     assert got == expected
 
 
@@ -214,8 +232,10 @@ def test_links_that_lead_outside_the_landing_root_are_not_landed(spark, tmp_path
 
     files = list_landing_files(root, "orders", [JAN3, JAN4])
 
-    assert [f.relative_path for f in files] == ["orders/arrival_date=2024-01-03/in.jsonl",
-                                                "orders/arrival_date=2024-01-03/real.jsonl"]
+    assert [f.relative_path for f in files] == [
+        "orders/arrival_date=2024-01-03/in.jsonl",
+        "orders/arrival_date=2024-01-03/real.jsonl",
+    ]
     assert landed_partitions(root, "orders") == [JAN3]
     scan = scan_dataset(root, "orders", JAN3, JAN4, None, 0, 2**62)  # the late-data sensor's scan
     assert scan.counts == {JAN3: 2}

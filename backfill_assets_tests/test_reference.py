@@ -24,17 +24,29 @@ def land(root, rel: str, text: str) -> None:
     path.write_bytes(text.encode("utf-8"))
 
 
-def order(oid="O1", *, event="2024-01-01T10:00:00Z", updated=None, status="paid",
-          amount='"10.00"', currency="EUR", country="DE", customer="C1") -> str:
+def order(
+    oid="O1",
+    *,
+    event="2024-01-01T10:00:00Z",
+    updated=None,
+    status="paid",
+    amount='"10.00"',
+    currency="EUR",
+    country="DE",
+    customer="C1",
+) -> str:
     """A record with `amount` written as raw JSON text (a string needs its own quotes)."""
-    return (f'{{"order_id":"{oid}","customer_id":"{customer}","event_time":"{event}",'
-            f'"updated_at":"{updated or event}","status":"{status}","amount":{amount},'
-            f'"currency":"{currency}","country":"{country}"}}')
+    return (
+        f'{{"order_id":"{oid}","customer_id":"{customer}","event_time":"{event}",'
+        f'"updated_at":"{updated or event}","status":"{status}","amount":{amount},'
+        f'"currency":"{currency}","country":"{country}"}}'
+    )
 
 
 def reasons(root, arrival=D1, max_lateness_days=7) -> list[tuple[int, str | None]]:
-    return [(r.raw.line_number, r.reason)
-            for r in Reference(root, max_lateness_days).records(arrival)]
+    return [
+        (r.raw.line_number, r.reason) for r in Reference(root, max_lateness_days).records(arrival)
+    ]
 
 
 def test_lines_crlf_blanks_and_unfinished_files(tmp_path):
@@ -47,7 +59,10 @@ def test_lines_crlf_blanks_and_unfinished_files(tmp_path):
     a, b = "orders/arrival_date=2024-01-01/a.jsonl", "orders/arrival_date=2024-01-01/b.jsonl"
     result = expected(tmp_path, [D1, D2])
     assert result.raw_orders == [
-        RawRow(D1, a, 1, good), RawRow(D1, a, 4, good + "\r"), RawRow(D1, b, 1, "[1]")]
+        RawRow(D1, a, 1, good),
+        RawRow(D1, a, 4, good + "\r"),
+        RawRow(D1, b, 1, "[1]"),
+    ]
     assert result.quarantine == [QuarantineRow(D1, b, 1, "malformed_json", "[1]")]
 
 
@@ -70,36 +85,65 @@ def test_each_reason_in_precedence_order(tmp_path):
     ]
     land(tmp_path, "orders/arrival_date=2024-01-01/x.jsonl", "\n".join(lines))
     assert reasons(tmp_path) == [
-        (1, "malformed_json"), (2, "malformed_json"), (3, "malformed_json"),
-        (4, "malformed_json"), (5, "malformed_json"), (6, "missing_field"),
-        (7, "missing_field"), (8, "missing_field"), (9, "invalid_value"),
-        (10, "future_event"), (11, "future_event"), (12, "too_late"), (13, None), (14, None),
+        (1, "malformed_json"),
+        (2, "malformed_json"),
+        (3, "malformed_json"),
+        (4, "malformed_json"),
+        (5, "malformed_json"),
+        (6, "missing_field"),
+        (7, "missing_field"),
+        (8, "missing_field"),
+        (9, "invalid_value"),
+        (10, "future_event"),
+        (11, "future_event"),
+        (12, "too_late"),
+        (13, None),
+        (14, None),
     ]
     assert reasons(tmp_path, max_lateness_days=0)[-2:] == [(13, "too_late"), (14, None)]
 
 
 def test_missing_means_absent_null_or_empty(tmp_path):
     absent = order().replace(',"country":"DE"', "")
-    lines = [absent, order(customer=""),
-             order().replace('"status":"paid"', '"status":null'), order(customer=" ")]
+    lines = [
+        absent,
+        order(customer=""),
+        order().replace('"status":"paid"', '"status":null'),
+        order(customer=" "),
+    ]
     land(tmp_path, "orders/arrival_date=2024-01-01/x.jsonl", "\n".join(lines))
     assert [r for _, r in reasons(tmp_path)] == [
-        "missing_field", "missing_field", "missing_field", None]
+        "missing_field",
+        "missing_field",
+        "missing_field",
+        None,
+    ]
 
 
 def test_field_rules(tmp_path):
     cases = {
-        order(amount="12.5"): None, order(amount='"12.5"'): None, order(amount="7"): None,
-        order(amount='"007"'): None, order(amount='"999999999999.99"'): None,
-        order(amount="1e3"): "invalid_value", order(amount='"1e3"'): "invalid_value",
-        order(amount="1.234"): "invalid_value", order(amount='"1.234"'): "invalid_value",
-        order(amount='"-5.00"'): "invalid_value", order(amount="-5"): "invalid_value",
-        order(amount='"1000000000000"'): "invalid_value", order(amount='"12."'): "invalid_value",
-        order(amount='" 12"'): "invalid_value", order(amount="true"): "invalid_value",
+        order(amount="12.5"): None,
+        order(amount='"12.5"'): None,
+        order(amount="7"): None,
+        order(amount='"007"'): None,
+        order(amount='"999999999999.99"'): None,
+        order(amount="1e3"): "invalid_value",
+        order(amount='"1e3"'): "invalid_value",
+        order(amount="1.234"): "invalid_value",
+        order(amount='"1.234"'): "invalid_value",
+        order(amount='"-5.00"'): "invalid_value",
+        order(amount="-5"): "invalid_value",
+        order(amount='"1000000000000"'): "invalid_value",
+        order(amount='"12."'): "invalid_value",
+        order(amount='" 12"'): "invalid_value",
+        order(amount="true"): "invalid_value",
         order(amount='"\u0661\u0662"'): "invalid_value",  # Arabic-Indic digits are not \d
-        order(oid="X" * 64): None, order(oid="X" * 65): "invalid_value",
-        order(status="shipped"): "invalid_value", order(status="Paid"): "invalid_value",
-        order(currency="usd"): "invalid_value", order(currency="EURO"): "invalid_value",
+        order(oid="X" * 64): None,
+        order(oid="X" * 65): "invalid_value",
+        order(status="shipped"): "invalid_value",
+        order(status="Paid"): "invalid_value",
+        order(currency="usd"): "invalid_value",
+        order(currency="EURO"): "invalid_value",
         order(country="DEU"): "invalid_value",
         order().replace('"C1"', "12345"): "invalid_value",  # customer_id is a number
         order().replace('"O1"', '["O1"]'): "invalid_value",
@@ -116,36 +160,67 @@ def test_timestamp_forms():
     assert parse_timestamp("2024-01-01T10:05:07.5+05:30") == utc(2024, 1, 1, 4, 35, 7, 500000)
     assert parse_timestamp("2024-01-01T23:30:00-08:00") == utc(2024, 1, 2, 7, 30)
     assert parse_timestamp("2024-01-01T00:00:00.1234567Z") == utc(2024, 1, 1, 0, 0, 0, 123456)
-    for bad in ("2024-01-01T10:00:00", "2024-01-01 10:00:00Z", "2024-01-01T10:00:00z",
-                "2024-02-30T10:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01T10:00:00+0530",
-                "2024-01-01", "2024-01-01T10:00:00+19:00", "2024-01-01T10:00:00Z\n"):
+    for bad in (
+        "2024-01-01T10:00:00",
+        "2024-01-01 10:00:00Z",
+        "2024-01-01T10:00:00z",
+        "2024-02-30T10:00:00Z",
+        "2024-01-01T24:00:00Z",
+        "2024-01-01T10:00:00+0530",
+        "2024-01-01",
+        "2024-01-01T10:00:00+19:00",
+        "2024-01-01T10:00:00Z\n",
+    ):
         assert parse_timestamp(bad) is None, bad
 
 
 def test_dedupe_latest_wins_with_ties(tmp_path):
     o = "orders/arrival_date="
-    land(tmp_path, f"{o}2024-01-01/a.jsonl", "\n".join([
-        order("A", status="placed"),
-        order("A", status="paid", updated="2024-01-01T11:00:00Z"),
-        order("B", status="paid", updated="2024-01-01T11:00:00Z"),
-        order("C", status="paid", updated="2024-01-01T12:00:00Z"),
-        order("D", status="paid", updated="2024-01-01T12:00:00Z"),
-        order("D", status="cancelled", updated="2024-01-01T12:00:00Z"),  # same file, later line
-        order("E", status="placed", updated="2024-01-01T10:00:00Z"),
-    ]))
-    land(tmp_path, f"{o}2024-01-01/b.jsonl", order("C", status="cancelled",
-                                                   updated="2024-01-01T12:00:00Z"))
-    land(tmp_path, f"{o}2024-01-02/a.jsonl", "\n".join([
-        order("A", status="placed", updated="2024-01-01T10:59:59Z"),  # later arrival, older
-        order("B", status="cancelled", updated="2024-01-01T16:30:00+05:30"),  # same instant
-        order("E", status="paid", updated="2024-01-01T12:00:00+05:30"),  # reads later, is not
-    ]))
+    land(
+        tmp_path,
+        f"{o}2024-01-01/a.jsonl",
+        "\n".join(
+            [
+                order("A", status="placed"),
+                order("A", status="paid", updated="2024-01-01T11:00:00Z"),
+                order("B", status="paid", updated="2024-01-01T11:00:00Z"),
+                order("C", status="paid", updated="2024-01-01T12:00:00Z"),
+                order("D", status="paid", updated="2024-01-01T12:00:00Z"),
+                order(
+                    "D", status="cancelled", updated="2024-01-01T12:00:00Z"
+                ),  # same file, later line
+                order("E", status="placed", updated="2024-01-01T10:00:00Z"),
+            ]
+        ),
+    )
+    land(
+        tmp_path,
+        f"{o}2024-01-01/b.jsonl",
+        order("C", status="cancelled", updated="2024-01-01T12:00:00Z"),
+    )
+    land(
+        tmp_path,
+        f"{o}2024-01-02/a.jsonl",
+        "\n".join(
+            [
+                order("A", status="placed", updated="2024-01-01T10:59:59Z"),  # later arrival, older
+                order("B", status="cancelled", updated="2024-01-01T16:30:00+05:30"),  # same instant
+                order(
+                    "E", status="paid", updated="2024-01-01T12:00:00+05:30"
+                ),  # reads later, is not
+            ]
+        ),
+    )
     land(tmp_path, "fx_rates/rate_date=2024-01-01/r.csv", RATES + "EUR,1\n")
     rows, held = Reference(tmp_path).staging([D1])
     assert held == set()
     assert [(r.order_id, r.status) for r in rows] == [
-        ("A", "paid"), ("B", "cancelled"), ("C", "cancelled"), ("D", "cancelled"),
-        ("E", "placed")]
+        ("A", "paid"),
+        ("B", "cancelled"),
+        ("C", "cancelled"),
+        ("D", "cancelled"),
+        ("E", "placed"),
+    ]
     assert rows[1].updated_at == datetime(2024, 1, 1, 11, tzinfo=UTC)
 
 
@@ -173,18 +248,30 @@ def test_fx_as_of_cutoff_and_corrections(tmp_path):
 
 def test_rounding_fact_and_held_dates(tmp_path):
     o = "orders/arrival_date="
-    land(tmp_path, f"{o}2024-01-01/a.jsonl", "\n".join([
-        order("P1", amount='"0.05"'),  # 0.025 USD: half-up gives 0.03, half-even 0.02
-        order("P2", amount="10.01", country="FR"),  # 5.005: half-up 5.01
-        order("P6", amount="1500", currency="JPY", country="JP"),  # 10.06851: 10.07
-        order("P3", amount='"3.00"', currency="USD", country="US"),
-        order("P4", amount='"4.00"', status="placed"),
-        order("P5", amount='"5.00"', status="cancelled"),
-    ]))
-    land(tmp_path, f"{o}2024-01-02/a.jsonl", "\n".join([
-        order("Q1", event="2024-01-02T01:00:00Z", currency="GBP"),  # no GBP rate: D2 held
-        order("Q2", event="2024-01-02T01:00:00Z"),
-    ]))
+    land(
+        tmp_path,
+        f"{o}2024-01-01/a.jsonl",
+        "\n".join(
+            [
+                order("P1", amount='"0.05"'),  # 0.025 USD: half-up gives 0.03, half-even 0.02
+                order("P2", amount="10.01", country="FR"),  # 5.005: half-up 5.01
+                order("P6", amount="1500", currency="JPY", country="JP"),  # 10.06851: 10.07
+                order("P3", amount='"3.00"', currency="USD", country="US"),
+                order("P4", amount='"4.00"', status="placed"),
+                order("P5", amount='"5.00"', status="cancelled"),
+            ]
+        ),
+    )
+    land(
+        tmp_path,
+        f"{o}2024-01-02/a.jsonl",
+        "\n".join(
+            [
+                order("Q1", event="2024-01-02T01:00:00Z", currency="GBP"),  # no GBP rate: D2 held
+                order("Q2", event="2024-01-02T01:00:00Z"),
+            ]
+        ),
+    )
     land(tmp_path, "fx_rates/rate_date=2024-01-01/a.csv", RATES + "EUR,0.5\nJPY,0.00671234\n")
     ref = Reference(tmp_path)
     rows, held = ref.staging([D1, D2])

@@ -10,12 +10,16 @@ from pyspark.sql import functions as F
 
 
 def test_session_is_utc_and_ansi(spark):
-    row = spark.range(1).select(
-        F.try_to_timestamp(F.lit("2024-01-01T23:30:00-02:00")).alias("ts"),
-        F.date_format(
-            F.to_timestamp(F.lit("2024-01-01T23:30:00-02:00")), "yyyy-MM-dd"
-        ).alias("utc_day"),
-    ).first()
+    row = (
+        spark.range(1)
+        .select(
+            F.try_to_timestamp(F.lit("2024-01-01T23:30:00-02:00")).alias("ts"),
+            F.date_format(F.to_timestamp(F.lit("2024-01-01T23:30:00-02:00")), "yyyy-MM-dd").alias(
+                "utc_day"
+            ),
+        )
+        .first()
+    )
     assert row["utc_day"] == "2024-01-02"
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
 
@@ -28,17 +32,29 @@ COLLECTORS = (
 )
 
 
-@pytest.mark.parametrize(("setting", "collectors"), [
-    (None, "['Copy', 'MarkSweepCompact']"),  # the serial collector's two generations
-    ("-XX:+UseG1GC", "['G1 Old Generation', 'G1 Young Generation']"),
-])
+@pytest.mark.parametrize(
+    ("setting", "collectors"),
+    [
+        (None, "['Copy', 'MarkSweepCompact']"),  # the serial collector's two generations
+        ("-XX:+UseG1GC", "['G1 Old Generation', 'G1 Young Generation']"),
+    ],
+)
 def test_the_driver_jvm_runs_the_collector_spark_config_names(setting, collectors):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "BACKFILL_SPARK_DRIVER_GC")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "BACKFILL_SPARK_DRIVER_GC")
+    }
     if setting:
         env["BACKFILL_SPARK_DRIVER_GC"] = setting
     env["PYSPARK_PYTHON"] = sys.executable
-    run = subprocess.run([sys.executable, "-c", COLLECTORS], check=False, env=env, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", COLLECTORS],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == collectors

@@ -11,11 +11,26 @@ PACKAGE = Path(__file__).resolve().parents[1] / "backfill_assets"
 CATALOG = "backfill_assets.catalog"
 # The packages the command line drives; none of them may import it.
 DEFINITIONS_AND_MACHINERY = ("defs", "lake", "transforms", "late_data", "landing", "testing")
-TABLE_PATHS = ("raw/orders", "raw/fx_rates", "quarantine/orders",
-               "staging/orders", "fact/daily_revenue", "fact/customer_ltv", "fact/monthly_revenue",
-               "staging/orders_enriched", "staging/customer_segments")
-ASSET_NAMES = ("raw_orders", "raw_fx_rates", "stg_orders", "fct_daily_revenue", "fct_customer_ltv",
-               "rpt_monthly_revenue", "stg_orders_enriched")
+TABLE_PATHS = (
+    "raw/orders",
+    "raw/fx_rates",
+    "quarantine/orders",
+    "staging/orders",
+    "fact/daily_revenue",
+    "fact/customer_ltv",
+    "fact/monthly_revenue",
+    "staging/orders_enriched",
+    "staging/customer_segments",
+)
+ASSET_NAMES = (
+    "raw_orders",
+    "raw_fx_rates",
+    "stg_orders",
+    "fct_daily_revenue",
+    "fct_customer_ltv",
+    "rpt_monthly_revenue",
+    "stg_orders_enriched",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -105,13 +120,16 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
-        and node.body and isinstance(node.body[0], ast.Expr)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
     return [
         (node.lineno, node.value)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
     ]
 
 

@@ -43,7 +43,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-FLOOR_JOB = r'''
+FLOOR_JOB = r"""
 import sys, time
 from datetime import date, timedelta
 from pyspark.sql import functions as F
@@ -66,12 +66,12 @@ staging = convert_to_usd(latest_wins(valid), rates_on(rates, days, 7)).cache()
 staging.write.mode("overwrite").partitionBy("event_date").parquet(out + "/staging")
 daily_revenue(staging).write.mode("overwrite").partitionBy("event_date").parquet(out + "/fact")
 spark.stop()
-'''
+"""
 
 
 # Dagster's cost per stored event on this instance's storage: a ranged run of one partitioned
 # asset that reports one blocking check evaluation per partition, as the pipeline's steps do.
-EVENT_COST_JOB = r'''
+EVENT_COST_JOB = r"""
 import sys, time, warnings
 import dagster as dg
 n = int(sys.argv[1])
@@ -99,7 +99,7 @@ dg.materialize([probe], instance=dg.DagsterInstance.get(), tags={
     "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
     run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
 print(f"{took['s'] / (2 * n) * 1000:.2f} {took['cpu'] / (2 * n) * 1000:.2f}")
-'''
+"""
 
 
 class PeakRss:
@@ -155,18 +155,34 @@ def pipeline_env(work: Path, name: str, landing: Path, start: date) -> dict:
     home = work / name / "home"
     home.mkdir(parents=True)
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    return {**os.environ, "DAGSTER_HOME": str(home), "BACKFILL_LANDING_DIR": str(landing),
-            "BACKFILL_LAKE_DIR": str(work / name / "lake"), "BACKFILL_START_DATE": start.isoformat(),
-            "PYSPARK_PYTHON": sys.executable}
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "BACKFILL_LANDING_DIR": str(landing),
+        "BACKFILL_LAKE_DIR": str(work / name / "lake"),
+        "BACKFILL_START_DATE": start.isoformat(),
+        "PYSPARK_PYTHON": sys.executable,
+    }
 
 
 def ours(work: Path, name: str, landing: Path, feed_start: date, start: date, end: date):
     env = pipeline_env(work, name, landing, feed_start)
-    cmd = [sys.executable, "-m", "backfill_assets.cli", "backfill", "--start", str(start), "--end", str(end)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "backfill_assets.cli",
+        "backfill",
+        "--start",
+        str(start),
+        "--end",
+        str(end),
+    ]
     seconds, rss, code = timed(cmd, env, work / f"{name}.log")
     if code != 0:
         print(f"warning: {name} exited {code}; see {work / (name + '.log')}")
-    print(f"{name}: {seconds:.1f}s, peak RSS {rss.peak / 2**20:.0f} MiB ({rss.split()} MiB at the peak)")
+    print(
+        f"{name}: {seconds:.1f}s, peak RSS {rss.peak / 2**20:.0f} MiB ({rss.split()} MiB at the peak)"
+    )
     print("\n".join(run_breakdown(env)), flush=True)
     return seconds, rss.peak
 
@@ -199,8 +215,13 @@ event_log_storage:
 """
 
 
-def event_cost_ms(work: Path, name: str, events: int = 300, pg_url: str | None = None,
-                  event_log: str | None = None) -> tuple[float, float]:
+def event_cost_ms(
+    work: Path,
+    name: str,
+    events: int = 300,
+    pg_url: str | None = None,
+    event_log: str | None = None,
+) -> tuple[float, float]:
     """Milliseconds Dagster takes to store one per-partition event in a fresh instance here,
     and the CPU time of this process among them: on this instance's storage (PostgreSQL at
     ``pg_url`` as BACKFILL_DAGSTER_PG_URL, else SQLite), or with the ``event_log`` section
@@ -213,11 +234,18 @@ def event_cost_ms(work: Path, name: str, events: int = 300, pg_url: str | None =
         prepare_instance_yaml(home, ROOT / "dagster.yaml", overwrite=True, env=switch)
     else:
         home.mkdir(parents=True, exist_ok=True)
-        (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text() + event_log.format(home=home))
+        (home / "dagster.yaml").write_text(
+            (ROOT / "dagster.yaml").read_text() + event_log.format(home=home)
+        )
     env = {k: v for k, v in os.environ.items() if k != PG_URL_ENV}
-    out = subprocess.run([sys.executable, "-c", EVENT_COST_JOB, str(events // 2)], cwd=ROOT,
-                         env={**env, **switch, "DAGSTER_HOME": str(home)},
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", EVENT_COST_JOB, str(events // 2)],
+        cwd=ROOT,
+        env={**env, **switch, "DAGSTER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall, cpu = out.stdout.strip().splitlines()[-1].split()
     return float(wall), float(cpu)
 
@@ -242,25 +270,43 @@ def postgres_url(given: str | None):
 def print_event_costs(work: Path, pg: str | None) -> None:
     """The same probe run on each storage: Dagster's cost per stored event, and how much of it
     is CPU time in the run's own process (which no second thread hides on two busy cores)."""
-    storages = [("SQLite, connections kept: the default here", "sqlite", {}),
-                ("SQLite, Dagster's own class", "sqlite-dagster", {"event_log": DAGSTERS_OWN}),
-                ("SQLite, one database file", "one-file", {"event_log": ONE_SQLITE_FILE})]
+    storages = [
+        ("SQLite, connections kept: the default here", "sqlite", {}),
+        ("SQLite, Dagster's own class", "sqlite-dagster", {"event_log": DAGSTERS_OWN}),
+        ("SQLite, one database file", "one-file", {"event_log": ONE_SQLITE_FILE}),
+    ]
     if pg:
         storages.append(("PostgreSQL", "pg", {"pg_url": pg}))
     for storage, name, how in storages:
         wall, cpu = event_cost_ms(work, name, **how)
-        print(f"dagster: {wall:.1f} ms to store one per-partition event ({storage}), "
-              f"{cpu:.1f} ms of it CPU time in the run's process", flush=True)
+        print(
+            f"dagster: {wall:.1f} ms to store one per-partition event ({storage}), "
+            f"{cpu:.1f} ms of it CPU time in the run's process",
+            flush=True,
+        )
 
 
 def duckdb_job(work: Path, landing: Path, start: date, end: date) -> float:
     """The contract in DuckDB over [start, end], in a fresh process, as the floor runs."""
-    cmd = [sys.executable, str(ROOT / "bench" / "duckdb_contract.py"), str(landing),
-           str(work / "duckdb"), "--start", str(start), "--end", str(end), "--max-lateness-days", "7"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "duckdb_contract.py"),
+        str(landing),
+        str(work / "duckdb"),
+        "--start",
+        str(start),
+        "--end",
+        str(end),
+        "--max-lateness-days",
+        "7",
+    ]
     seconds, rss, code = timed(cmd, dict(os.environ), work / "duckdb.log")
     said = (work / "duckdb.log").read_text().strip().splitlines()
-    print(f"duckdb: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
-          f"{'; ' + said[-1].removeprefix('duckdb: ') if said else ''}", flush=True)
+    print(
+        f"duckdb: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
+        f"{'; ' + said[-1].removeprefix('duckdb: ') if said else ''}",
+        flush=True,
+    )
     return seconds
 
 
@@ -273,13 +319,25 @@ def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: lis
     """A fresh process per partition and layer (Dagster's default launcher), each day's raw
     then its staging and fact, over the lake ``ours`` built: the day-by-day way, with every
     other day's inputs already there."""
-    env = {**pipeline_env(work, "naive", landing, feed_start), "BACKFILL_LAKE_DIR": str(work / "ours" / "lake")}
+    env = {
+        **pipeline_env(work, "naive", landing, feed_start),
+        "BACKFILL_LAKE_DIR": str(work / "ours" / "lake"),
+    }
     dagster = str(Path(sys.executable).with_name("dagster"))
     total = 0.0
     for day in sample:
         for n, assets in enumerate(NAIVE_RUNS):
-            cmd = [dagster, "asset", "materialize", "-m", "backfill_assets.definitions",
-                   "--select", ",".join(assets), "--partition", day.isoformat()]
+            cmd = [
+                dagster,
+                "asset",
+                "materialize",
+                "-m",
+                "backfill_assets.definitions",
+                "--select",
+                ",".join(assets),
+                "--partition",
+                day.isoformat(),
+            ]
             log = work / f"naive-{day}-{n}.log"
             seconds, _, code = timed(cmd, env, log)
             print(f"  naive {day} {'+'.join(assets)}: {seconds:.1f}s (exit {code})", flush=True)
@@ -290,14 +348,19 @@ def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: lis
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--days", type=int, default=365)
     p.add_argument("--orders-per-day", type=int, default=20000)
     p.add_argument("--naive-sample", type=int, default=3)
     p.add_argument("--workdir", type=Path, default=None)
-    p.add_argument("--postgres-url", default=None,
-                   help="PostgreSQL for the per-event cost on Dagster's PostgreSQL storage "
-                        "(default: a throwaway server from this machine's PostgreSQL binaries)")
+    p.add_argument(
+        "--postgres-url",
+        default=None,
+        help="PostgreSQL for the per-event cost on Dagster's PostgreSQL storage "
+        "(default: a throwaway server from this machine's PostgreSQL binaries)",
+    )
     args = p.parse_args()
 
     from backfill_assets.generate import generate_feed
@@ -308,14 +371,31 @@ def main() -> None:
     end = start + timedelta(days=args.days - 1)
     t0 = time.monotonic()
     summary = generate_feed(landing, start, end, orders_per_day=args.orders_per_day, seed=1)
-    print(f"feed: {summary.records} records, {summary.order_files} files, "
-          f"generated in {time.monotonic() - t0:.0f}s under {work}", flush=True)
+    print(
+        f"feed: {summary.records} records, {summary.order_files} files, "
+        f"generated in {time.monotonic() - t0:.0f}s under {work}",
+        flush=True,
+    )
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     floor_s, floor_rss, code = timed(
-        [sys.executable, "-c", FLOOR_JOB, str(landing), str(work / "floor"), str(start), str(end), "7"],
-        env, work / "floor.log")
-    print(f"floor: {floor_s:.1f}s (exit {code}), peak RSS {floor_rss.peak / 2**20:.0f} MiB", flush=True)
+        [
+            sys.executable,
+            "-c",
+            FLOOR_JOB,
+            str(landing),
+            str(work / "floor"),
+            str(start),
+            str(end),
+            "7",
+        ],
+        env,
+        work / "floor.log",
+    )
+    print(
+        f"floor: {floor_s:.1f}s (exit {code}), peak RSS {floor_rss.peak / 2**20:.0f} MiB",
+        flush=True,
+    )
 
     ours_s, ours_rss = ours(work, "ours", landing, feed_start, start, end)
     days30 = min(30, args.days)
@@ -329,10 +409,12 @@ def main() -> None:
     naive_s = naive_per_partition(work, landing, feed_start, sample)
     print(f"naive: {naive_s:.1f}s per partition (sample of {len(sample)})", flush=True)
 
-    print(f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} ours_s={ours_s:.1f} "
-          f"naive_per_partition_s={naive_s:.1f} ours_over_floor={ours_s / floor_s:.2f} "
-          f"naive_over_ours={naive_s * args.days / ours_s:.1f} rss_365_over_30={ours_rss / rss30:.2f} "
-          f"duckdb_s={duckdb_s:.1f} ours_over_duckdb={ours_s / duckdb_s:.2f}")
+    print(
+        f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} ours_s={ours_s:.1f} "
+        f"naive_per_partition_s={naive_s:.1f} ours_over_floor={ours_s / floor_s:.2f} "
+        f"naive_over_ours={naive_s * args.days / ours_s:.1f} rss_365_over_30={ours_rss / rss30:.2f} "
+        f"duckdb_s={duckdb_s:.1f} ours_over_duckdb={ours_s / duckdb_s:.2f}"
+    )
 
 
 if __name__ == "__main__":

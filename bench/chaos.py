@@ -97,13 +97,20 @@ class Checked:
 
 CHECKED = (
     Checked("raw/orders", "arrival_date", ("arrival_date", "source_file", "line_number"), RawRow),
-    Checked("quarantine/orders", "arrival_date", ("arrival_date", "source_file", "line_number"),
-            QuarantineRow),
+    Checked(
+        "quarantine/orders",
+        "arrival_date",
+        ("arrival_date", "source_file", "line_number"),
+        QuarantineRow,
+    ),
     Checked("staging/orders", "event_date", ("event_date", "order_id"), StagingRow),
     Checked("fact/daily_revenue", "event_date", ("event_date", "country"), FactRow),
 )
-ASSET_OF_TABLE = {"raw/orders": "raw_orders", "staging/orders": "stg_orders",
-                  "fact/daily_revenue": "fct_daily_revenue"}
+ASSET_OF_TABLE = {
+    "raw/orders": "raw_orders",
+    "staging/orders": "stg_orders",
+    "fact/daily_revenue": "fct_daily_revenue",
+}
 
 
 def table_rows(lake: Path, path: str, columns: list[str] | None = None) -> list[dict]:
@@ -125,7 +132,9 @@ def lake_partitions(lake: Path, table: Checked) -> dict[date, Counter]:
     return out
 
 
-def reference_partitions(reference: Reference, table: Checked, days: list[date]) -> dict[date, Counter]:
+def reference_partitions(
+    reference: Reference, table: Checked, days: list[date]
+) -> dict[date, Counter]:
     if table.row is RawRow:
         rows = reference.raw_orders(days)
     elif table.row is QuarantineRow:
@@ -146,13 +155,23 @@ def materialized(home: Path) -> dict[str, set[date]]:
 
     os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:
-        return {asset: {date.fromisoformat(p) for p in
-                        instance.get_materialized_partitions(dg.AssetKey(asset))}
-                for asset in ASSET_OF_TABLE.values()}
+        return {
+            asset: {
+                date.fromisoformat(p)
+                for p in instance.get_materialized_partitions(dg.AssetKey(asset))
+            }
+            for asset in ASSET_OF_TABLE.values()
+        }
 
 
-def audit(counts: Counts, lake: Path, home: Path, reference: Reference, days: dict[str, list[date]],
-          complete: bool) -> list[str]:
+def audit(
+    counts: Counts,
+    lake: Path,
+    home: Path,
+    reference: Reference,
+    days: dict[str, list[date]],
+    complete: bool,
+) -> list[str]:
     """Compare the lake (and Dagster's materialized partitions) with the reference; add what
     is wrong to ``counts`` and return it in words. ``complete``: every partition of ``days``
     must be there (the end of a run); otherwise only those Dagster reports or the lake holds."""
@@ -162,8 +181,11 @@ def audit(counts: Counts, lake: Path, home: Path, reference: Reference, days: di
         table_days = days[table.partition]
         expected = reference_partitions(reference, table, table_days)
         actual = lake_partitions(lake, table)
-        keys = Counter(tuple(getattr(r, k) for k in table.key)
-                       for rows in actual.values() for r in rows.elements())
+        keys = Counter(
+            tuple(getattr(r, k) for k in table.key)
+            for rows in actual.values()
+            for r in rows.elements()
+        )
         duplicated = sum(n - 1 for n in keys.values() if n > 1)
         if duplicated:
             counts.duplicate_keys += duplicated
@@ -178,11 +200,15 @@ def audit(counts: Counts, lake: Path, home: Path, reference: Reference, days: di
                 counts.lost_rows += missing
             if got and got < want:
                 counts.torn += 1
-                problems.append(f"{table.path}[{day}]: torn, {sum(got.values())} of {sum(want.values())} rows")
+                problems.append(
+                    f"{table.path}[{day}]: torn, {sum(got.values())} of {sum(want.values())} rows"
+                )
             elif got or day in must:
                 counts.mismatched_partitions += 1
-                problems.append(f"{table.path}[{day}]: {sum(got.values())} rows, {missing} missing, "
-                                f"{sum((got - want).values())} unexpected")
+                problems.append(
+                    f"{table.path}[{day}]: {sum(got.values())} rows, {missing} missing, "
+                    f"{sum((got - want).values())} unexpected"
+                )
     return problems
 
 
@@ -207,8 +233,14 @@ def pipeline_env(root: Path, **extra: str) -> dict[str, str]:
 def start_cli(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen:
     """A ``backfill-assets`` command in its own process group (so a kill takes all of it)."""
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "backfill_assets.cli", *args], env=env,
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "backfill_assets.cli", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -226,23 +258,39 @@ def prepare(root: Path, days: int, orders_per_day: int, seed: int) -> list[date]
     (root / "home").mkdir(parents=True)
     shutil.copy(ROOT / "dagster.yaml", root / "home" / "dagster.yaml")
     end = FIRST_DAY + timedelta(days=days - 1)
-    generate_feed(root / "landing", FIRST_DAY, end, orders_per_day=orders_per_day, seed=seed,
-                  max_lateness_days=LATENESS)
+    generate_feed(
+        root / "landing",
+        FIRST_DAY,
+        end,
+        orders_per_day=orders_per_day,
+        seed=seed,
+        max_lateness_days=LATENESS,
+    )
     return days_between(FIRST_DAY, end)
 
 
 def range_days(event_days: list[date]) -> dict[str, list[date]]:
     """The partitions a backfill of ``event_days`` builds, by partition column."""
     start, end = event_days[0], event_days[-1]
-    return {"arrival_date": days_between(start, end + timedelta(days=LATENESS)),
-            "event_date": event_days}
+    return {
+        "arrival_date": days_between(start, end + timedelta(days=LATENESS)),
+        "event_date": event_days,
+    }
 
 
 # ------------------------------------------------------------------------------ kills
 
 
-def kills(counts: Counts, work: Path, n_kills: int, n_days: int, orders_per_day: int,
-          rng: random.Random, seed: int, run_timeout_s: float) -> None:
+def kills(
+    counts: Counts,
+    work: Path,
+    n_kills: int,
+    n_days: int,
+    orders_per_day: int,
+    rng: random.Random,
+    seed: int,
+    run_timeout_s: float,
+) -> None:
     root = work / "kills"
     event_days = prepare(root, n_days, orders_per_day, seed)
     reference = Reference(root / "landing", LATENESS)
@@ -262,19 +310,33 @@ def kills(counts: Counts, work: Path, n_kills: int, n_days: int, orders_per_day:
             kill_group(proc)
             counts.kills += 1
             problems = audit(counts, root / "lake", root / "home", reference, days, complete=False)
-            print(f"kill {counts.kills}: at {moment:.1f}s of attempt {attempt}: "
-                  f"{'; '.join(problems) or 'every partition equals the reference'}", flush=True)
+            print(
+                f"kill {counts.kills}: at {moment:.1f}s of attempt {attempt}: "
+                f"{'; '.join(problems) or 'every partition equals the reference'}",
+                flush=True,
+            )
             continue
         horizon = time.monotonic() - began
-        print(f"attempt {attempt} finished (exit {code}) in {horizon:.0f}s before its kill at "
-              f"{moment:.1f}s; the next kills draw from [1, {horizon:.0f}]s", flush=True)
+        print(
+            f"attempt {attempt} finished (exit {code}) in {horizon:.0f}s before its kill at "
+            f"{moment:.1f}s; the next kills draw from [1, {horizon:.0f}]s",
+            flush=True,
+        )
         if code not in (0, 1):
             counts.crashes += 1
     finish(counts, root, env, reference, days, args, run_timeout_s, "kills: the resume")
 
 
-def finish(counts: Counts, root: Path, env: dict[str, str], reference: Reference,
-           days: dict[str, list[date]], args: tuple[str, ...], run_timeout_s: float, what: str) -> None:
+def finish(
+    counts: Counts,
+    root: Path,
+    env: dict[str, str],
+    reference: Reference,
+    days: dict[str, list[date]],
+    args: tuple[str, ...],
+    run_timeout_s: float,
+    what: str,
+) -> None:
     """Run ``args`` to its end, then every partition of ``days`` must equal the reference."""
     proc = start_cli(env, root / "backfill.log", *args)
     try:
@@ -298,8 +360,11 @@ def hold_late_deliveries(landing: Path, held: Path, event_days: list[date]) -> l
     as the paths they will land at again."""
     deliveries = []
     for day in event_days:
-        late = sorted(p for p in landing.glob(f"orders/arrival_date=*/orders-{day:%Y%m%d}-*.jsonl")
-                      if not p.name.endswith("-01.jsonl"))
+        late = sorted(
+            p
+            for p in landing.glob(f"orders/arrival_date=*/orders-{day:%Y%m%d}-*.jsonl")
+            if not p.name.endswith("-01.jsonl")
+        )
         for path in late:
             target = held / path.relative_to(landing)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -319,9 +384,14 @@ def land(held: Path, landing: Path, delivery: list[Path]) -> None:
 
 def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
-        return subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run",
-                                 "-w", "workspace.yaml"], env=env, cwd=ROOT, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -356,7 +426,9 @@ def wait_quiet(home: Path, daemon: subprocess.Popen, quiet_s: float, timeout_s: 
     return False
 
 
-def dagster_disagreements(home: Path, lake: Path, first: date, days: dict[str, list[date]]) -> list[str]:
+def dagster_disagreements(
+    home: Path, lake: Path, first: date, days: dict[str, list[date]]
+) -> list[str]:
     """Partitions whose status in Dagster (what the UI shows) is not "materialized" although
     the lake holds them published, and materialized ones the lake lacks."""
     import dagster as dg
@@ -377,7 +449,9 @@ def dagster_disagreements(home: Path, lake: Path, first: date, days: dict[str, l
                 shown = getattr(state, "value", state)
                 in_lake = date.fromisoformat(key) in published
                 if in_lake != (shown == "MATERIALIZED"):
-                    wrong.append(f"{asset}[{key}]: Dagster shows {shown}, lake {'has' if in_lake else 'lacks'} it")
+                    wrong.append(
+                        f"{asset}[{key}]: Dagster shows {shown}, lake {'has' if in_lake else 'lacks'} it"
+                    )
     return wrong
 
 
@@ -407,13 +481,25 @@ def retried_steps(home: Path) -> list[tuple[bool, str]]:
             for event in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY):
                 error = event.dagster_event.event_specific_data.error
                 cause = error.cause or error
-                out.append((cause.cls_name == "LakeConflict",
-                            f"{run.run_id[:8]} {event.step_key}: {cause.message.strip()[:160]}"))
+                out.append(
+                    (
+                        cause.cls_name == "LakeConflict",
+                        f"{run.run_id[:8]} {event.step_key}: {cause.message.strip()[:160]}",
+                    )
+                )
     return out
 
 
-def live(counts: Counts, work: Path, n_days: int, live_days: int, orders_per_day: int,
-         rng: random.Random, seed: int, run_timeout_s: float) -> None:
+def live(
+    counts: Counts,
+    work: Path,
+    n_days: int,
+    live_days: int,
+    orders_per_day: int,
+    rng: random.Random,
+    seed: int,
+    run_timeout_s: float,
+) -> None:
     """The daemon's sensor and schedule fold the last ``live_days`` days' late deliveries in
     while a backfill of ``n_days`` days ending yesterday runs over the same days."""
     from backfill_assets.cli.demo import demo_range
@@ -425,28 +511,49 @@ def live(counts: Counts, work: Path, n_days: int, live_days: int, orders_per_day
     yesterday = date.today() - timedelta(days=1)  # the schedule's yesterday (UTC on this machine)
     span = demo_range(yesterday, n_days)
     landing = root / "landing"
-    generate_feed(landing, span.start, span.end, orders_per_day=orders_per_day, seed=seed,
-                  max_lateness_days=LATENESS, last_arrival=span.end)
+    generate_feed(
+        landing,
+        span.start,
+        span.end,
+        orders_per_day=orders_per_day,
+        seed=seed,
+        max_lateness_days=LATENESS,
+        last_arrival=span.end,
+    )
     event_days = days_between(span.start, span.end)
     deliveries = hold_late_deliveries(landing, root / "held", event_days[-live_days:])
     # The schedule ticks once, a minute or two into the backfill (a schedule's run key is
     # unique per tick, not per day: ticking every minute would request yesterday every minute).
     tick = datetime.now(UTC) + timedelta(seconds=150)
-    env = pipeline_env(root, BACKFILL_START_DATE=span.first_partition.isoformat(),
-                       BACKFILL_AUTOMATION="on", BACKFILL_SENSOR_INTERVAL_SECONDS="5",
-                       BACKFILL_LANDING_SETTLE_SECONDS="1",
-                       BACKFILL_DAILY_CRON=f"{tick.minute} {tick.hour} * * *")
+    env = pipeline_env(
+        root,
+        BACKFILL_START_DATE=span.first_partition.isoformat(),
+        BACKFILL_AUTOMATION="on",
+        BACKFILL_SENSOR_INTERVAL_SECONDS="5",
+        BACKFILL_LANDING_SETTLE_SECONDS="1",
+        BACKFILL_DAILY_CRON=f"{tick.minute} {tick.hour} * * *",
+    )
     horizon = 30.0 + 2.0 * n_days
     moments = sorted(rng.uniform(5.0, horizon) for _ in deliveries)
-    print(f"live: a {n_days}-day backfill ({span.start}..{span.end}) under the daemon, "
-          f"daily_refresh at {tick:%H:%M} UTC; {len(deliveries)} late deliveries land at "
-          f"{', '.join(f'{m:.0f}s' for m in moments)}", flush=True)
+    print(
+        f"live: a {n_days}-day backfill ({span.start}..{span.end}) under the daemon, "
+        f"daily_refresh at {tick:%H:%M} UTC; {len(deliveries)} late deliveries land at "
+        f"{', '.join(f'{m:.0f}s' for m in moments)}",
+        flush=True,
+    )
     daemon = start_daemon(env, root / "daemon.log")
     try:
         time.sleep(10)  # the daemon's first sensor ticks take the built state (none) as seen
         began = time.monotonic()
-        proc = start_cli(env, root / "backfill.log", "backfill", "--start",
-                         span.start.isoformat(), "--end", span.end.isoformat())
+        proc = start_cli(
+            env,
+            root / "backfill.log",
+            "backfill",
+            "--start",
+            span.start.isoformat(),
+            "--end",
+            span.end.isoformat(),
+        )
         for moment, delivery in zip(moments, deliveries, strict=True):
             time.sleep(max(0.0, began + moment - time.monotonic()))
             land(root / "held", landing, delivery)
@@ -467,14 +574,18 @@ def live(counts: Counts, work: Path, n_days: int, live_days: int, orders_per_day
     retried = retried_steps(root / "home")
     counts.live_conflicts_retried += sum(conflict for conflict, _ in retried)
     for conflict, line in retried:
-        print(f"live: retried ({'a lost race' if conflict else 'another cause'}) {line}", flush=True)
+        print(
+            f"live: retried ({'a lost race' if conflict else 'another cause'}) {line}", flush=True
+        )
     days = {"arrival_date": event_days, "event_date": event_days}
     reference = Reference(landing, LATENESS)
     problems = audit(counts, root / "lake", root / "home", reference, days, complete=True)
     disagreements = dagster_disagreements(root / "home", root / "lake", span.first_partition, days)
     counts.mismatched_partitions += len(disagreements)
-    print(f"live: {'; '.join(problems + disagreements) or 'every partition equals the reference, and Dagster shows each materialized'}",
-          flush=True)
+    print(
+        f"live: {'; '.join(problems + disagreements) or 'every partition equals the reference, and Dagster shows each materialized'}",
+        flush=True,
+    )
 
 
 # ------------------------------------------------------------------------------- fuzz
@@ -484,17 +595,44 @@ DECOY = "decoy-outside-the-landing-root"
 # Timestamps at the edges: zones up to +-18:00 (and past it), years 1 and 9999, leap days,
 # 24:00, fractions of 1 to 10 digits, lower-case t/z, no zone.
 EXTREME_TIMES = (
-    "0001-01-01T00:00:00Z", "0001-01-01T00:00:00+00:01", "0001-01-01T00:00:00-18:00",
-    "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59-00:01", "2024-01-03T00:00+18:00",
-    "2024-01-03T00:00:00+18:01", "2024-01-02T23:59:59.9999999999Z", "2024-02-29T12:00:00Z",
-    "2023-02-29T12:00:00Z", "2024-01-03T24:00:00Z", "2024-01-03t10:00:00z", "2024-01-03T10:00:00",
-    "2024-01-03T10:00:00.Z", "2024-01-03 10:00:00Z", "2024-01-02T23:30:00-00:30",
-    "2024-01-03T10:00:00+05:60", "+2024-01-03T10:00:00Z", "2024-1-3T10:00:00Z",
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T00:00:00+00:01",
+    "0001-01-01T00:00:00-18:00",
+    "9999-12-31T23:59:59.999999999Z",
+    "9999-12-31T23:59:59-00:01",
+    "2024-01-03T00:00+18:00",
+    "2024-01-03T00:00:00+18:01",
+    "2024-01-02T23:59:59.9999999999Z",
+    "2024-02-29T12:00:00Z",
+    "2023-02-29T12:00:00Z",
+    "2024-01-03T24:00:00Z",
+    "2024-01-03t10:00:00z",
+    "2024-01-03T10:00:00",
+    "2024-01-03T10:00:00.Z",
+    "2024-01-03 10:00:00Z",
+    "2024-01-02T23:30:00-00:30",
+    "2024-01-03T10:00:00+05:60",
+    "+2024-01-03T10:00:00Z",
+    "2024-1-3T10:00:00Z",
 )
 # Amounts at the edges of DECIMAL(18,2) and of the contract's pattern.
 EDGE_AMOUNTS = (
-    "999999999999.99", "999999999999", "9999999999999", "0", "0.00", "0.001", "1.5", "12.500",
-    "1e3", "-1.00", "+1.00", " 1.00", "1.", ".5", "00000000001.10", "١٢٣",
+    "999999999999.99",
+    "999999999999",
+    "9999999999999",
+    "0",
+    "0.00",
+    "0.001",
+    "1.5",
+    "12.500",
+    "1e3",
+    "-1.00",
+    "+1.00",
+    " 1.00",
+    "1.",
+    ".5",
+    "00000000001.10",
+    "١٢٣",
 )
 
 
@@ -505,29 +643,53 @@ def _fuzz_strategies():
     text = st.text(max_size=12)
     when = st.one_of(
         st.sampled_from(EXTREME_TIMES),
-        st.builds(lambda d, h, m, s, frac, zone: f"{d.isoformat()}T{h:02d}:{m:02d}:{s:02d}{frac}{zone}",
-                  st.dates(date(2023, 12, 20), date(2024, 1, 8)), st.integers(0, 23),
-                  st.integers(0, 59), st.integers(0, 59),
-                  st.sampled_from(("", ".5", ".123456789")),
-                  st.sampled_from(("Z", "+00:00", "-08:00", "+05:30", "+14:00", "-12:00"))))
-    amount = st.one_of(st.sampled_from(EDGE_AMOUNTS),
-                       st.decimals(0, 10**12, places=2).map(str),
-                       st.integers(0, 10**13))
+        st.builds(
+            lambda d, h, m, s, frac, zone: f"{d.isoformat()}T{h:02d}:{m:02d}:{s:02d}{frac}{zone}",
+            st.dates(date(2023, 12, 20), date(2024, 1, 8)),
+            st.integers(0, 23),
+            st.integers(0, 59),
+            st.integers(0, 59),
+            st.sampled_from(("", ".5", ".123456789")),
+            st.sampled_from(("Z", "+00:00", "-08:00", "+05:30", "+14:00", "-12:00")),
+        ),
+    )
+    amount = st.one_of(
+        st.sampled_from(EDGE_AMOUNTS),
+        st.decimals(0, 10**12, places=2).map(str),
+        st.integers(0, 10**13),
+    )
     value = st.one_of(text, st.none(), st.integers(), st.booleans(), st.just([]), st.just({}))
     record = st.fixed_dictionaries(
-        {"order_id": st.one_of(st.text(min_size=1, max_size=70), value),
-         "customer_id": st.one_of(st.text(min_size=1, max_size=8), value),
-         "event_time": st.one_of(when, value), "updated_at": st.one_of(when, value),
-         "status": st.sampled_from(("placed", "paid", "cancelled", "PAID", "", "refunded")),
-         "amount": amount,
-         "currency": st.sampled_from(("USD", "EUR", "usd", "US", "", "€UR")),
-         "country": st.sampled_from(("US", "DE", "us", "USA", ""))},
-        optional={"extra": value})
+        {
+            "order_id": st.one_of(st.text(min_size=1, max_size=70), value),
+            "customer_id": st.one_of(st.text(min_size=1, max_size=8), value),
+            "event_time": st.one_of(when, value),
+            "updated_at": st.one_of(when, value),
+            "status": st.sampled_from(("placed", "paid", "cancelled", "PAID", "", "refunded")),
+            "amount": amount,
+            "currency": st.sampled_from(("USD", "EUR", "usd", "US", "", "€UR")),
+            "country": st.sampled_from(("US", "DE", "us", "USA", "")),
+        },
+        optional={"extra": value},
+    )
 
     @st.composite
     def line(draw) -> bytes:
-        kind = draw(st.sampled_from(("record", "record", "bytes", "not-utf8", "nul", "long",
-                                     "nested", "duplicate-key", "missing")))
+        kind = draw(
+            st.sampled_from(
+                (
+                    "record",
+                    "record",
+                    "bytes",
+                    "not-utf8",
+                    "nul",
+                    "long",
+                    "nested",
+                    "duplicate-key",
+                    "missing",
+                )
+            )
+        )
         fields_ = dict(draw(record))
         if kind == "missing":
             fields_.pop(draw(st.sampled_from(sorted(fields_))))
@@ -536,8 +698,22 @@ def _fuzz_strategies():
             return draw(st.binary(max_size=80))
         if kind == "not-utf8":
             at = draw(st.integers(0, len(body)))
-            return body[:at] + draw(st.sampled_from((b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82",
-                                                     b"\xf4\x90\x80\x80", b"\x80"))) + body[at:]
+            return (
+                body[:at]
+                + draw(
+                    st.sampled_from(
+                        (
+                            b"\xff",
+                            b"\xc0\xaf",
+                            b"\xed\xa0\x80",
+                            b"\xe2\x82",
+                            b"\xf4\x90\x80\x80",
+                            b"\x80",
+                        )
+                    )
+                )
+                + body[at:]
+            )
         if kind == "nul":
             at = draw(st.integers(0, len(body)))
             return body[:at] + b"\x00" + body[at:]
@@ -548,20 +724,46 @@ def _fuzz_strategies():
             return body[:-1] + b',"deep":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
         if kind == "duplicate-key":
             key = draw(st.sampled_from(sorted(fields_)))
-            return body[:-1] + b',"' + key.encode() + b'":' + json.dumps(fields_[key]).encode() + b"}"
+            return (
+                body[:-1] + b',"' + key.encode() + b'":' + json.dumps(fields_[key]).encode() + b"}"
+            )
         return body
 
     name = st.builds(
         lambda stem, suffix: stem + suffix,
-        st.one_of(st.sampled_from(("a b", "été ☃", "x..y", "..", "_inflight", ".hidden", "a%20b",
-                                   "a+b", "#[{*?}]", "日本", "sp ace ")),
-                  st.text(st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)),
-                          min_size=1, max_size=12)),
-        st.sampled_from((".jsonl", ".jsonl", ".jsonl", ".JSONL", ".jsonl.tmp", ".json")))
+        st.one_of(
+            st.sampled_from(
+                (
+                    "a b",
+                    "été ☃",
+                    "x..y",
+                    "..",
+                    "_inflight",
+                    ".hidden",
+                    "a%20b",
+                    "a+b",
+                    "#[{*?}]",
+                    "日本",
+                    "sp ace ",
+                )
+            ),
+            st.text(
+                st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)),
+                min_size=1,
+                max_size=12,
+            ),
+        ),
+        st.sampled_from((".jsonl", ".jsonl", ".jsonl", ".JSONL", ".jsonl.tmp", ".json")),
+    )
     lines = st.lists(line(), min_size=0, max_size=12)
     separators = st.sampled_from((b"\n", b"\r\n", b"\n\n", b"\n \t\n"))
-    return st.tuples(st.sampled_from(FUZZ_ARRIVALS), name, lines, separators,
-                     st.sampled_from((b"", b"\n", b"\r\n")))
+    return st.tuples(
+        st.sampled_from(FUZZ_ARRIVALS),
+        name,
+        lines,
+        separators,
+        st.sampled_from((b"", b"\n", b"\r\n")),
+    )
 
 
 def draw_fuzz_cases(n: int, seed: int) -> list[tuple[date, str, bytes]]:
@@ -572,8 +774,13 @@ def draw_fuzz_cases(n: int, seed: int) -> list[tuple[date, str, bytes]]:
     drawn: list[tuple[date, str, bytes]] = []
 
     @seeded(seed)
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(_fuzz_strategies())
     def collect(case) -> None:
         day, name, lines, separator, ending = case
@@ -622,8 +829,15 @@ def fuzz(counts: Counts, work: Path, n_cases: int, seed: int, run_timeout_s: flo
     counts.fuzz_cases += len(cases)
     env = pipeline_env(root)
     last = FUZZ_ARRIVALS[-1]
-    proc = start_cli(env, root / "backfill.log", "backfill", "--start", FIRST_DAY.isoformat(),
-                     "--end", last.isoformat())
+    proc = start_cli(
+        env,
+        root / "backfill.log",
+        "backfill",
+        "--start",
+        FIRST_DAY.isoformat(),
+        "--end",
+        last.isoformat(),
+    )
     try:
         code = proc.wait(timeout=run_timeout_s)
     except subprocess.TimeoutExpired:
@@ -632,10 +846,14 @@ def fuzz(counts: Counts, work: Path, n_cases: int, seed: int, run_timeout_s: flo
     if code not in (0, 1):
         counts.crashes += 1
         print(f"fuzz: the backfill ended {code}; log: {root / 'backfill.log'}", flush=True)
-    raw = {(r["arrival_date"], r["source_file"], r["line_number"]): r["payload"]
-           for r in table_rows(root / "lake", "raw/orders")}
-    reasons = {(r["arrival_date"], r["source_file"], r["line_number"]): r["reason"]
-               for r in table_rows(root / "lake", "quarantine/orders")}
+    raw = {
+        (r["arrival_date"], r["source_file"], r["line_number"]): r["payload"]
+        for r in table_rows(root / "lake", "raw/orders")
+    }
+    reasons = {
+        (r["arrival_date"], r["source_file"], r["line_number"]): r["reason"]
+        for r in table_rows(root / "lake", "quarantine/orders")
+    }
     wrong = []
     for key, (payload, reason) in expected.items():
         if key not in raw:
@@ -649,11 +867,16 @@ def fuzz(counts: Counts, work: Path, n_cases: int, seed: int, run_timeout_s: flo
     leaked = sum(DECOY in (p or "") for p in raw.values())
     wrong += [f"{leaked} decoy line(s) from outside the landing root in raw"] if leaked else []
     counts.lost_rows += sum(1 for key in expected if key not in raw)
-    counts.mismatched_partitions += len({key[0] for key in (set(expected) ^ set(raw))} |
-                                        {k[0] for k, (p, r) in expected.items() if reasons.get(k) != r})
-    print(f"fuzz: {len(cases)} files, {len(expected)} records: "
-          f"{'; '.join(wrong[:10]) or 'each in raw, each rejected one in quarantine with its reason'}"
-          + (f" (+{len(wrong) - 10} more)" if len(wrong) > 10 else ""), flush=True)
+    counts.mismatched_partitions += len(
+        {key[0] for key in (set(expected) ^ set(raw))}
+        | {k[0] for k, (p, r) in expected.items() if reasons.get(k) != r}
+    )
+    print(
+        f"fuzz: {len(cases)} files, {len(expected)} records: "
+        f"{'; '.join(wrong[:10]) or 'each in raw, each rejected one in quarantine with its reason'}"
+        + (f" (+{len(wrong) - 10} more)" if len(wrong) > 10 else ""),
+        flush=True,
+    )
 
 
 def plant_decoys(root: Path, landing: Path) -> None:
@@ -667,25 +890,42 @@ def plant_decoys(root: Path, landing: Path) -> None:
         (folder / "decoy.jsonl").write_bytes(line)
     first = landing / "orders" / f"arrival_date={FUZZ_ARRIVALS[0].isoformat()}"
     first.mkdir(parents=True, exist_ok=True)
-    (first / "linked-out.jsonl").symlink_to(outside / "orders" / f"arrival_date={FUZZ_ARRIVALS[0].isoformat()}" / "decoy.jsonl")
+    (first / "linked-out.jsonl").symlink_to(
+        outside / "orders" / f"arrival_date={FUZZ_ARRIVALS[0].isoformat()}" / "decoy.jsonl"
+    )
     (first / "linked-folder").symlink_to(outside / "orders", target_is_directory=True)
-    (landing / "orders" / f"arrival_date={(FUZZ_ARRIVALS[-1] + timedelta(days=1)).isoformat()}").symlink_to(
-        outside / "orders" / f"arrival_date={FUZZ_ARRIVALS[1].isoformat()}", target_is_directory=True)
+    (
+        landing / "orders" / f"arrival_date={(FUZZ_ARRIVALS[-1] + timedelta(days=1)).isoformat()}"
+    ).symlink_to(
+        outside / "orders" / f"arrival_date={FUZZ_ARRIVALS[1].isoformat()}",
+        target_is_directory=True,
+    )
 
 
 # -------------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--days", type=int, default=30, help="days of the killed backfill")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--orders-per-day", type=int, default=100)
-    p.add_argument("--live-backfill-days", type=int, default=60, help="days of the live lane's backfill (0: no live lane)")
-    p.add_argument("--live-days", type=int, default=10, help="last days whose late deliveries land during it")
+    p.add_argument(
+        "--live-backfill-days",
+        type=int,
+        default=60,
+        help="days of the live lane's backfill (0: no live lane)",
+    )
+    p.add_argument(
+        "--live-days", type=int, default=10, help="last days whose late deliveries land during it"
+    )
     p.add_argument("--fuzz-cases", type=int, default=200, help="landing files hypothesis draws")
-    p.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a command counts as hung")
+    p.add_argument(
+        "--run-timeout", type=float, default=900.0, help="seconds before a command counts as hung"
+    )
     p.add_argument("--workdir", type=Path, help="keep the work here (default: a temporary folder)")
     args = p.parse_args(argv)
     rng = random.Random(args.seed)
@@ -694,10 +934,27 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"chaos: seed {args.seed}, work in {work}", flush=True)
     if args.kills:
-        kills(counts, work, args.kills, args.days, args.orders_per_day, rng, args.seed, args.run_timeout)
+        kills(
+            counts,
+            work,
+            args.kills,
+            args.days,
+            args.orders_per_day,
+            rng,
+            args.seed,
+            args.run_timeout,
+        )
     if args.live_backfill_days:
-        live(counts, work, args.live_backfill_days, min(args.live_days, args.live_backfill_days),
-             args.orders_per_day, rng, args.seed, args.run_timeout)
+        live(
+            counts,
+            work,
+            args.live_backfill_days,
+            min(args.live_days, args.live_backfill_days),
+            args.orders_per_day,
+            rng,
+            args.seed,
+            args.run_timeout,
+        )
     if args.fuzz_cases:
         fuzz(counts, work, args.fuzz_cases, args.seed, args.run_timeout)
     print(counts.line(), flush=True)

@@ -38,8 +38,13 @@ CID = "bench"
 
 def cli(env: dict, *args: str) -> float:
     began = time.monotonic()
-    subprocess.run([sys.executable, "-m", "backfill_assets.cli", *args], env=env, check=True,
-                   cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "backfill_assets.cli", *args],
+        env=env,
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     return time.monotonic() - began
 
 
@@ -57,7 +62,9 @@ def copied_bytes(table_dir: Path, version: int, staged_paths: set[str]) -> tuple
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--days", type=int, default=90)
     p.add_argument("--orders-per-day", type=int, default=4000)
     p.add_argument("--end", type=date.fromisoformat, default=date(2025, 6, 30))
@@ -67,21 +74,35 @@ def main() -> None:
 
     start = args.end - timedelta(days=args.days - 1)
     work = Path(tempfile.mkdtemp(prefix="correction-bench-"))
-    env = {**os.environ, "BACKFILL_LANDING_DIR": str(work / "landing"),
-           "BACKFILL_LAKE_DIR": str(work / "lake"), "DAGSTER_HOME": str(work / "home"),
-           "BACKFILL_START_DATE": (start - timedelta(days=7)).isoformat(),
-           "BACKFILL_LOG_LEVEL": "ERROR"}
+    env = {
+        **os.environ,
+        "BACKFILL_LANDING_DIR": str(work / "landing"),
+        "BACKFILL_LAKE_DIR": str(work / "lake"),
+        "DAGSTER_HOME": str(work / "home"),
+        "BACKFILL_START_DATE": (start - timedelta(days=7)).isoformat(),
+        "BACKFILL_LOG_LEVEL": "ERROR",
+    }
     (work / "home").mkdir()
-    generate_feed(work / "landing", start - timedelta(days=7), args.end,
-                  orders_per_day=args.orders_per_day, seed=1)
+    generate_feed(
+        work / "landing",
+        start - timedelta(days=7),
+        args.end,
+        orders_per_day=args.orders_per_day,
+        seed=1,
+    )
     span = ["--start", start.isoformat(), "--end", args.end.isoformat()]
     cli(env, "backfill", *span)
     backfill_s = cli(env, "backfill", *span)
-    print(f"backfill of {args.days} days x {args.orders_per_day} orders: {backfill_s:.1f} s", flush=True)
+    print(
+        f"backfill of {args.days} days x {args.orders_per_day} orders: {backfill_s:.1f} s",
+        flush=True,
+    )
 
     files = restate_rates(work / "landing", "EUR", start, args.end, Decimal("1.03"))
     correct_s = cli(env, "correct", *span, "--reason", "bench: EUR restated", "--id", CID)
-    print(f"correct (stage, every check): {correct_s:.1f} s; {files} restated rate files", flush=True)
+    print(
+        f"correct (stage, every check): {correct_s:.1f} s; {files} restated rate files", flush=True
+    )
 
     os.environ.update(env)
     from backfill_assets.corrections import diff as diffing
@@ -94,28 +115,38 @@ def main() -> None:
     result = diffing.compute(lake, registry.get(lake.root, CID))
     diffing.record(lake, result)
     diff_s = time.monotonic() - began
-    print(f"diff: {diff_s:.1f} s; {len(result.changed_days)} of {len(result.days)} days changed", flush=True)
+    print(
+        f"diff: {diff_s:.1f} s; {len(result.changed_days)} of {len(result.days)} days changed",
+        flush=True,
+    )
 
     timings = {}
-    for step, action in (("cutover", lambda: lifecycle.cutover(lake, CID, force=True)),
-                         ("rollback", lambda: lifecycle.rollback(lake, CID)),
-                         ("cutover_again", lambda: lifecycle.cutover(lake, CID, force=True))):
+    for step, action in (
+        ("cutover", lambda: lifecycle.cutover(lake, CID, force=True)),
+        ("rollback", lambda: lifecycle.rollback(lake, CID)),
+        ("cutover_again", lambda: lifecycle.cutover(lake, CID, force=True)),
+    ):
         began = time.monotonic()
         outcome = action()
         timings[step] = time.monotonic() - began
-        print(f"{step}: {timings[step]:.2f} s, {len(outcome.days)} partitions per table, "
-              + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()), flush=True)
+        print(
+            f"{step}: {timings[step]:.2f} s, {len(outcome.days)} partitions per table, "
+            + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()),
+            flush=True,
+        )
         if step == "cutover":
             published = copied = 0
             for table, write in outcome.writes.items():
                 staged = lake.staged_version(table, CID)
                 a, c = copied_bytes(lake.path(table), write.version, {f.path for f in staged.files})
                 published, copied = published + a, copied + c
-    print(f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine_name} "
-          f"backfill_s={backfill_s:.1f} correct_s={correct_s:.1f} "
-          f"stage_over_backfill={correct_s / backfill_s:.2f} diff_s={diff_s:.1f} "
-          f"cutover_s={timings['cutover']:.2f} rollback_s={timings['rollback']:.2f} "
-          f"bytes_published={published} bytes_copied={copied}")
+    print(
+        f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine_name} "
+        f"backfill_s={backfill_s:.1f} correct_s={correct_s:.1f} "
+        f"stage_over_backfill={correct_s / backfill_s:.2f} diff_s={diff_s:.1f} "
+        f"cutover_s={timings['cutover']:.2f} rollback_s={timings['rollback']:.2f} "
+        f"bytes_published={published} bytes_copied={copied}"
+    )
 
 
 if __name__ == "__main__":

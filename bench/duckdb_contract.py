@@ -36,13 +36,23 @@ from backfill_assets.days import days_between
 from backfill_assets.landing.layout import list_landing_files
 
 RATE_LOOKBACK_DAYS = 7  # the contract's D - R <= 7
-FIELDS = ("order_id", "customer_id", "event_time", "updated_at", "status", "amount", "currency",
-          "country")
+FIELDS = (
+    "order_id",
+    "customer_id",
+    "event_time",
+    "updated_at",
+    "status",
+    "amount",
+    "currency",
+    "country",
+)
 
 # Python's str.isspace(): categories Zs/Zl/Zp (\pZ) and the bidi classes B, S, WS.
 _BLANK = r"[\pZ\t\n\x0b\x0c\r\x1c-\x1f\x{85}]*"
-_TIMESTAMP = (r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?"
-              r"(?:Z|([+-])(\d{2}):(\d{2}))$")
+_TIMESTAMP = (
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?"
+    r"(?:Z|([+-])(\d{2}):(\d{2}))$"
+)
 # yyjson, as DuckDB configures it, accepts NaN, Infinity and trailing commas; JSON does not.
 _LAX_JSON = r"NaN|Infinity|,\s*[\]}]"
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
@@ -52,13 +62,17 @@ MAX_JSON_DEPTH = 1000
 _AMOUNT_LITERAL = r'[{,]\s*"amount"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
 _MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999  # years 1..9999
 # One UTF-8 character as hex, or a truncated prefix of one: each prefix is one U+FFFD.
-_UTF8_CHAR = ("[0-7][0-9A-F]|(?:C[2-9A-F]|D[0-9A-F])[89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]"
-              "|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]"
-              "|F0[9AB][0-9A-F](?:[89AB][0-9A-F]){2}|F[1-3](?:[89AB][0-9A-F]){3}"
-              "|F48[0-9A-F](?:[89AB][0-9A-F]){2}")
-_UTF8_PREFIX = ("E0[AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F]|ED[89][0-9A-F]"
-                "|F0[9AB][0-9A-F](?:[89AB][0-9A-F])?|F[1-3][89AB][0-9A-F](?:[89AB][0-9A-F])?"
-                "|F48[0-9A-F](?:[89AB][0-9A-F])?")
+_UTF8_CHAR = (
+    "[0-7][0-9A-F]|(?:C[2-9A-F]|D[0-9A-F])[89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]"
+    "|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]"
+    "|F0[9AB][0-9A-F](?:[89AB][0-9A-F]){2}|F[1-3](?:[89AB][0-9A-F]){3}"
+    "|F48[0-9A-F](?:[89AB][0-9A-F]){2}"
+)
+_UTF8_PREFIX = (
+    "E0[AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F]|ED[89][0-9A-F]"
+    "|F0[9AB][0-9A-F](?:[89AB][0-9A-F])?|F[1-3][89AB][0-9A-F](?:[89AB][0-9A-F])?"
+    "|F48[0-9A-F](?:[89AB][0-9A-F])?"
+)
 
 MACROS = f"""
 CREATE OR REPLACE TEMP MACRO utf8_replaced(h) AS decode(unhex(array_to_string(list_transform(
@@ -110,14 +124,22 @@ def _lines_view(con: duckdb.DuckDBPyConnection, name: str, root: Path, files: li
     """View ``name``: (day, source_file, line_number, payload, utf8) of every record of
     ``files``: split on LF, one trailing CR dropped, blank lines numbered but skipped. A file
     that is not UTF-8 is split as bytes; its lines that are not UTF-8 show U+FFFD."""
-    listing = pa.table({"path": [str(root / f.relative_path) for f in files],
-                        "source_file": [f.relative_path for f in files],
-                        "day": pa.array([f.partition for f in files], pa.date32())})
+    listing = pa.table(
+        {
+            "path": [str(root / f.relative_path) for f in files],
+            "source_file": [f.relative_path for f in files],
+            "day": pa.array([f.partition for f in files], pa.date32()),
+        }
+    )
     con.register(f"{name}_files", listing)
-    paths = ", ".join("'" + _glob_escaped(str(root / f.relative_path)).replace("'", "''") + "'"
-                      for f in files)
-    blobs = f"read_blob([{paths}])" if files else \
-        "(SELECT NULL::VARCHAR AS filename, NULL::BLOB AS content WHERE false)"
+    paths = ", ".join(
+        "'" + _glob_escaped(str(root / f.relative_path)).replace("'", "''") + "'" for f in files
+    )
+    blobs = (
+        f"read_blob([{paths}])"
+        if files
+        else "(SELECT NULL::VARCHAR AS filename, NULL::BLOB AS content WHERE false)"
+    )
     con.execute(f"""
     CREATE OR REPLACE TEMP VIEW {name} AS
     WITH texts AS (
@@ -296,13 +318,20 @@ FACT = """
 def _write(con: duckdb.DuckDBPyConnection, query: str, out: Path, partition: str) -> int:
     """``query``'s rows as Parquet under ``out``, one folder per ``partition`` value."""
     target = str(out).replace("'", "''")
-    return con.execute(f"COPY ({query}) TO '{target}' "
-                       f"(FORMAT parquet, PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE)"
-                       ).fetchone()[0]
+    return con.execute(
+        f"COPY ({query}) TO '{target}' "
+        f"(FORMAT parquet, PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE)"
+    ).fetchone()[0]
 
 
-def run(landing_dir: str | Path, out_dir: str | Path, start: date, end: date,
-        max_lateness_days: int = 7, threads: int | None = None) -> Summary:
+def run(
+    landing_dir: str | Path,
+    out_dir: str | Path,
+    start: date,
+    end: date,
+    max_lateness_days: int = 7,
+    threads: int | None = None,
+) -> Summary:
     """The contract's staging, fact and quarantine tables of [start, end] as Parquet under
     ``out_dir``: staging and fact of event days start..end (arrivals up to end + lateness),
     quarantine of arrival days start..end."""
@@ -323,14 +352,23 @@ def run(landing_dir: str | Path, out_dir: str | Path, start: date, end: date,
         _rates_table(con)
         _staging_table(con, start, end)
         con.execute(f"CREATE TEMP TABLE staging AS {STAGING}")
-        held = [r[0] for r in con.execute(
-            "SELECT DISTINCT event_date FROM staged WHERE amount_usd IS NULL ORDER BY 1").fetchall()]
+        held = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT event_date FROM staged WHERE amount_usd IS NULL ORDER BY 1"
+            ).fetchall()
+        ]
         staging_rows = _write(con, "SELECT * FROM staging", out / "staging", "event_date")
         fact_rows = _write(con, FACT, out / "fact", "event_date")
-        quarantined = _write(con, f"""
+        quarantined = _write(
+            con,
+            f"""
             SELECT arrival_date, source_file, line_number, reason, payload FROM records
             WHERE reason IS NOT NULL AND arrival_date BETWEEN DATE '{start}' AND DATE '{end}'
-            """, out / "quarantine", "arrival_date")
+            """,
+            out / "quarantine",
+            "arrival_date",
+        )
         records = con.execute("SELECT count(*) FROM records").fetchone()[0]
     finally:
         con.close()
@@ -338,8 +376,9 @@ def run(landing_dir: str | Path, out_dir: str | Path, start: date, end: date,
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("landing", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--start", type=date.fromisoformat, required=True)
@@ -349,9 +388,11 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     s = run(args.landing, args.out, args.start, args.end, args.max_lateness_days, args.threads)
     held = ", ".join(map(str, s.held)) or "none"
-    print(f"duckdb: {s.records} records read, {s.quarantined} quarantined, "
-          f"{s.staging_rows} staging rows, {s.fact_rows} fact rows, held days: {held}; "
-          f"{s.seconds:.1f}s")
+    print(
+        f"duckdb: {s.records} records read, {s.quarantined} quarantined, "
+        f"{s.staging_rows} staging rows, {s.fact_rows} fact rows, held days: {held}; "
+        f"{s.seconds:.1f}s"
+    )
 
 
 if __name__ == "__main__":

@@ -71,11 +71,15 @@ def service_stats(url: str) -> dict:
 
 def lookups_of_last_run(env: dict) -> dict:
     """The segment lookups the latest enrichment run recorded on its materializations."""
-    code = ("import json, dagster as dg\nfrom backfill_assets.catalog import STG_ORDERS_ENRICHED\n"
-            "with dg.DagsterInstance.get() as i:\n"
-            "    r = i.fetch_materializations(STG_ORDERS_ENRICHED, limit=1).records[0]\n"
-            "    print(json.dumps(r.asset_materialization.metadata['segment_lookups'].value))\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    code = (
+        "import json, dagster as dg\nfrom backfill_assets.catalog import STG_ORDERS_ENRICHED\n"
+        "with dg.DagsterInstance.get() as i:\n"
+        "    r = i.fetch_materializations(STG_ORDERS_ENRICHED, limit=1).records[0]\n"
+        "    print(json.dumps(r.asset_materialization.metadata['segment_lookups'].value))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -85,10 +89,14 @@ def p95(values: list[float]) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--days", type=int, default=365)
     p.add_argument("--orders-per-day", type=int, default=50)
-    p.add_argument("--rps", type=int, default=20, help="the service's limit (and the client's setting)")
+    p.add_argument(
+        "--rps", type=int, default=20, help="the service's limit (and the client's setting)"
+    )
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
 
@@ -97,54 +105,105 @@ def main() -> None:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="enrich-bench-"))
     start = date(2024, 1, 1)
     end = start + timedelta(days=args.days - 1)
-    summary = generate_feed(work / "landing", start, end, orders_per_day=args.orders_per_day, seed=1)
+    summary = generate_feed(
+        work / "landing", start, end, orders_per_day=args.orders_per_day, seed=1
+    )
     print(f"feed: {summary.records} records under {work}", flush=True)
     env = pipeline_env(work, "enrich", work / "landing", start)
     began = time.monotonic()
-    setup = subprocess.run([sys.executable, "-c", SETUP, str(start), str(end)], check=False, env=env, cwd=ROOT,
-                           capture_output=True, text=True)
-    print(f"setup: raw, staging and fact built in {time.monotonic() - began:.0f}s (exit {setup.returncode})",
-          flush=True)
+    setup = subprocess.run(
+        [sys.executable, "-c", SETUP, str(start), str(end)],
+        check=False,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    print(
+        f"setup: raw, staging and fact built in {time.monotonic() - began:.0f}s (exit {setup.returncode})",
+        flush=True,
+    )
     if setup.returncode != 0 or "False" in setup.stdout:
         raise SystemExit(f"setup failed:\n{setup.stdout}\n{setup.stderr[-3000:]}")
 
-    service = subprocess.Popen([sys.executable, "-m", "backfill_assets.enrichment.service", "--port", "0",
-                                "--rps", str(args.rps)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "backfill_assets.enrichment.service",
+            "--port",
+            "0",
+            "--rps",
+            str(args.rps),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         url = service.stdout.readline().split()[3]
         env = {**env, "BACKFILL_SEGMENTS_URL": url, "BACKFILL_SEGMENTS_RPS": str(args.rps)}
         dagster = str(Path(sys.executable).with_name("dagster"))
-        cmd = [dagster, "asset", "materialize", "-m", "backfill_assets.definitions",
-               "--select", "stg_orders_enriched", "--partition-range", f"{start}...{end}"]
+        cmd = [
+            dagster,
+            "asset",
+            "materialize",
+            "-m",
+            "backfill_assets.definitions",
+            "--select",
+            "stg_orders_enriched",
+            "--partition-range",
+            f"{start}...{end}",
+        ]
         runs = []
         for n in (1, 2):
             stop = work / f"stop-live-{n}"
             before = service_stats(url)["requests"]
-            live = subprocess.Popen([sys.executable, "-c", LIVE, str(stop)], env=env, cwd=ROOT,
-                                    stdout=subprocess.PIPE, text=True) if n == 1 else None
+            live = (
+                subprocess.Popen(
+                    [sys.executable, "-c", LIVE, str(stop)],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                if n == 1
+                else None
+            )
             seconds, _, code = timed(cmd, env, work / f"run-{n}.log")
             if live is not None:
                 stop.touch()
                 live_out = json.loads(live.communicate(timeout=60)[0])
             if code != 0:
                 raise SystemExit(f"run {n} exited {code}: see {work / f'run-{n}.log'}")
-            served = service_stats(url)["requests"] - before - (len(live_out["waits"]) if live else 0)
+            served = (
+                service_stats(url)["requests"] - before - (len(live_out["waits"]) if live else 0)
+            )
             lookups = lookups_of_last_run(env)
             runs.append(lookups)
-            print(f"run {n}: {seconds:.1f}s; requests={lookups['requests']} (service counted {served} "
-                  f"besides the live caller) cached_hits={lookups['cached_hits']} "
-                  f"fetched={lookups['fetched']} customers={lookups['customers']}", flush=True)
+            print(
+                f"run {n}: {seconds:.1f}s; requests={lookups['requests']} (service counted {served} "
+                f"besides the live caller) cached_hits={lookups['cached_hits']} "
+                f"fetched={lookups['fetched']} customers={lookups['customers']}",
+                flush=True,
+            )
         stats = service_stats(url)
     finally:
         service.terminate()
         service.wait(timeout=10)
     waits = live_out["waits"]
-    print(f"live lane: {len(waits)} requests during run 1, token wait p95 {p95(waits):.3f}s, "
-          f"max {max(waits, default=0):.3f}s, 429s {live_out['throttled_429']}")
-    print(f"second_run_requests={runs[1]['requests']} second_run_cached_hits={runs[1]['cached_hits']}")
-    print(f"ENRICH days={args.days} requests={runs[0]['requests']} cached_hits={runs[0]['cached_hits']} "
-          f"throttled_429={stats['throttled_429']} max_rps={stats['max_rps']} limit_rps={stats['limit_rps']} "
-          f"live_wait_p95_s={p95(waits):.3f}")
+    print(
+        f"live lane: {len(waits)} requests during run 1, token wait p95 {p95(waits):.3f}s, "
+        f"max {max(waits, default=0):.3f}s, 429s {live_out['throttled_429']}"
+    )
+    print(
+        f"second_run_requests={runs[1]['requests']} second_run_cached_hits={runs[1]['cached_hits']}"
+    )
+    print(
+        f"ENRICH days={args.days} requests={runs[0]['requests']} cached_hits={runs[0]['cached_hits']} "
+        f"throttled_429={stats['throttled_429']} max_rps={stats['max_rps']} limit_rps={stats['limit_rps']} "
+        f"live_wait_p95_s={p95(waits):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def orders(spark, rows: int, days: int, start: dt.date):
         F.timestamp_micros(F.lit(1704067200000000) + F.col("id") * 1000).alias("event_time"),
         (F.col("id") % 100000 / 100).cast("decimal(18,2)").alias("amount"),
         F.lit(1.08).cast("decimal(18,8)").alias("usd_per_unit"),
-        F.element_at(F.array(*[F.lit(c) for c in ("DE", "FR", "US", "GB")]),
-                     (F.col("id") % 4 + 1).cast("int")).alias("country"),
+        F.element_at(
+            F.array(*[F.lit(c) for c in ("DE", "FR", "US", "GB")]),
+            (F.col("id") % 4 + 1).cast("int"),
+        ).alias("country"),
     )
 
 
@@ -82,38 +84,55 @@ def main() -> None:
     from backfill_assets.lake import CommitInfo, Lake
     from backfill_assets.spark_session import build_session, spark_config
 
-    spark = build_session(spark_config(master=args.master, shuffle_partitions=4,
-                                       driver_memory="2g"))
+    spark = build_session(
+        spark_config(master=args.master, shuffle_partitions=4, driver_memory="2g")
+    )
     spark.sparkContext.setLogLevel("ERROR")
     start = dt.date(2024, 1, 1)
     days = [start + dt.timedelta(days=n) for n in range(args.days)]
     with tempfile.TemporaryDirectory() as root:
         lake = Lake(root, spark)
-        lake.replace_partitions("bench/warmup", orders(spark, 1000, 2, start), "event_date",
-                                days[:2], CommitInfo("warmup", "bench"))
+        lake.replace_partitions(
+            "bench/warmup",
+            orders(spark, 1000, 2, start),
+            "event_date",
+            days[:2],
+            CommitInfo("warmup", "bench"),
+        )
         lake.read_partitions("bench/warmup", "event_date", days[:2])[0].count()
         print(f"engine={lake.engine_name} master={args.master} days={args.days}")
-        print(f"{'rows':>10} {'write rows/s':>13} {'read rows/s':>12} "
-              f"{'py peak MB':>11} {'jvm peak MB':>12}")
+        print(
+            f"{'rows':>10} {'write rows/s':>13} {'read rows/s':>12} "
+            f"{'py peak MB':>11} {'jvm peak MB':>12}"
+        )
         for size in args.sizes:
             table = f"bench/orders_{size}"
             with PeakRss() as write_mem:
                 began = time.perf_counter()
-                result = lake.replace_partitions(table, orders(spark, size, args.days, start),
-                                                 "event_date", days, CommitInfo("bench", "bench"))
+                result = lake.replace_partitions(
+                    table,
+                    orders(spark, size, args.days, start),
+                    "event_date",
+                    days,
+                    CommitInfo("bench", "bench"),
+                )
                 write_s = time.perf_counter() - began
             assert sum(result.rows_by_partition.values()) == size
             with PeakRss() as read_mem:
                 began = time.perf_counter()
                 frame, _ = lake.read_partitions(table, "event_date", days)
-                totals = frame.agg(F.count("*"), F.sum("amount"), F.max("event_time"),
-                                   F.countDistinct("country")).collect()[0]
+                totals = frame.agg(
+                    F.count("*"), F.sum("amount"), F.max("event_time"), F.countDistinct("country")
+                ).collect()[0]
                 read_s = time.perf_counter() - began
             assert totals[0] == size
             py_peak = max(write_mem.py_peak, read_mem.py_peak) / 2**20
             jvm_peak = max(write_mem.jvm_peak, read_mem.jvm_peak) / 2**20
-            print(f"{size:>10} {size / write_s:>13,.0f} {size / read_s:>12,.0f} "
-                  f"{py_peak:>11.0f} {jvm_peak:>12.0f}", flush=True)
+            print(
+                f"{size:>10} {size / write_s:>13,.0f} {size / read_s:>12,.0f} "
+                f"{py_peak:>11.0f} {jvm_peak:>12.0f}",
+                flush=True,
+            )
     spark.stop()
 
 

@@ -33,8 +33,16 @@ from bench.backfill_bench import pipeline_env, timed
 
 def materialize(env: dict, work: Path, name: str, partition_args: list[str]) -> float:
     dagster = str(Path(sys.executable).with_name("dagster"))
-    cmd = [dagster, "asset", "materialize", "-m", "backfill_assets.definitions",
-           "--select", "fct_customer_ltv", *partition_args]
+    cmd = [
+        dagster,
+        "asset",
+        "materialize",
+        "-m",
+        "backfill_assets.definitions",
+        "--select",
+        "fct_customer_ltv",
+        *partition_args,
+    ]
     seconds, _, code = timed(cmd, env, work / f"{name}.log")
     if code != 0:
         raise SystemExit(f"{name} exited {code}: see {work / (name + '.log')}")
@@ -42,7 +50,9 @@ def materialize(env: dict, work: Path, name: str, partition_args: list[str]) -> 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--days", type=int, default=365)
     p.add_argument("--orders-per-day", type=int, default=1000)
     p.add_argument("--sample", type=int, default=3)
@@ -59,9 +69,27 @@ def main() -> None:
     print(f"feed: {summary.records} records under {work}", flush=True)
     env = pipeline_env(work, "ltv", landing, start)
     began = time.monotonic()
-    setup = subprocess.run([sys.executable, "-m", "backfill_assets.cli", "backfill", "--start", str(start),
-                            "--end", str(end)], check=False, env=env, cwd=ROOT, capture_output=True, text=True)
-    print(f"setup: every layer built in {time.monotonic() - began:.0f}s (exit {setup.returncode})", flush=True)
+    setup = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "backfill_assets.cli",
+            "backfill",
+            "--start",
+            str(start),
+            "--end",
+            str(end),
+        ],
+        check=False,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    print(
+        f"setup: every layer built in {time.monotonic() - began:.0f}s (exit {setup.returncode})",
+        flush=True,
+    )
 
     range_s = materialize(env, work, "range", ["--partition-range", f"{start}...{end}"])
     print(f"range: {args.days} days in one run: {range_s:.1f}s", flush=True)
@@ -72,8 +100,10 @@ def main() -> None:
         singles.append(materialize(env, work, f"day-{day}", ["--partition", day.isoformat()]))
         print(f"  single day {day}: {singles[-1]:.1f}s", flush=True)
     per_day = sum(singles) / len(singles)
-    print(f"RESULT days={args.days} orders_per_day={args.orders_per_day} ltv_range_s={range_s:.1f} "
-          f"ltv_sequential_per_day_s={per_day:.1f} ratio={per_day * args.days / range_s:.1f}")
+    print(
+        f"RESULT days={args.days} orders_per_day={args.orders_per_day} ltv_range_s={range_s:.1f} "
+        f"ltv_sequential_per_day_s={per_day:.1f} ratio={per_day * args.days / range_s:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,10 @@ def staging_seconds(instance, run_id: str) -> float:
             continue
         if event.event_type == DagsterEventType.STEP_START and start is None:
             start = record.timestamp
-        if (event.event_type == DagsterEventType.ASSET_MATERIALIZATION
-                and event.step_materialization_data.materialization.asset_key == STG_ORDERS):
+        if (
+            event.event_type == DagsterEventType.ASSET_MATERIALIZATION
+            and event.step_materialization_data.materialization.asset_key == STG_ORDERS
+        ):
             last = record.timestamp
     if start is None or last is None:
         raise SystemExit(f"run {run_id} published no staging")
@@ -56,8 +58,12 @@ def main() -> None:
     p.add_argument("--orders-per-day", type=int, default=5000)
     p.add_argument("--hot-share", type=float, default=0.6)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--hot-day-orders", type=int, default=0,
-                   help="give the middle day this many orders instead (a hot event date)")
+    p.add_argument(
+        "--hot-day-orders",
+        type=int,
+        default=0,
+        help="give the middle day this many orders instead (a hot event date)",
+    )
     args = p.parse_args()
     start = date(2024, 1, 1)
     end = start + timedelta(days=args.days - 1)
@@ -65,9 +71,15 @@ def main() -> None:
     home = work / "home"
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    os.environ.update({"DAGSTER_HOME": str(home), "BACKFILL_LANDING_DIR": str(work / "landing"),
-                       "BACKFILL_LAKE_DIR": str(work / "lake"), "BACKFILL_START_DATE": start.isoformat(),
-                       "PYSPARK_PYTHON": sys.executable})
+    os.environ.update(
+        {
+            "DAGSTER_HOME": str(home),
+            "BACKFILL_LANDING_DIR": str(work / "landing"),
+            "BACKFILL_LAKE_DIR": str(work / "lake"),
+            "BACKFILL_START_DATE": start.isoformat(),
+            "PYSPARK_PYTHON": sys.executable,
+        }
+    )
     import dagster as dg
 
     from backfill_assets.catalog import EVENT_DAYS_STEP, STEP_ASSETS
@@ -80,17 +92,31 @@ def main() -> None:
     settings = Settings.from_env()
     began = time.monotonic()
     hot_day = start + timedelta(days=args.days // 2)
-    ranges = ([(start, hot_day - timedelta(days=1), args.orders_per_day),
-               (hot_day, hot_day, args.hot_day_orders),
-               (hot_day + timedelta(days=1), end, args.orders_per_day)]
-              if args.hot_day_orders else [(start, end, args.orders_per_day)])
+    ranges = (
+        [
+            (start, hot_day - timedelta(days=1), args.orders_per_day),
+            (hot_day, hot_day, args.hot_day_orders),
+            (hot_day + timedelta(days=1), end, args.orders_per_day),
+        ]
+        if args.hot_day_orders
+        else [(start, end, args.orders_per_day)]
+    )
     records = 0
     for first, last, orders in ranges:  # a day's files depend on the seed and the day only
         if first <= last:
-            records += generate_feed(settings.landing_dir, first, last, orders_per_day=orders,
-                                     seed=7, hot_customer_share=args.hot_share).records
-    print(f"feed: {records:,} records, {args.days} days, hot share {args.hot_share}, hot day "
-          f"{hot_day if args.hot_day_orders else None} ({time.monotonic() - began:.0f}s)", flush=True)
+            records += generate_feed(
+                settings.landing_dir,
+                first,
+                last,
+                orders_per_day=orders,
+                seed=7,
+                hot_customer_share=args.hot_share,
+            ).records
+    print(
+        f"feed: {records:,} records, {args.days} days, hot share {args.hot_share}, hot day "
+        f"{hot_day if args.hot_day_orders else None} ({time.monotonic() - began:.0f}s)",
+        flush=True,
+    )
     times: dict[str, list[float]] = {"off": [], "auto": []}
     with dg.DagsterInstance.get() as instance:
         began = time.monotonic()
@@ -113,10 +139,12 @@ def main() -> None:
                 times[mode].append(seconds)
     off, auto = statistics.median(times["off"]), statistics.median(times["auto"])
     shutil.rmtree(work, ignore_errors=True)
-    print(f"SKEW days={args.days} orders_per_day={args.orders_per_day} hot_share={args.hot_share} "
-          f"hot_day_orders={args.hot_day_orders} "
-          f"staging_off_s={off:.1f} staging_mitigated_s={auto:.1f} ratio={off / auto:.2f} "
-          f"cores={os.cpu_count()} load1={os.getloadavg()[0]:.1f}")
+    print(
+        f"SKEW days={args.days} orders_per_day={args.orders_per_day} hot_share={args.hot_share} "
+        f"hot_day_orders={args.hot_day_orders} "
+        f"staging_off_s={off:.1f} staging_mitigated_s={auto:.1f} ratio={off / auto:.2f} "
+        f"cores={os.cpu_count()} load1={os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,12 @@ def summarise(path: Path, min_seconds: float) -> list[str]:
             started = e["Timestamp"]
         elif kind == "SparkListenerJobStart":
             site = e.get("Properties", {}).get("callSite.short", "")
-            jobs[e["Job ID"]] = [e["Submission Time"], None, site, [s["Stage ID"] for s in e["Stage Infos"]]]
+            jobs[e["Job ID"]] = [
+                e["Submission Time"],
+                None,
+                site,
+                [s["Stage ID"] for s in e["Stage Infos"]],
+            ]
         elif kind == "SparkListenerJobEnd" and e["Job ID"] in jobs:
             jobs[e["Job ID"]][1] = e["Completion Time"]
         elif kind == "SparkListenerTaskEnd":
@@ -52,13 +57,17 @@ def summarise(path: Path, min_seconds: float) -> list[str]:
             continue
         task = sum(stage_task_ms.get(s, 0) for s in stages) / 1000
         shuffled = sum(stage_shuffle.get(s, 0) for s in stages) / 2**20
-        out.append(f"job {job:4d} at {(begin - (started or begin)) / 1000:7.1f}s  wall {(end - begin) / 1000:6.1f}s  "
-                   f"tasks {task:7.1f}s  shuffle {shuffled:6.0f} MiB  {site}")
+        out.append(
+            f"job {job:4d} at {(begin - (started or begin)) / 1000:7.1f}s  wall {(end - begin) / 1000:6.1f}s  "
+            f"tasks {task:7.1f}s  shuffle {shuffled:6.0f} MiB  {site}"
+        )
     return out
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("event_log", type=Path, help="an event log file, or a directory of them")
     p.add_argument("--min-seconds", type=float, default=0.3)
     args = p.parse_args()

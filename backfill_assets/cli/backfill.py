@@ -11,15 +11,23 @@ from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.settings import Settings
 
 
-def run_backfill(settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False) -> int:
+def run_backfill(
+    settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False
+) -> int:
     from backfill_assets.cli.report import report_outcomes
 
     outcomes = run_plans(settings, start, end, allow_empty_overwrite, tags={CLI_TAG: "backfill"})
     return 1 if outcomes is None else report_outcomes(outcomes)
 
 
-def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite: bool,
-              tags: dict[str, str], correction_tags: dict[str, str] | None = None):
+def run_plans(
+    settings: Settings,
+    start: date,
+    end: date,
+    allow_empty_overwrite: bool,
+    tags: dict[str, str],
+    correction_tags: dict[str, str] | None = None,
+):
     """Every run of a backfill of [start, end], in layer order, then the runs of what it makes
     stale downstream; the event days' run builds a correction instead when ``correction_tags``
     are given (and nothing downstream runs). None when refused."""
@@ -40,10 +48,13 @@ def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite:
     plans = plan_backfill(settings, start, end)
     wiped = would_wipe(plans, gone_raw_partitions(settings, start, end))
     if wiped and not allow_empty_overwrite:
-        print("refusing: these raw_orders partitions hold rows but their landing files are gone, and "
-              "rebuilding them would publish emptiness: " + ", ".join(d.isoformat() for d in wiped)
-              + "\n(restore the files, or pass --allow-empty-overwrite if the deletion is intended)",
-              file=sys.stderr)
+        print(
+            "refusing: these raw_orders partitions hold rows but their landing files are gone, and "
+            "rebuilding them would publish emptiness: "
+            + ", ".join(d.isoformat() for d in wiped)
+            + "\n(restore the files, or pass --allow-empty-overwrite if the deletion is intended)",
+            file=sys.stderr,
+        )
         return None
     with dg.DagsterInstance.get() as instance:
         if correction_tags is None:
@@ -58,17 +69,26 @@ def run_plans(settings: Settings, start: date, end: date, allow_empty_overwrite:
             print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
             run_began = time.monotonic()
             correcting = correction_tags is not None and plan is plans[-1]
-            outcome = execute(plan, instance, tags={**tags, **(correction_tags or {})} if correcting
-                              else tags, correction=correcting)
+            outcome = execute(
+                plan,
+                instance,
+                tags={**tags, **(correction_tags or {})} if correcting else tags,
+                correction=correcting,
+            )
             if outcome.success and reads_landing(plan):
-                record_throughput(sum(f.size_bytes for f in input_files(settings, plan)),
-                                  time.monotonic() - run_began)
+                record_throughput(
+                    sum(f.size_bytes for f in input_files(settings, plan)),
+                    time.monotonic() - run_began,
+                )
             outcomes.append(outcome)
             done += len(plan.days) * len(plan.assets)
             rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
             elapsed = time.monotonic() - began
             remaining = elapsed / done * (total - done) if done else 0
-            print(f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
-                  f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
-                  f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining", flush=True)
+            print(
+                f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
+                f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
+                f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining",
+                flush=True,
+            )
     return outcomes

@@ -69,8 +69,9 @@ REFUSAL = (
 )
 
 
-def run_requests(instance: dg.DagsterInstance, requests: list[Request],
-                 command: str = "catch-up") -> list[RunOutcome]:
+def run_requests(
+    instance: dg.DagsterInstance, requests: list[Request], command: str = "catch-up"
+) -> list[RunOutcome]:
     """Each request as one ranged run, now, in order, tagged with ``command``."""
     outcomes, began = [], time.monotonic()
     for n, request in enumerate(requests, start=1):

@@ -31,20 +31,36 @@ def _lake(settings: Settings) -> Lake:
     return resources["pipeline"].lake(resources["spark"].spark_session)
 
 
-def correct(settings: Settings, start: date, end: date, reason: str, correction_id: str | None) -> int:
+def correct(
+    settings: Settings, start: date, end: date, reason: str, correction_id: str | None
+) -> int:
     """Raw for the range (the landing's record, published as usual), then staging and fact as
     the correction ``correction_id``: staged, checked, not published."""
     cid = correction_id or registry.new_id(start)
     registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
-    outcomes = run_plans(settings, start, end, False, tags={CLI_TAG: "correct"},
-                         correction_tags={CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason})
+    outcomes = run_plans(
+        settings,
+        start,
+        end,
+        False,
+        tags={CLI_TAG: "correct"},
+        correction_tags={CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason},
+    )
     c = registry.get(settings.lake_dir, cid)
     ready, held = diffing.ready_days(c), diffing.held_days(c)
     failed_raw = [o for o in (outcomes or [])[:-1] if not o.success]
-    print(f"correction {cid}: {len(ready)} day(s) staged beside production with passing checks"
-          + (f"; held: {'; '.join(f'{d}: {chr(44).join(r)}' for d, r in held.items())}" if held else ""))
+    print(
+        f"correction {cid}: {len(ready)} day(s) staged beside production with passing checks"
+        + (
+            f"; held: {'; '.join(f'{d}: {chr(44).join(r)}' for d, r in held.items())}"
+            if held
+            else ""
+        )
+    )
     for o in failed_raw:
-        print(f"  raw run {o.run_id[:8]} failed: {(o.error or '').splitlines()[0] if o.error else ''}")
+        print(
+            f"  raw run {o.run_id[:8]} failed: {(o.error or '').splitlines()[0] if o.error else ''}"
+        )
     print(cid)
     return 0 if ready and not held and not failed_raw and outcomes is not None else 1
 
@@ -66,15 +82,21 @@ def diff(settings: Settings, correction_id: str, report_path: str | None) -> int
     return 0
 
 
-def cutover(settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool) -> int:
+def cutover(
+    settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool
+) -> int:
     lake = _lake(settings)
     outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
     _record(outcome, "cutover")
-    print(f"correction {correction_id} cut over: {len(outcome.days)} day(s), "
-          + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()))
+    print(
+        f"correction {correction_id} cut over: {len(outcome.days)} day(s), "
+        + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
+    )
     if outcome.skipped:
-        print("left to production (rebuilt there after the correction was staged): "
-              + ", ".join(map(str, outcome.skipped)))
+        print(
+            "left to production (rebuilt there after the correction was staged): "
+            + ", ".join(map(str, outcome.skipped))
+        )
     return 0
 
 
@@ -82,8 +104,10 @@ def rollback(settings: Settings, correction_id: str) -> int:
     lake = _lake(settings)
     outcome = lifecycle.rollback(lake, correction_id)
     _record(outcome, "rollback")
-    print(f"correction {correction_id} rolled back: {len(outcome.days)} day(s), "
-          + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()))
+    print(
+        f"correction {correction_id} rolled back: {len(outcome.days)} day(s), "
+        + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
+    )
     return 0
 
 
@@ -106,8 +130,10 @@ def listing(settings: Settings) -> int:
         return 0
     print(f"{'id':<24}{'state':<16}{'range':<25}{'by':<12}{'created (UTC)':<27}reason")
     for c in found:
-        print(f"{c.id:<24}{c.state:<16}{c.start + '..' + c.end:<25}{c.created_by:<12}"
-              f"{c.created_at:<27}{c.reason}")
+        print(
+            f"{c.id:<24}{c.state:<16}{c.start + '..' + c.end:<25}{c.created_by:<12}"
+            f"{c.created_at:<27}{c.reason}"
+        )
     return 0
 
 
@@ -124,8 +150,9 @@ def run(command: str, settings: Settings, args) -> int:
     steps = {
         "correct": lambda: correct(settings, args.start, args.end, args.reason, args.id),
         "diff": lambda: diff(settings, args.id, args.report),
-        "cutover": lambda: cutover(settings, args.id, args.max_revenue_change_pct, args.force,
-                                   args.skip_rebuilt),
+        "cutover": lambda: cutover(
+            settings, args.id, args.max_revenue_change_pct, args.force, args.skip_rebuilt
+        ),
         "rollback": lambda: rollback(settings, args.id),
         "discard": lambda: discard(settings, args.id),
         "corrections": lambda: listing(settings),
@@ -134,8 +161,11 @@ def run(command: str, settings: Settings, args) -> int:
 
 
 def add_parsers(sub, date_type) -> None:
-    c = sub.add_parser("correct", help="build staging and fact for a range beside production "
-                       "(a correction: checked, not published); prints its id")
+    c = sub.add_parser(
+        "correct",
+        help="build staging and fact for a range beside production "
+        "(a correction: checked, not published); prints its id",
+    )
     c.add_argument("--start", type=date_type, required=True)
     c.add_argument("--end", type=date_type, required=True)
     c.add_argument("--reason", required=True, help="why: shown to the people who read the numbers")
@@ -145,12 +175,18 @@ def add_parsers(sub, date_type) -> None:
     d.add_argument("--report", help="write the markdown report here (default: beside the record)")
     u = sub.add_parser("cutover", help="publish a diffed correction: one commit per table")
     u.add_argument("id")
-    u.add_argument("--max-revenue-change-pct", type=float,
-                   default=lifecycle.DEFAULT_MAX_REVENUE_CHANGE_PCT,
-                   help="refuse when a day's revenue moves more (default %(default)s)")
+    u.add_argument(
+        "--max-revenue-change-pct",
+        type=float,
+        default=lifecycle.DEFAULT_MAX_REVENUE_CHANGE_PCT,
+        help="refuse when a day's revenue moves more (default %(default)s)",
+    )
     u.add_argument("--force", action="store_true", help="cut over past the revenue guardrail")
-    u.add_argument("--skip-rebuilt", action="store_true",
-                   help="leave to production the days it rebuilt after the correction was staged")
+    u.add_argument(
+        "--skip-rebuilt",
+        action="store_true",
+        help="leave to production the days it rebuilt after the correction was staged",
+    )
     r = sub.add_parser("rollback", help="put the cut-over partitions back as they were")
     r.add_argument("id")
     x = sub.add_parser("discard", help="drop a correction's staged files")
@@ -159,4 +195,5 @@ def add_parsers(sub, date_type) -> None:
     for name, p in (("correct", c), ("diff", d), ("cutover", u), ("rollback", r), ("discard", x)):
         p.set_defaults(func=lambda args, settings, name=name: run(name, settings, args))
     sub.choices["corrections"].set_defaults(
-        func=lambda args, settings: run("corrections", settings, args))
+        func=lambda args, settings: run("corrections", settings, args)
+    )

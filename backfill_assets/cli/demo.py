@@ -118,13 +118,24 @@ def correction_tour(settings: Settings, start: date, end: date) -> int:
 
     first, last = restated_period(start, end)
     files = restate_rates(settings.landing_dir, RESTATED_CURRENCY, first, last, RESTATEMENT)
-    print(f"\ndemo: the provider restates {RESTATED_CURRENCY} by {RESTATEMENT}x for {first}..{last} "
-          f"({files} rate files land beside the originals)", flush=True)
+    print(
+        f"\ndemo: the provider restates {RESTATED_CURRENCY} by {RESTATEMENT}x for {first}..{last} "
+        f"({files} rate files land beside the originals)",
+        flush=True,
+    )
     fix_end = min(end, last + timedelta(days=settings.rate_max_age_days))
     cid = registry.new_id(first)
     steps = [
-        ("correct", lambda: corrections.correct(settings, first, fix_end,
-                                                f"provider restated {RESTATED_CURRENCY} rates {first}..{last}", cid)),
+        (
+            "correct",
+            lambda: corrections.correct(
+                settings,
+                first,
+                fix_end,
+                f"provider restated {RESTATED_CURRENCY} rates {first}..{last}",
+                cid,
+            ),
+        ),
         ("diff", lambda: corrections.diff(settings, cid, None)),
         ("cutover", lambda: corrections.cutover(settings, cid, 10.0, False, False)),
         ("rollback", lambda: corrections.rollback(settings, cid)),
@@ -149,7 +160,10 @@ def refresh_downstream(settings: Settings) -> int:
 
     with dg.DagsterInstance.get() as instance:
         requests = stale_downstream(settings, instance)
-        print("\ndemo: what downstream_refresh would request after the cutover: "
-              + ("; ".join(r.why for r in requests) or "nothing"), flush=True)
+        print(
+            "\ndemo: what downstream_refresh would request after the cutover: "
+            + ("; ".join(r.why for r in requests) or "nothing"),
+            flush=True,
+        )
         outcomes = run_requests(instance, requests, command="demo")
     return report_outcomes(outcomes) if outcomes else 0

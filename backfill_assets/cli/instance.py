@@ -31,8 +31,10 @@ storage:
     postgres_url:
       env: {PG_URL_ENV}
 """
-SQLITE_MARKER = ("# SQLite under this DAGSTER_HOME: Dagster's event log files, stored with each "
-                 "file's engine kept (backfill_assets/event_log.py).")
+SQLITE_MARKER = (
+    "# SQLite under this DAGSTER_HOME: Dagster's event log files, stored with each "
+    "file's engine kept (backfill_assets/event_log.py)."
+)
 STORAGE_KEYS = ("storage:", "run_storage:", "event_log_storage:", "schedule_storage:")
 
 
@@ -69,13 +71,16 @@ def instance_yaml(base: str, env: Mapping[str, str] | None = None, home: Path | 
             return text
         return text + ("\n" if text else "") + sqlite_section(home)
     if has_storage:
-        raise ValueError(f"{PG_URL_ENV} is set but the instance's dagster.yaml already has a "
-                         "storage section: remove one of them")
+        raise ValueError(
+            f"{PG_URL_ENV} is set but the instance's dagster.yaml already has a "
+            "storage section: remove one of them"
+        )
     return text + ("\n" if text else "") + PG_SECTION
 
 
-def prepare_instance_yaml(home: Path, project_yaml: Path, overwrite: bool = False,
-                          env: Mapping[str, str] | None = None) -> Path:
+def prepare_instance_yaml(
+    home: Path, project_yaml: Path, overwrite: bool = False, env: Mapping[str, str] | None = None
+) -> Path:
     """Write ``home/dagster.yaml``: from ``project_yaml`` when absent (or ``overwrite``), else
     the existing file; either way with the storage section matching the switch now."""
     home.mkdir(parents=True, exist_ok=True)
@@ -106,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print(__doc__.split("\n\n")[0], file=sys.stderr)
-        print("usage: python -m backfill_assets.cli.instance PROJECT_YAML DAGSTER_HOME",
-              file=sys.stderr)
+        print(
+            "usage: python -m backfill_assets.cli.instance PROJECT_YAML DAGSTER_HOME",
+            file=sys.stderr,
+        )
         return 2
     try:
         target = prepare_instance_yaml(Path(args[1]), Path(args[0]), overwrite=True)

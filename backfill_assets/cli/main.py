@@ -24,12 +24,18 @@ def cmd_generate(args, settings: Settings) -> int:
     from backfill_assets.generate import generate_feed
 
     summary = generate_feed(
-        settings.landing_dir, args.start, args.end, orders_per_day=args.orders_per_day,
-        seed=args.seed, max_lateness_days=settings.max_lateness_days,
+        settings.landing_dir,
+        args.start,
+        args.end,
+        orders_per_day=args.orders_per_day,
+        seed=args.seed,
+        max_lateness_days=settings.max_lateness_days,
         hot_customer_share=args.hot_customer_share,
     )
-    print(f"generated {summary.records} records in {summary.order_files} order files and "
-          f"{summary.rate_files} rate files under {settings.landing_dir}")
+    print(
+        f"generated {summary.records} records in {summary.order_files} order files and "
+        f"{summary.rate_files} rate files under {settings.landing_dir}"
+    )
     return 0
 
 
@@ -79,16 +85,26 @@ def cmd_demo(args, settings: Settings) -> int:
     configured = settings.start_date if os.environ.get("BACKFILL_START_DATE") else None
     days = demo_range(last_partition(), args.days, configured, args.start, args.end)
     settings = use_first_partition(settings, days.first_partition, ensure_dagster_home())
-    summary = generate_feed(settings.landing_dir, days.start, days.end,
-                            orders_per_day=args.orders_per_day, seed=args.seed,
-                            max_lateness_days=settings.max_lateness_days, last_arrival=last_partition())
-    print(f"demo: generated {summary.records} records for {days.start}..{days.end} "
-          f"into {settings.landing_dir}; first partition {days.first_partition}")
+    summary = generate_feed(
+        settings.landing_dir,
+        days.start,
+        days.end,
+        orders_per_day=args.orders_per_day,
+        seed=args.seed,
+        max_lateness_days=settings.max_lateness_days,
+        last_arrival=last_partition(),
+    )
+    print(
+        f"demo: generated {summary.records} records for {days.start}..{days.end} "
+        f"into {settings.landing_dir}; first partition {days.first_partition}"
+    )
     with segment_service(settings) as settings:
         code = run_backfill(settings, days.start, days.end)
         if args.no_correction:
             return code
-        return code or correction_tour(settings, days.start, days.end) or refresh_downstream(settings)
+        return (
+            code or correction_tour(settings, days.start, days.end) or refresh_downstream(settings)
+        )
 
 
 def cmd_catch_up(args, settings: Settings) -> int:
@@ -118,40 +134,62 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--end", type=_date, required=True)
     g.add_argument("--orders-per-day", type=int, default=200)
     g.add_argument("--seed", type=int, default=7)
-    g.add_argument("--hot-customer-share", type=float, default=0.0,
-                   help="share of the orders placed by one customer, C00000 (a skewed key)")
+    g.add_argument(
+        "--hot-customer-share",
+        type=float,
+        default=0.0,
+        help="share of the orders placed by one customer, C00000 (a skewed key)",
+    )
     g.set_defaults(func=cmd_generate)
     b = sub.add_parser("backfill", help="rebuild raw, staging and fact for an event-date range")
     b.add_argument("--start", type=_date, required=True)
     b.add_argument("--end", type=_date, required=True)
-    b.add_argument("--allow-empty-overwrite", action="store_true",
-                   help="rebuild raw partitions whose landing files are gone (publishing them empty)")
+    b.add_argument(
+        "--allow-empty-overwrite",
+        action="store_true",
+        help="rebuild raw partitions whose landing files are gone (publishing them empty)",
+    )
     b.set_defaults(func=cmd_backfill)
-    pl = sub.add_parser("plan", help="dry run: partitions, inputs, missing inputs, bytes, time estimate")
+    pl = sub.add_parser(
+        "plan", help="dry run: partitions, inputs, missing inputs, bytes, time estimate"
+    )
     pl.add_argument("--start", type=_date, required=True)
     pl.add_argument("--end", type=_date, required=True)
     pl.set_defaults(func=cmd_plan)
-    r = sub.add_parser("reexecute", help="re-execute a failed backfill run from failure (held days only)")
+    r = sub.add_parser(
+        "reexecute", help="re-execute a failed backfill run from failure (held days only)"
+    )
     r.add_argument("run_id")
     r.set_defaults(func=cmd_reexecute)
-    d = sub.add_parser("demo", help="generate 60 days (by default ending yesterday) and backfill them")
+    d = sub.add_parser(
+        "demo", help="generate 60 days (by default ending yesterday) and backfill them"
+    )
     d.add_argument("--days", type=int, default=60)
     d.add_argument("--start", type=_date, help="first day (default: BACKFILL_START_DATE if set)")
     d.add_argument("--end", type=_date, help="last day (default: yesterday, UTC)")
     d.add_argument("--orders-per-day", type=int, default=200)
     d.add_argument("--seed", type=int, default=7)
-    d.add_argument("--no-correction", action="store_true",
-                   help="stop after the backfill (skip the restated-rates correction)")
+    d.add_argument(
+        "--no-correction",
+        action="store_true",
+        help="stop after the backfill (skip the restated-rates correction)",
+    )
     d.set_defaults(func=cmd_demo)
     s = sub.add_parser("status", help="per partition and layer: published, checks, rows")
     s.add_argument("--start", type=_date)
     s.add_argument("--end", type=_date)
     s.set_defaults(func=cmd_status)
-    c = sub.add_parser("catch-up", help="rebuild now the raw partitions and event days that "
-                       "files landed since the late-data sensor's cursor change")
+    c = sub.add_parser(
+        "catch-up",
+        help="rebuild now the raw partitions and event days that "
+        "files landed since the late-data sensor's cursor change",
+    )
     c.set_defaults(func=cmd_catch_up)
-    m = sub.add_parser("maintain", help="every table: vacuum with BACKFILL_RETENTION_DAYS "
-                       "honoured (default 14, at least 7), compact small files, write checkpoints")
+    m = sub.add_parser(
+        "maintain",
+        help="every table: vacuum with BACKFILL_RETENTION_DAYS "
+        "honoured (default 14, at least 7), compact small files, write checkpoints",
+    )
     m.set_defaults(func=cmd_maintain)
     corrections.add_parsers(sub, _date)
     return p
@@ -165,4 +203,3 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"backfill-assets: {exc}", file=sys.stderr)
         return 2
-

@@ -29,20 +29,24 @@ def run_maintain(settings: Settings) -> int:
     else:
         lake = Lake(settings.lake_dir, None, engine="delta-rs")  # no Spark needed
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    commit = CommitInfo(run_id=f"maintain-{stamp}", code_version=code_version(),
-                        extra={"maintenance": "cli"})
-    print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine_name}",
-          flush=True)
+    commit = CommitInfo(
+        run_id=f"maintain-{stamp}", code_version=code_version(), extra={"maintenance": "cli"}
+    )
+    print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine_name}", flush=True)
     for closed in decommission(lake, days):
-        print(f"maintain: correction {closed} decommissioned (older than {days:g} days: no "
-              "rollback from now on)", flush=True)
-    done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days,
-                           commit)
+        print(
+            f"maintain: correction {closed} decommissioned (older than {days:g} days: no "
+            "rollback from now on)",
+            flush=True,
+        )
+    done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days, commit)
     for table in done:
         print(table.summary(), flush=True)
     refused = [t.table for t in done if t.vacuum_refused]
     if refused:
-        print(f"maintain: vacuum skipped for {', '.join(refused)} (open staged versions with "
-              f"files older than the retention); everything else done")
+        print(
+            f"maintain: vacuum skipped for {', '.join(refused)} (open staged versions with "
+            f"files older than the retention); everything else done"
+        )
         return 1
     return 0

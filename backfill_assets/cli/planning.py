@@ -75,7 +75,9 @@ def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
         raise ValueError(f"the range must lie within the partitions {first} .. {last}")
     arrival_end = min(end + timedelta(days=settings.max_lateness_days), last)
     landed = [
-        d for d in landed_partitions(settings.landing_dir, ORDERS_DATASET) if start <= d <= arrival_end
+        d
+        for d in landed_partitions(settings.landing_dir, ORDERS_DATASET)
+        if start <= d <= arrival_end
     ]
     plans = [RunPlan((RAW_ORDERS,), a, b) for a, b in day_ranges(landed)]
     rates_start = max(start - timedelta(days=settings.rate_max_age_days), first)
@@ -100,13 +102,19 @@ def downstream_plans(
     staging = latest_materializations(instance, STG_ORDERS)
     ltv = latest_materializations(instance, FCT_CUSTOMER_LTV)
     plans, notes = [], []
-    missing = first_unpublished(first, start - timedelta(days=1), staging) if start > first else None
+    missing = (
+        first_unpublished(first, start - timedelta(days=1), staging) if start > first else None
+    )
     if missing is None:
-        stale = first_stale(first, start - timedelta(days=1), staging, ltv) if start > first else None
+        stale = (
+            first_stale(first, start - timedelta(days=1), staging, ltv) if start > first else None
+        )
         plans.append(RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], stale or start, max([end, *ltv])))
     else:
-        notes.append(f"{FCT_CUSTOMER_LTV.to_user_string()} left out: {STG_ORDERS.to_user_string()} "
-                     f"{missing} is not published (backfill from {missing} to build it)")
+        notes.append(
+            f"{FCT_CUSTOMER_LTV.to_user_string()} left out: {STG_ORDERS.to_user_string()} "
+            f"{missing} is not published (backfill from {missing} to build it)"
+        )
     last_month = monthly_partitions(settings).get_last_partition_key()
     fact = set(latest_materializations(instance, FCT_DAILY_REVENUE)) | set(days_between(start, end))
     months = []
@@ -115,8 +123,10 @@ def downstream_plans(
             continue
         absent = [d for d in days_of_month(month, settings) if d not in fact]
         if absent:
-            notes.append(f"{RPT_MONTHLY_REVENUE.to_user_string()} {month:%Y-%m} left out: "
-                         f"{len(absent)} day(s) without a published fact, the first {absent[0]}")
+            notes.append(
+                f"{RPT_MONTHLY_REVENUE.to_user_string()} {month:%Y-%m} left out: "
+                f"{len(absent)} day(s) without a published fact, the first {absent[0]}"
+            )
         else:
             months.append(month)
     for a, b in month_ranges(months):
@@ -124,8 +134,10 @@ def downstream_plans(
     if settings.segments is not None:
         plans.append(RunPlan(STEP_ASSETS[ENRICH_STEP], start, end))
     else:
-        notes.append(f"{STEP_ASSETS[ENRICH_STEP][0].to_user_string()} left out: the segment service "
-                     "is not configured (BACKFILL_SEGMENTS_URL)")
+        notes.append(
+            f"{STEP_ASSETS[ENRICH_STEP][0].to_user_string()} left out: the segment service "
+            "is not configured (BACKFILL_SEGMENTS_URL)"
+        )
     return plans, notes
 
 
@@ -167,8 +179,14 @@ def throughput_file() -> Path:
 
 def record_throughput(input_bytes: int, seconds: float) -> None:
     path = throughput_file()
-    data = json.loads(path.read_text()) if path.exists() else {"bytes": 0, "seconds": 0.0, "runs": 0}
-    data = {"bytes": data["bytes"] + input_bytes, "seconds": data["seconds"] + seconds, "runs": data["runs"] + 1}
+    data = (
+        json.loads(path.read_text()) if path.exists() else {"bytes": 0, "seconds": 0.0, "runs": 0}
+    )
+    data = {
+        "bytes": data["bytes"] + input_bytes,
+        "seconds": data["seconds"] + seconds,
+        "runs": data["runs"] + 1,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
 
@@ -207,9 +225,14 @@ def gone_raw_partitions(settings: Settings, start: date, end: date) -> dict[date
     if not lake.exists(RAW_ORDERS_TABLE.path):
         return {}
     last = end + timedelta(days=settings.max_lateness_days)
-    rows = {p.partition: p.rows for p in lake.partitions(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column)
-            if start <= p.partition <= last and p.rows > 0}
-    files = {f.partition for f in list_landing_files(settings.landing_dir, ORDERS_DATASET, sorted(rows))}
+    rows = {
+        p.partition: p.rows
+        for p in lake.partitions(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column)
+        if start <= p.partition <= last and p.rows > 0
+    }
+    files = {
+        f.partition for f in list_landing_files(settings.landing_dir, ORDERS_DATASET, sorted(rows))
+    }
     return {d: n for d, n in rows.items() if d not in files}
 
 
@@ -229,8 +252,12 @@ def make_plan(settings: Settings, start: date, end: date) -> BackfillPlan:
         size = sum(f.size_bytes for f in files)
         missing = [d for d in run.days if d not in present] if reads_landing(run) else []
         layers.append(LayerPlan(run, len(files), size, missing, overhead + size / rate))
-    return BackfillPlan(layers, gone_raw_partitions(settings, start, end), measured,
-                        key_distribution(settings, start, end))
+    return BackfillPlan(
+        layers,
+        gone_raw_partitions(settings, start, end),
+        measured,
+        key_distribution(settings, start, end),
+    )
 
 
 def render_plan(plan: BackfillPlan) -> str:
@@ -238,17 +265,23 @@ def render_plan(plan: BackfillPlan) -> str:
     for layer in plan.layers:
         run = layer.run
         names = "+".join(k.to_user_string() for k in run.assets)
-        lines.append(f"{names:<34}{f'{run.start}..{run.end} ({len(run.days)})':<26}{layer.input_files:>7}"
-                     f"{layer.input_bytes / 1e6:>9.2f}{len(layer.missing_inputs):>10}{layer.estimate_s:>8.0f}")
+        lines.append(
+            f"{names:<34}{f'{run.start}..{run.end} ({len(run.days)})':<26}{layer.input_files:>7}"
+            f"{layer.input_bytes / 1e6:>9.2f}{len(layer.missing_inputs):>10}{layer.estimate_s:>8.0f}"
+        )
         if layer.missing_inputs:
             shown = ", ".join(d.isoformat() for d in layer.missing_inputs[:8])
-            more = f" (+{len(layer.missing_inputs) - 8} more)" if len(layer.missing_inputs) > 8 else ""
+            more = (
+                f" (+{len(layer.missing_inputs) - 8} more)" if len(layer.missing_inputs) > 8 else ""
+            )
             lines.append(f"{'':<34}without landing files: {shown}{more}")
     basis = "measured on this machine" if plan.measured else "default rate, no run measured yet"
     lines.append(f"estimated total: {plan.estimate_s:.0f} s ({basis})")
     if plan.skew is not None:
         lines += render_skew(plan.skew)
     for day, rows in sorted(plan.gone.items()):
-        lines.append(f"WARNING raw_orders {day}: {rows} rows in the lake but its landing files are gone "
-                     "(backfill will not overwrite them with emptiness unless --allow-empty-overwrite)")
+        lines.append(
+            f"WARNING raw_orders {day}: {rows} rows in the lake but its landing files are gone "
+            "(backfill will not overwrite them with emptiness unless --allow-empty-overwrite)"
+        )
     return "\n".join(lines)

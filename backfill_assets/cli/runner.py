@@ -23,7 +23,11 @@ from backfill_assets.defs.publishing import EVENT_PAGE, run_events
 from backfill_assets.defs.run_workers import release_orphaned_runs, worker_identity
 
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
-QUIET = {"loggers": {"console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}}}
+QUIET = {
+    "loggers": {
+        "console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}
+    }
+}
 
 
 @dataclass
@@ -34,20 +38,34 @@ class RunOutcome:
     published: dict[dg.AssetKey, dict[date, int]] = field(default_factory=dict)  # day -> rows
     failed_checks: dict[dg.AssetKey, dict[date, list[str]]] = field(default_factory=dict)
     held: dict[date, list[str]] = field(default_factory=dict)  # why, as the step's failure names it
-    warnings: dict[dg.AssetKey, dict[date, list[str]]] = field(default_factory=dict)  # WARN checks failed
+    warnings: dict[dg.AssetKey, dict[date, list[str]]] = field(
+        default_factory=dict
+    )  # WARN checks failed
     error: str | None = None
 
 
 def execute(
-    plan: RunPlan, instance: dg.DagsterInstance, tags: dict[str, str] | None = None,
+    plan: RunPlan,
+    instance: dg.DagsterInstance,
+    tags: dict[str, str] | None = None,
     correction: bool = False,
 ) -> RunOutcome:
     """Run ``plan`` as one ranged run of the backfill job (of the correction job when
     ``correction``: ``tags`` then carry the correction's id and reason)."""
     release_orphans(instance)
-    run_tags = {RANGE_START: plan.start.isoformat(), RANGE_END: plan.end.isoformat(),
-                WORKER_TAG: worker_identity(), **(tags or {})}
-    job = correction_job if correction else monthly_job if plan.assets == MONTHLY_ASSETS else backfill_job
+    run_tags = {
+        RANGE_START: plan.start.isoformat(),
+        RANGE_END: plan.end.isoformat(),
+        WORKER_TAG: worker_identity(),
+        **(tags or {}),
+    }
+    job = (
+        correction_job
+        if correction
+        else monthly_job
+        if plan.assets == MONTHLY_ASSETS
+        else backfill_job
+    )
     with dg.execute_job(
         dg.reconstructable(job),
         instance=instance,
@@ -69,7 +87,11 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
     start, end = parent.tags.get(RANGE_START), parent.tags.get(RANGE_END)
     if not (start and end):
         raise ValueError(f"run {run_id} is not a ranged backfill run")
-    plan = RunPlan(tuple(sorted(parent.asset_selection or (), key=str)), date.fromisoformat(start), date.fromisoformat(end))
+    plan = RunPlan(
+        tuple(sorted(parent.asset_selection or (), key=str)),
+        date.fromisoformat(start),
+        date.fromisoformat(end),
+    )
     job = {j().name: j for j in (correction_job, monthly_job)}.get(parent.job_name, backfill_job)
     release_orphans(instance)
     with dg.execute_job(
@@ -77,9 +99,14 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
         instance=instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
         run_config=QUIET,
-        tags={**{k: v for k, v in parent.tags.items()
-                 if not k.startswith("dagster/") or k in (RANGE_START, RANGE_END)},
-              WORKER_TAG: worker_identity()},
+        tags={
+            **{
+                k: v
+                for k, v in parent.tags.items()
+                if not k.startswith("dagster/") or k in (RANGE_START, RANGE_END)
+            },
+            WORKER_TAG: worker_identity(),
+        },
         raise_on_error=False,
     ) as result:
         run_id, success = result.run_id, result.success
@@ -90,16 +117,24 @@ def release_orphans(instance: dg.DagsterInstance) -> None:
     """Release the runs a killed process left unfinished (``defs.run_workers``): they would hold
     the ``spark`` pool's slot, and every run started now would wait for it for ever."""
     for run_id in release_orphaned_runs(instance):
-        print(f"released run {run_id}: its process is gone (killed?); it is marked failed and its "
-              "pool slots are freed", file=sys.stderr, flush=True)
+        print(
+            f"released run {run_id}: its process is gone (killed?); it is marked failed and its "
+            "pool slots are freed",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-OUTCOME_EVENTS = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK_EVALUATION,
-                  DagsterEventType.STEP_FAILURE}
+OUTCOME_EVENTS = {
+    DagsterEventType.ASSET_MATERIALIZATION,
+    DagsterEventType.ASSET_CHECK_EVALUATION,
+    DagsterEventType.STEP_FAILURE,
+}
 
 
-def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, success: bool,
-                   page: int = EVENT_PAGE) -> RunOutcome:
+def outcome_of_run(
+    instance: dg.DagsterInstance, plan: RunPlan, run_id: str, success: bool, page: int = EVENT_PAGE
+) -> RunOutcome:
     """What the run published, held and warned of, from its events in the instance (read ``page``
     at a time, and only the kinds that say so: not its logs or step events)."""
     outcome = RunOutcome(plan, run_id, success)
@@ -121,7 +156,11 @@ def outcome_of_run(instance: dg.DagsterInstance, plan: RunPlan, run_id: str, suc
             data = event.step_failure_data
             if outcome.error is None:
                 outcome.error = data.error.message.strip() if data.error else None
-            held = data.user_failure_data.metadata.get("held_partitions") if data.user_failure_data else None
+            held = (
+                data.user_failure_data.metadata.get("held_partitions")
+                if data.user_failure_data
+                else None
+            )
             for day, why in (held.value if held else {}).items():
                 outcome.held.setdefault(date.fromisoformat(day), []).extend(why)
     outcome.published = dict(published)

@@ -66,15 +66,20 @@ def _from_raw(settings: Settings, start: date, end: date, arrivals: list[date]):
     the arrivals or predates its ``_`` columns."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
     try:
-        table = lake.read_arrow(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column, arrivals,
-                                ["_reason", *(f"_{k}" for k in KEYS)])
+        table = lake.read_arrow(
+            RAW_ORDERS_TABLE.path,
+            RAW_ORDERS_TABLE.partition_column,
+            arrivals,
+            ["_reason", *(f"_{k}" for k in KEYS)],
+        )
     except pa.ArrowInvalid:  # a raw table written before raw kept its parsed columns
         return None, ""
     if table is None or table.num_rows == 0:
         return None, ""
     valid = pc.is_null(table["_reason"])
-    in_range = pc.and_(pc.greater_equal(table["_event_date"], start),
-                       pc.less_equal(table["_event_date"], end))
+    in_range = pc.and_(
+        pc.greater_equal(table["_event_date"], start), pc.less_equal(table["_event_date"], end)
+    )
     table = table.filter(pc.and_(valid, in_range))
     counts = {}
     for key in KEYS:
@@ -89,7 +94,9 @@ def _from_landing(settings: Settings, start: date, end: date, arrivals: list[dat
     counts = {key: Counter() for key in KEYS}
     read = 0
     for f in files:
-        with open(settings.landing_dir / f.relative_path, encoding="utf-8", errors="replace") as handle:
+        with open(
+            settings.landing_dir / f.relative_path, encoding="utf-8", errors="replace"
+        ) as handle:
             for n, line in enumerate(handle):
                 if n >= per_file:
                     break
@@ -104,7 +111,10 @@ def _from_landing(settings: Settings, start: date, end: date, arrivals: list[dat
                 for key in KEYS[1:]:
                     value = rec.get(key)
                     counts[key][value if isinstance(value, str) and value else None] += 1
-    return counts, f"landing files (up to {per_file:,} lines of each of {len(files)} files, not yet validated)"
+    return (
+        counts,
+        f"landing files (up to {per_file:,} lines of each of {len(files)} files, not yet validated)",
+    )
 
 
 def _record(line: str) -> dict:
@@ -128,12 +138,16 @@ def _event_date(text) -> date | None:
 
 
 def render_skew(report: SkewReport) -> list[str]:
-    lines = [f"key distribution of the {report.rows:,} records staging would read, from {report.source}:"]
+    lines = [
+        f"key distribution of the {report.rows:,} records staging would read, from {report.source}:"
+    ]
     for k in report.keys:
         shown = ", ".join(f"{s.value} {s.share:.1%}{' HOT' if s.hot else ''}" for s in k.top)
         lines.append(f"  {k.key:<12}{k.keys:>8,} keys; top {shown}; NULL {k.null.share:.1%}")
     for s in report.hot:
-        lines.append(f"HOT KEY {s.key}={s.value}: {s.share:.1%} of the records (above "
-                     f"{report.threshold:.0%} and 3x an even share): staging salts its write "
-                     "(BACKFILL_SKEW_MITIGATION=auto; README \"Skew\")")
+        lines.append(
+            f"HOT KEY {s.key}={s.value}: {s.share:.1%} of the records (above "
+            f"{report.threshold:.0%} and 3x an even share): staging salts its write "
+            '(BACKFILL_SKEW_MITIGATION=auto; README "Skew")'
+        )
     return lines

@@ -17,8 +17,14 @@ from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHEC
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
 
-CHECK_SPECS = (RAW_ORDERS_CHECKS + RAW_FX_RATES_CHECKS + STAGING_CHECKS + FACT_CHECKS + LTV_CHECKS
-               + MONTHLY_CHECKS)
+CHECK_SPECS = (
+    RAW_ORDERS_CHECKS
+    + RAW_FX_RATES_CHECKS
+    + STAGING_CHECKS
+    + FACT_CHECKS
+    + LTV_CHECKS
+    + MONTHLY_CHECKS
+)
 
 
 def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str]]:
@@ -28,7 +34,9 @@ def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str
     for info in instance.event_log_storage.get_asset_check_partition_info(keys):
         if info.partition_key is None:
             continue
-        slot = status.setdefault((info.check_key.asset_key.to_user_string(), info.partition_key), [])
+        slot = status.setdefault(
+            (info.check_key.asset_key.to_user_string(), info.partition_key), []
+        )
         if info.latest_execution_status == AssetCheckExecutionRecordStatus.FAILED:
             slot.append(info.check_key.name)
     return status
@@ -41,7 +49,9 @@ def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
     rows = {}
     for key in LAYERS + MONTHLY_ASSETS:
         table = ASSET_TABLES[key][0]
-        partitions = lake.partitions(table.path, table.partition_column) if lake.exists(table.path) else []
+        partitions = (
+            lake.partitions(table.path, table.partition_column) if lake.exists(table.path) else []
+        )
         rows[key.to_user_string()] = {p.partition: p.rows for p in partitions}
     return rows
 
@@ -50,8 +60,10 @@ def print_status(settings: Settings, start: date | None, end: date | None) -> in
     end = end or last_partition()
     start = start or max(settings.start_date, end - timedelta(days=59))
     with dg.DagsterInstance.get() as instance:
-        published = {k.to_user_string(): set(instance.get_materialized_partitions(k))
-                     for k in LAYERS + MONTHLY_ASSETS}
+        published = {
+            k.to_user_string(): set(instance.get_materialized_partitions(k))
+            for k in LAYERS + MONTHLY_ASSETS
+        }
         checks = check_status(instance)
     rows = lake_rows(settings)
 

@@ -67,7 +67,9 @@ class Diff:
     correction: Correction
     days: list[DayDiff]
     versions: dict[str, int | None]
-    rebuilt: dict[str, list[date]] = field(default_factory=dict)  # table -> days rebuilt since staged
+    rebuilt: dict[str, list[date]] = field(
+        default_factory=dict
+    )  # table -> days rebuilt since staged
 
     def totals(self, which: str) -> dict:
         total = dict(ZERO)
@@ -89,8 +91,10 @@ def compute(lake: Lake, correction: Correction) -> Diff:
     """Compare every ready day of ``correction`` with production (read pinned, once per table)."""
     days = ready_days(correction)
     if not days:
-        raise CorrectionError(f"correction {correction.id} has no day ready to compare "
-                              f"(held: {held_days(correction) or 'none'})")
+        raise CorrectionError(
+            f"correction {correction.id} has no day ready to compare "
+            f"(held: {held_days(correction) or 'none'})"
+        )
     rows: dict[str, dict] = {}
     versions: dict[str, int | None] = {}
     rebuilt: dict[str, list[date]] = {}
@@ -98,11 +102,15 @@ def compute(lake: Lake, correction: Correction) -> Diff:
     for table in CORRECTED:
         staged = lake.staged_version(table.path, correction.id)
         if staged is None:
-            raise CorrectionError(f"correction {correction.id} has no staged {table.path}: "
-                                  "discarded or decommissioned")
+            raise CorrectionError(
+                f"correction {correction.id} has no staged {table.path}: "
+                "discarded or decommissioned"
+            )
         after = lake.read_staged(staged, days)
         if lake.exists(table.path):
-            before, versions[table.path] = lake.read_partitions(table.path, table.partition_column, days)
+            before, versions[table.path] = lake.read_partitions(
+                table.path, table.partition_column, days
+            )
         else:
             before, versions[table.path] = _empty_like(lake, after), None
         rows[table.path] = row_changes(before, after, table.partition_column, ROW_KEYS[table.path])
@@ -114,8 +122,15 @@ def compute(lake: Lake, correction: Correction) -> Diff:
     no_change = dict.fromkeys(("rows_before", "rows_after", "added", "removed", "changed"), 0)
     return Diff(
         correction,
-        [DayDiff(d, {t.path: rows[t.path].get(d, no_change) for t in CORRECTED},
-                 fact_before.get(d, ZERO), fact_after.get(d, ZERO)) for d in days],
+        [
+            DayDiff(
+                d,
+                {t.path: rows[t.path].get(d, no_change) for t in CORRECTED},
+                fact_before.get(d, ZERO),
+                fact_after.get(d, ZERO),
+            )
+            for d in days
+        ],
         versions,
         rebuilt,
     )

@@ -24,30 +24,43 @@ ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}
 def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None:
     cid = diff.correction.id
     for d in diff.days:
-        instance.report_runless_asset_event(dg.AssetObservation(
-            asset_key=FCT_DAILY_REVENUE, partition=d.day.isoformat(),
-            metadata={
-                "correction": cid,
-                "revenue_usd_before": float(d.fact_before["revenue_usd"]),
-                "revenue_usd_after": float(d.fact_after["revenue_usd"]),
-                "revenue_change_pct": dg.MetadataValue.float(d.revenue_pct if d.revenue_pct is not None else float("nan")),
-                "orders_before": d.fact_before["orders"],
-                "orders_after": d.fact_after["orders"],
-            }))
-    instance.report_runless_asset_event(dg.AssetObservation(
-        asset_key=FCT_DAILY_REVENUE,
-        metadata={"correction": cid, "correction_report": dg.MetadataValue.md(markdown)}))
+        instance.report_runless_asset_event(
+            dg.AssetObservation(
+                asset_key=FCT_DAILY_REVENUE,
+                partition=d.day.isoformat(),
+                metadata={
+                    "correction": cid,
+                    "revenue_usd_before": float(d.fact_before["revenue_usd"]),
+                    "revenue_usd_after": float(d.fact_after["revenue_usd"]),
+                    "revenue_change_pct": dg.MetadataValue.float(
+                        d.revenue_pct if d.revenue_pct is not None else float("nan")
+                    ),
+                    "orders_before": d.fact_before["orders"],
+                    "orders_after": d.fact_after["orders"],
+                },
+            )
+        )
+    instance.report_runless_asset_event(
+        dg.AssetObservation(
+            asset_key=FCT_DAILY_REVENUE,
+            metadata={"correction": cid, "correction_report": dg.MetadataValue.md(markdown)},
+        )
+    )
 
 
 def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) -> None:
     c = outcome.correction
     for table, write in outcome.writes.items():
         for day in outcome.days:
-            instance.report_runless_asset_event(dg.AssetMaterialization(
-                asset_key=ASSET_OF_TABLE[table], partition=day.isoformat(),
-                metadata={
-                    **write_metadata(write, day, {}, DESCRIPTIONS[table][0]),
-                    "correction": c.id,
-                    "correction_action": action,
-                    "reason": c.reason,
-                }))
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    asset_key=ASSET_OF_TABLE[table],
+                    partition=day.isoformat(),
+                    metadata={
+                        **write_metadata(write, day, {}, DESCRIPTIONS[table][0]),
+                        "correction": c.id,
+                        "correction_action": action,
+                        "reason": c.reason,
+                    },
+                )
+            )

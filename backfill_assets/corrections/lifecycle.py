@@ -40,10 +40,17 @@ def _commit(correction: Correction, action: str) -> CommitInfo:
     for run in correction.runs:
         for table, version in run["input_versions"].items():
             inputs[table] = max(inputs.get(table, version), version)
-    return CommitInfo(run_id=f"correction:{correction.id}", code_version=correction.code_version,
-                      input_versions=inputs,
-                      extra={"correction": correction.id, "action": action, "by": registry.user(),
-                             "reason": correction.reason})
+    return CommitInfo(
+        run_id=f"correction:{correction.id}",
+        code_version=correction.code_version,
+        input_versions=inputs,
+        extra={
+            "correction": correction.id,
+            "action": action,
+            "by": registry.user(),
+            "reason": correction.reason,
+        },
+    )
 
 
 def _dates(texts) -> list[dt.date]:
@@ -52,15 +59,25 @@ def _dates(texts) -> list[dt.date]:
 
 def guardrail_breaches(correction: Correction, max_pct: float) -> dict[str, float | None]:
     """Diffed days whose revenue moves more than ``max_pct`` % (None: from zero to something)."""
-    return {day: d["revenue_pct"] for day, d in correction.diff.get("days", {}).items()
-            if d["revenue_pct"] is None or abs(d["revenue_pct"]) > max_pct}
+    return {
+        day: d["revenue_pct"]
+        for day, d in correction.diff.get("days", {}).items()
+        if d["revenue_pct"] is None or abs(d["revenue_pct"]) > max_pct
+    }
 
 
-def cutover(lake: Lake, correction_id: str, max_revenue_change_pct: float = DEFAULT_MAX_REVENUE_CHANGE_PCT,
-            force: bool = False, skip_rebuilt: bool = False) -> Outcome:
+def cutover(
+    lake: Lake,
+    correction_id: str,
+    max_revenue_change_pct: float = DEFAULT_MAX_REVENUE_CHANGE_PCT,
+    force: bool = False,
+    skip_rebuilt: bool = False,
+) -> Outcome:
     c = registry.get(lake.root, correction_id)
     if c.state == State.STAGED:
-        raise CorrectionError(f"correction {c.id} has not been diffed: run backfill-assets diff {c.id} first")
+        raise CorrectionError(
+            f"correction {c.id} has not been diffed: run backfill-assets diff {c.id} first"
+        )
     if c.state != State.DIFFED and c.state != State.ROLLED_BACK:
         raise CorrectionError(f"correction {c.id} is {c.state}: nothing to cut over")
     days = [d for d in ready_days(c) if d.isoformat() in c.diff["days"]]
@@ -68,9 +85,13 @@ def cutover(lake: Lake, correction_id: str, max_revenue_change_pct: float = DEFA
         raise CorrectionError(f"correction {c.id} has no diffed day that passed its checks")
     breaches = guardrail_breaches(c, max_revenue_change_pct)
     if breaches and not force:
-        shown = ", ".join(f"{d} ({'new' if p is None else f'{p:+.2f}%'})" for d, p in sorted(breaches.items()))
-        raise CorrectionError(f"refusing: revenue moves more than {max_revenue_change_pct}% on {shown}; "
-                              "check the diff, then pass --force if that is the intended correction")
+        shown = ", ".join(
+            f"{d} ({'new' if p is None else f'{p:+.2f}%'})" for d, p in sorted(breaches.items())
+        )
+        raise CorrectionError(
+            f"refusing: revenue moves more than {max_revenue_change_pct}% on {shown}; "
+            "check the diff, then pass --force if that is the intended correction"
+        )
     since = dict(c.rollback["versions"] if c.state == State.ROLLED_BACK else c.diff["versions"])
     moved = {}
     for table in CORRECTED:
@@ -78,14 +99,17 @@ def cutover(lake: Lake, correction_id: str, max_revenue_change_pct: float = DEFA
         if changed:
             moved[table.path] = sorted(changed)
     if moved:
-        raise CorrectionError(f"refusing: production changed since the diff: {_listing(moved)}; "
-                              f"run backfill-assets diff {c.id} again")
+        raise CorrectionError(
+            f"refusing: production changed since the diff: {_listing(moved)}; "
+            f"run backfill-assets diff {c.id} again"
+        )
     rebuilt = sorted({d for days_ in c.diff.get("rebuilt", {}).values() for d in _dates(days_)})
     if rebuilt and not skip_rebuilt:
         raise CorrectionError(
             f"refusing: production rebuilt {', '.join(map(str, rebuilt))} after the correction was "
             "staged (the live lane ran meanwhile); pass --skip-rebuilt to leave those days to "
-            "production, or discard and correct again")
+            "production, or discard and correct again"
+        )
     days = [d for d in days if d not in set(rebuilt)]
     if not days:
         raise CorrectionError(f"correction {c.id}: every diffed day was rebuilt in production")
@@ -100,25 +124,37 @@ def cutover(lake: Lake, correction_id: str, max_revenue_change_pct: float = DEFA
         if writes:  # staging is published, the fact is not: put staging back
             _restore(lake, c, list(writes), days, before, _commit(c, "cutover undone"))
         raise
-    c.cutover = {"at": registry.now(), "days": [d.isoformat() for d in days],
-                 "versions_before": before,
-                 "versions": {t: w.version for t, w in writes.items()},
-                 "skipped_rebuilt": [d.isoformat() for d in rebuilt]}
+    c.cutover = {
+        "at": registry.now(),
+        "days": [d.isoformat() for d in days],
+        "versions_before": before,
+        "versions": {t: w.version for t, w in writes.items()},
+        "skipped_rebuilt": [d.isoformat() for d in rebuilt],
+    }
     c.rollback = {}
     c.state = State.CUT_OVER
-    c.note("cut over", f"{len(days)} day(s): " + ", ".join(f"{t} v{w.version}" for t, w in writes.items()))
+    c.note(
+        "cut over",
+        f"{len(days)} day(s): " + ", ".join(f"{t} v{w.version}" for t, w in writes.items()),
+    )
     registry.save(lake.root, c)
     return Outcome(c, days, writes, rebuilt)
 
 
-def _restore(lake: Lake, c: Correction, tables: list[str], days, versions, commit) -> dict[str, WriteResult]:
+def _restore(
+    lake: Lake, c: Correction, tables: list[str], days, versions, commit
+) -> dict[str, WriteResult]:
     by_path = {t.path: t for t in CORRECTED}
     writes = {}
     for path in tables:
         if versions[path] is None:
-            raise CorrectionError(f"{path} did not exist before the cutover of {c.id}: nothing to restore")
+            raise CorrectionError(
+                f"{path} did not exist before the cutover of {c.id}: nothing to restore"
+            )
         table = by_path[path]
-        writes[path] = lake.restore_partitions(path, table.partition_column, days, versions[path], commit)
+        writes[path] = lake.restore_partitions(
+            path, table.partition_column, days, versions[path], commit
+        )
     return writes
 
 
@@ -128,27 +164,37 @@ def rollback(lake: Lake, correction_id: str) -> Outcome:
         raise CorrectionError(
             f"correction {c.id} was decommissioned ({_last(c, 'decommissioned')}) after the retention "
             "window (BACKFILL_RETENTION_DAYS): its pre-cutover files may be vacuumed, so it cannot "
-            "be rolled back. Correct the range again instead")
+            "be rolled back. Correct the range again instead"
+        )
     if c.state != State.CUT_OVER:
-        raise CorrectionError(f"correction {c.id} is {c.state}: only a cut-over correction rolls back")
+        raise CorrectionError(
+            f"correction {c.id} is {c.state}: only a cut-over correction rolls back"
+        )
     days = _dates(c.cutover["days"])
     done = c.rollback.get("versions", {})
     moved = {}
     for table in CORRECTED:
         if table.path in done:
             continue
-        changed = lake.changed_since(table.path, table.partition_column, c.cutover["versions"][table.path], days)
+        changed = lake.changed_since(
+            table.path, table.partition_column, c.cutover["versions"][table.path], days
+        )
         if changed:
             moved[table.path] = sorted(changed)
     if moved:
-        raise CorrectionError(f"refusing: production changed after the cutover: {_listing(moved)}; "
-                              "rolling back would revert those rebuilds")
+        raise CorrectionError(
+            f"refusing: production changed after the cutover: {_listing(moved)}; "
+            "rolling back would revert those rebuilds"
+        )
     writes = {}
     for table in CORRECTED:
         if table.path in done:
             continue
-        writes.update(_restore(lake, c, [table.path], days, c.cutover["versions_before"],
-                               _commit(c, "rollback")))
+        writes.update(
+            _restore(
+                lake, c, [table.path], days, c.cutover["versions_before"], _commit(c, "rollback")
+            )
+        )
         done[table.path] = writes[table.path].version
         c.rollback = {"at": registry.now(), "versions": done}
         registry.save(lake.root, c)  # a rollback stopped half-way resumes with the other table

@@ -101,7 +101,8 @@ def check_id(correction_id: str) -> str:
     if not isinstance(correction_id, str) or not ID_PATTERN.fullmatch(correction_id):
         raise CorrectionError(
             f"a correction id is 1-48 letters, digits, '-' or '_', starting with a letter or "
-            f"digit; got {correction_id!r}")
+            f"digit; got {correction_id!r}"
+        )
     return correction_id
 
 
@@ -119,8 +120,10 @@ def load(lake_root: Path, correction_id: str) -> Correction | None:
 def get(lake_root: Path, correction_id: str) -> Correction:
     found = load(lake_root, correction_id)
     if found is None:
-        raise CorrectionError(f"no correction {correction_id!r} under {Path(lake_root) / FOLDER} "
-                              "(backfill-assets corrections lists them)")
+        raise CorrectionError(
+            f"no correction {correction_id!r} under {Path(lake_root) / FOLDER} "
+            "(backfill-assets corrections lists them)"
+        )
     return found
 
 
@@ -144,7 +147,12 @@ def all_corrections(lake_root: Path) -> list[Correction]:
 
 
 def open_correction(
-    lake_root: Path, correction_id: str, reason: str, start: dt.date, end: dt.date, code_version: str
+    lake_root: Path,
+    correction_id: str,
+    reason: str,
+    start: dt.date,
+    end: dt.date,
+    code_version: str,
 ) -> Correction:
     """The correction ``correction_id``, created when new. One correction is built by one code
     version: a run of another version is refused, so the diff and the cutover never mix two."""
@@ -152,19 +160,29 @@ def open_correction(
         raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
     existing = load(lake_root, correction_id)
     if existing is None:
-        correction = Correction(check_id(correction_id), reason.strip(), user(), now(),
-                                start.isoformat(), end.isoformat(), code_version)
+        correction = Correction(
+            check_id(correction_id),
+            reason.strip(),
+            user(),
+            now(),
+            start.isoformat(),
+            end.isoformat(),
+            code_version,
+        )
         correction.note("created", reason.strip())
         save(lake_root, correction)
         return correction
     if existing.state in State.CLOSED:
         raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")
     if existing.state == State.CUT_OVER:
-        raise CorrectionError(f"correction {correction_id} is cut over: roll it back before "
-                              "building more of it, or start a new one")
+        raise CorrectionError(
+            f"correction {correction_id} is cut over: roll it back before "
+            "building more of it, or start a new one"
+        )
     if existing.code_version != code_version:
         raise CorrectionError(
             f"correction {correction_id} was built by code version {existing.code_version}; "
             f"this is {code_version}. One correction never mixes code versions: start a new "
-            "correction (a new --id) for this code")
+            "correction (a new --id) for this code"
+        )
     return existing

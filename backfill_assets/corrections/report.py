@@ -17,15 +17,19 @@ def render(diff: Diff) -> str:
         f"# Correction {c.id}",
         "",
         f"- **Reason:** {c.reason}",
-        (f"- **Affected period:** {c.start} .. {c.end} "
-        f"({len(diff.changed_days)} of {len(diff.days)} day(s) change)"),
+        (
+            f"- **Affected period:** {c.start} .. {c.end} "
+            f"({len(diff.changed_days)} of {len(diff.days)} day(s) change)"
+        ),
         f"- **Made by:** {c.created_by} at {c.created_at}; code version {c.code_version}",
         f"- **State:** {c.state}",
         "- **Compared with production versions:** "
         + ", ".join(f"{t} v{v}" for t, v in diff.versions.items()),
         "",
-        ("| day | orders before | orders after | paid before | paid after | revenue before (USD) "
-        "| revenue after (USD) | delta (USD) | change | staging rows +/-/~ |"),
+        (
+            "| day | orders before | orders after | paid before | paid after | revenue before (USD) "
+            "| revenue after (USD) | delta (USD) | change | staging rows +/-/~ |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     staging = CORRECTED[0].path
@@ -34,18 +38,27 @@ def render(diff: Diff) -> str:
         lines.append(
             f"| {d.day} | {b['orders']} | {a['orders']} | {b['paid_orders']} | {a['paid_orders']} "
             f"| {b['revenue_usd']} | {a['revenue_usd']} | {a['revenue_usd'] - b['revenue_usd']} "
-            f"| {_pct(d.revenue_pct)} | +{rows['added']} / -{rows['removed']} / ~{rows['changed']} |")
+            f"| {_pct(d.revenue_pct)} | +{rows['added']} / -{rows['removed']} / ~{rows['changed']} |"
+        )
     lines.append(
         f"| **total** | {before['orders']} | {after['orders']} | {before['paid_orders']} "
         f"| {after['paid_orders']} | {before['revenue_usd']} | {after['revenue_usd']} "
         f"| {after['revenue_usd'] - before['revenue_usd']} "
-        f"| {_pct(pct_change(before['revenue_usd'], after['revenue_usd']))} | |")
+        f"| {_pct(pct_change(before['revenue_usd'], after['revenue_usd']))} | |"
+    )
     held = held_days(c)
     if held:
-        lines += ["", "**Held by checks (never cut over):** "
-                  + "; ".join(f"{day}: {', '.join(checks)}" for day, checks in held.items())]
+        lines += [
+            "",
+            "**Held by checks (never cut over):** "
+            + "; ".join(f"{day}: {', '.join(checks)}" for day, checks in held.items()),
+        ]
     for table, days in diff.rebuilt.items():
-        lines += ["", f"**Rebuilt in production after the correction was staged ({table}):** "
-                  + ", ".join(str(d) for d in days) + ". A cutover leaves these days to production "
-                  "only with --skip-rebuilt; otherwise stage the correction again."]
+        lines += [
+            "",
+            f"**Rebuilt in production after the correction was staged ({table}):** "
+            + ", ".join(str(d) for d in days)
+            + ". A cutover leaves these days to production "
+            "only with --skip-rebuilt; otherwise stage the correction again.",
+        ]
     return "\n".join(lines) + "\n"

@@ -66,10 +66,17 @@ class CorrectionPublication(Publication):
         days = partition_dates(context)
         try:
             self.correction = registry.open_correction(
-                lake.root, correction_id, context.run.tags.get(CORRECTION_REASON_TAG, ""),
-                days[0], days[-1], code_version())
+                lake.root,
+                correction_id,
+                context.run.tags.get(CORRECTION_REASON_TAG, ""),
+                days[0],
+                days[-1],
+                code_version(),
+            )
         except registry.CorrectionError as exc:
-            raise dg.Failure(description=f"correction {correction_id}: {exc}", allow_retries=False) from exc
+            raise dg.Failure(
+                description=f"correction {correction_id}: {exc}", allow_retries=False
+            ) from exc
         self._ancestors = set(ancestor_run_ids(context))
 
     def _record(self, asset_key: dg.AssetKey) -> registry.TableRecord:
@@ -78,29 +85,46 @@ class CorrectionPublication(Publication):
     def days_to_build(self, asset_key: dg.AssetKey, days: list[date] | None = None) -> list[date]:
         """``days`` less those an earlier attempt of this run kept in the correction."""
         record = self._record(asset_key)
-        done = {date.fromisoformat(d) for d, run in record.staged.items()
-                if run in self._ancestors and d not in record.held}
-        return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
+        done = {
+            date.fromisoformat(d)
+            for d, run in record.staged.items()
+            if run in self._ancestors and d not in record.held
+        }
+        return [
+            d for d in (partition_dates(self.context) if days is None else days) if d not in done
+        ]
 
     def published_days(self, asset_key: dg.AssetKey) -> set[date]:
         return set(self._record(asset_key).ready_days())
 
-    def read_published(self, table: Table, days: list[date], version: int | None) -> tuple[DataFrame, int | None]:
+    def read_published(
+        self, table: Table, days: list[date], version: int | None
+    ) -> tuple[DataFrame, int | None]:
         """The correction's own rows of ``table``: its fact is built from its staging."""
         staged = self.lake.staged_version(table.path, self.correction.id)
         if staged is None:
-            raise dg.Failure(f"correction {self.correction.id} has no staged {table.path}",
-                             allow_retries=False)
+            raise dg.Failure(
+                f"correction {self.correction.id} has no staged {table.path}", allow_retries=False
+            )
         return self.lake.read_staged(staged, days), staged.base_version
 
     def check_events(self, outcomes: list[CheckOutcome]) -> list:
         """An observation per failed check and day, naming the correction: the results go to
         the correction, never to production partitions' check status."""
-        return [dg.AssetObservation(
-            asset_key=o.asset_key, partition=o.partition.isoformat(),
-            metadata={"correction": self.correction.id, "check": o.check_name,
-                      "passed": o.passed, **dict(o.metadata)})
-            for o in outcomes if not o.passed]
+        return [
+            dg.AssetObservation(
+                asset_key=o.asset_key,
+                partition=o.partition.isoformat(),
+                metadata={
+                    "correction": self.correction.id,
+                    "check": o.check_name,
+                    "passed": o.passed,
+                    **dict(o.metadata),
+                },
+            )
+            for o in outcomes
+            if not o.passed
+        ]
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
         """Keep the staged files of ``days`` in the correction's version of the table."""
@@ -109,29 +133,45 @@ class CorrectionPublication(Publication):
         for d in days:
             record.staged[d.isoformat()] = self.context.run_id
             record.held.pop(d.isoformat(), None)
-        self.correction.runs.append({
-            "run_id": self.context.run_id, "table": staged.table,
-            "code_version": staged.commit.code_version,
-            "input_versions": dict(staged.commit.input_versions),
-            "days": [d.isoformat() for d in days]})
+        self.correction.runs.append(
+            {
+                "run_id": self.context.run_id,
+                "table": staged.table,
+                "code_version": staged.commit.code_version,
+                "input_versions": dict(staged.commit.input_versions),
+                "days": [d.isoformat() for d in days],
+            }
+        )
         self._widen(days)
         if self.correction.state != registry.State.STAGED:  # its diff no longer describes it
             self.correction.state = registry.State.STAGED
             self.correction.note("staged again", ", ".join(d.isoformat() for d in days))
         registry.save(self.lake.root, self.correction)
         rows = kept.rows_by_partition
-        return WriteResult(staged.table, -1 if kept.base_version is None else kept.base_version,
-                           {d: rows.get(d, 0) for d in days}, 0, 1)
+        return WriteResult(
+            staged.table,
+            -1 if kept.base_version is None else kept.base_version,
+            {d: rows.get(d, 0) for d in days},
+            0,
+            1,
+        )
 
     def _widen(self, days: list[date]) -> None:
         self.correction.start = min(self.correction.start, days[0].isoformat())
         self.correction.end = max(self.correction.end, days[-1].isoformat())
 
     def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
-        self._events.append(dg.AssetObservation(
-            asset_key=asset_key, partition=day.isoformat(),
-            metadata={"correction": self.correction.id, "staged_for_correction": True,
-                      **{k: v for k, v in metadata.items() if not k.startswith("dagster/")}}))
+        self._events.append(
+            dg.AssetObservation(
+                asset_key=asset_key,
+                partition=day.isoformat(),
+                metadata={
+                    "correction": self.correction.id,
+                    "staged_for_correction": True,
+                    **{k: v for k, v in metadata.items() if not k.startswith("dagster/")},
+                },
+            )
+        )
 
     def end(self) -> None:
         """Record the held days in the correction and name them; the run still succeeds.
@@ -151,7 +191,8 @@ class CorrectionPublication(Publication):
         self.context.log.warning(
             f"correction {self.correction.id}: held (never cut over): "
             + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
-            + f". Fix their inputs, then correct those days again with --id {self.correction.id}.")
+            + f". Fix their inputs, then correct those days again with --id {self.correction.id}."
+        )
 
 
 def publication_for(context: dg.AssetExecutionContext, lake: Lake) -> Publication:

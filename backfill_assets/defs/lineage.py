@@ -22,17 +22,24 @@ def commit_info(
         run_id=context.run_id,
         code_version=code_version(),
         input_versions={k: v for k, v in input_versions.items() if v is not None},
-        extra={"asset": asset.to_user_string(), "dagster_partitions": f"{days[0].isoformat()}..{days[-1].isoformat()}"},
+        extra={
+            "asset": asset.to_user_string(),
+            "dagster_partitions": f"{days[0].isoformat()}..{days[-1].isoformat()}",
+        },
     )
 
 
 def column_schema(struct) -> dg.TableSchema:
     """A Spark StructType as the table schema Dagster shows on the asset, each column described."""
     described = column_descriptions(struct)
-    return dg.TableSchema(columns=[
-        dg.TableColumn(f.name, f.dataType.simpleString().upper(), description=described.get(f.name))
-        for f in struct.fields
-    ])
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                f.name, f.dataType.simpleString().upper(), description=described.get(f.name)
+            )
+            for f in struct.fields
+        ]
+    )
 
 
 def write_metadata(

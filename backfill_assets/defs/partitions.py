@@ -68,5 +68,7 @@ def _window(start_offset: int, end_offset: int) -> dg.TimeWindowPartitionMapping
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
         return dg.TimeWindowPartitionMapping(
-            start_offset=start_offset, end_offset=end_offset, allow_nonexistent_upstream_partitions=True
+            start_offset=start_offset,
+            end_offset=end_offset,
+            allow_nonexistent_upstream_partitions=True,
         )

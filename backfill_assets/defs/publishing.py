@@ -80,14 +80,21 @@ def spark_step(checks: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinit
     }
 
 
-def partitioned(specs: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition) -> list[dg.AssetCheckSpec]:
+def partitioned(
+    specs: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition
+) -> list[dg.AssetCheckSpec]:
     """The checks bound to the daily partitions, so Dagster keeps (and the UI shows) one result
     per partition instead of the latest evaluation of the whole check."""
     with warnings.catch_warnings():  # partitioned checks are a preview feature in Dagster 1.13
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return [
-            dg.AssetCheckSpec(spec.name, asset=spec.asset_key, description=spec.description,
-                              blocking=spec.blocking, partitions_def=partitions)
+            dg.AssetCheckSpec(
+                spec.name,
+                asset=spec.asset_key,
+                description=spec.description,
+                blocking=spec.blocking,
+                partitions_def=partitions,
+            )
             for spec in specs
         ]
 
@@ -108,8 +115,12 @@ def ancestor_run_ids(context: dg.AssetExecutionContext) -> list[str]:
 EVENT_PAGE = 1000
 
 
-def run_events(instance: dg.DagsterInstance, run_id: str, of_type: set[DagsterEventType],
-               page: int = EVENT_PAGE) -> Iterator[dg.EventLogEntry]:
+def run_events(
+    instance: dg.DagsterInstance,
+    run_id: str,
+    of_type: set[DagsterEventType],
+    page: int = EVENT_PAGE,
+) -> Iterator[dg.EventLogEntry]:
     """The run's events of these types, oldest first, read ``page`` at a time: a year's ranged
     run stores thousands of them, and a reader needs one at a time, not all of them at once."""
     cursor = None
@@ -132,18 +143,23 @@ def published_by_earlier_attempts(
     """
     published: set[date] = set()
     for run_id in ancestor_run_ids(context):
-        for record in run_events(context.instance, run_id, {DagsterEventType.ASSET_MATERIALIZATION}):
+        for record in run_events(
+            context.instance, run_id, {DagsterEventType.ASSET_MATERIALIZATION}
+        ):
             mat = record.asset_materialization
             if mat is not None and mat.asset_key == asset_key and mat.partition:
                 published.add(date.fromisoformat(mat.partition))
     return published
 
 
-def latest_materializations(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> dict[date, int]:
+def latest_materializations(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey
+) -> dict[date, int]:
     """Per materialized partition, the storage id of its latest materialization: ids grow with
     time, so comparing them says which of two partitions was published after the other."""
     latest = instance.event_log_storage.get_latest_storage_id_by_partition(
-        asset_key, DagsterEventType.ASSET_MATERIALIZATION)
+        asset_key, DagsterEventType.ASSET_MATERIALIZATION
+    )
     return {date.fromisoformat(key): storage_id for key, storage_id in latest.items()}
 
 
@@ -158,7 +174,9 @@ def held_days(outcomes: Iterable[CheckOutcome]) -> dict[date, list[str]]:
     return held
 
 
-def report(context: dg.AssetExecutionContext, outcomes: Iterable[CheckOutcome]) -> Iterator[dg.AssetCheckEvaluation]:
+def report(
+    context: dg.AssetExecutionContext, outcomes: Iterable[CheckOutcome]
+) -> Iterator[dg.AssetCheckEvaluation]:
     """One evaluation per selected check and partition (unselected checks still gate)."""
     selected = context.selected_asset_check_keys
     for outcome in outcomes:
@@ -178,13 +196,18 @@ def fail_if_held(held: Mapping[date, list[str]]) -> None:
     """End the step failed, naming each held day and the checks it failed; never retried."""
     if not held:
         return
-    lines = [f"{day.isoformat()}: {', '.join(sorted(set(checks)))}" for day, checks in sorted(held.items())]
+    lines = [
+        f"{day.isoformat()}: {', '.join(sorted(set(checks)))}"
+        for day, checks in sorted(held.items())
+    ]
     raise dg.Failure(
         description=(
             f"{len(held)} partition(s) held back, the rest of the range was published. "
             "Failed checks:\n" + "\n".join(lines)
         ),
-        metadata={"held_partitions": dg.MetadataValue.json({d.isoformat(): c for d, c in held.items()})},
+        metadata={
+            "held_partitions": dg.MetadataValue.json({d.isoformat(): c for d, c in held.items()})
+        },
         allow_retries=False,
     )
 
@@ -215,21 +238,31 @@ class Publication:
     def days_to_build(self, asset_key: dg.AssetKey, days: list[date] | None = None) -> list[date]:
         """``days`` (default: the step's partitions) less those earlier attempts published."""
         done = published_by_earlier_attempts(self.context, asset_key)
-        return [d for d in (partition_dates(self.context) if days is None else days) if d not in done]
+        return [
+            d for d in (partition_dates(self.context) if days is None else days) if d not in done
+        ]
 
-    def stage(self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo,
-              spread: int = 1) -> StagedVersion:
+    def stage(
+        self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo, spread: int = 1
+    ) -> StagedVersion:
         """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers
         (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``)."""
-        staged = self.lake.stage(table.path, df, table.partition_column, days, commit, spread=spread)
+        staged = self.lake.stage(
+            table.path, df, table.partition_column, days, commit, spread=spread
+        )
         self._staged.append(staged)
         return staged
 
     def published_days(self, asset_key: dg.AssetKey) -> set[date]:
         """The partitions of ``asset_key`` published now, per Dagster."""
-        return {date.fromisoformat(k) for k in self.context.instance.get_materialized_partitions(asset_key)}
+        return {
+            date.fromisoformat(k)
+            for k in self.context.instance.get_materialized_partitions(asset_key)
+        }
 
-    def read_published(self, table: Table, days: list[date], version: int | None) -> tuple[DataFrame, int | None]:
+    def read_published(
+        self, table: Table, days: list[date], version: int | None
+    ) -> tuple[DataFrame, int | None]:
         """``table``'s published rows of ``days`` at ``version`` (latest when None), and the
         version read: what a downstream layer builds from."""
         return self.lake.read_partitions(table.path, table.partition_column, days, version)
@@ -261,7 +294,9 @@ class Publication:
 
     def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
         self._events.append(
-            dg.AssetMaterialization(asset_key=asset_key, partition=day.isoformat(), metadata=dict(metadata))
+            dg.AssetMaterialization(
+                asset_key=asset_key, partition=day.isoformat(), metadata=dict(metadata)
+            )
         )
 
     def drain(self) -> Iterator:

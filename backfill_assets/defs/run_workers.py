@@ -24,7 +24,11 @@ import psutil
 
 from backfill_assets.catalog import WORKER_TAG
 
-UNFINISHED = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+UNFINISHED = [
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 
 
 def worker_identity(pid: int | None = None) -> str:
@@ -62,8 +66,10 @@ def release_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
         if identity is None or not worker_gone(identity):
             continue
         instance.report_run_failed(
-            run, f"its process ({identity}) ended without finishing the run (killed?): released, "
-            "its pool slots freed; run the backfill again or re-execute this run from failure")
+            run,
+            f"its process ({identity}) ended without finishing the run (killed?): released, "
+            "its pool slots freed; run the backfill again or re-execute this run from failure",
+        )
         if instance.event_log_storage.supports_global_concurrency_limits:
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         released.append(run.run_id)

@@ -107,8 +107,16 @@ class ClientStats:
 class SegmentClient:
     """Customer histories from the service at ``url``, through ``bucket``, for one lane."""
 
-    def __init__(self, url: str, bucket: SharedBucket, lane: str, batch_size: int = 50,
-                 max_retries: int = 6, backoff_s: float = 0.25, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        bucket: SharedBucket,
+        lane: str,
+        batch_size: int = 50,
+        max_retries: int = 6,
+        backoff_s: float = 0.25,
+        timeout_s: float = 30.0,
+    ) -> None:
         if lane not in LANES:
             raise ValueError(f"lane must be one of {LANES}, got {lane!r}")
         if batch_size < 1:
@@ -123,12 +131,14 @@ class SegmentClient:
         ids = sorted(set(customer_ids))
         out: dict[str, History] = {}
         for i in range(0, len(ids), self.batch_size):
-            batch = ids[i:i + self.batch_size]
+            batch = ids[i : i + self.batch_size]
             answer = self._post(batch)
             for cid in batch:
                 if cid not in answer:
                     raise SegmentServiceError(f"the service's answer lacks customer {cid!r}")
-                out[cid] = [(date.fromisoformat(e["valid_from"]), str(e["segment"])) for e in answer[cid]]
+                out[cid] = [
+                    (date.fromisoformat(e["valid_from"]), str(e["segment"])) for e in answer[cid]
+                ]
         return out
 
     def _post(self, batch: list[str]) -> dict:
@@ -136,25 +146,35 @@ class SegmentClient:
         for attempt in range(self.max_retries + 1):
             self.stats.token_waits_s.append(self.bucket.take(self.lane))
             self.stats.requests += 1
-            request = urllib.request.Request(f"{self.url}/segments", data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
-            delay = self.backoff_s * 2 ** attempt
+            request = urllib.request.Request(
+                f"{self.url}/segments",
+                data=body,
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
+            delay = self.backoff_s * 2**attempt
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     return json.loads(response.read())["histories"]
             except urllib.error.HTTPError as exc:
                 if exc.code != 429:
-                    raise SegmentServiceError(f"{self.url}/segments answered {exc.code}: {exc.read()[:200]!r}") from exc
+                    raise SegmentServiceError(
+                        f"{self.url}/segments answered {exc.code}: {exc.read()[:200]!r}"
+                    ) from exc
                 self.stats.throttled_429 += 1
                 delay = max(delay, _seconds(exc.headers.get("Retry-After")))
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 if attempt == self.max_retries:
                     raise SegmentServiceError(f"{self.url} unreachable: {exc}") from exc
             except (ValueError, KeyError) as exc:
-                raise SegmentServiceError(f"{self.url}/segments answered something unusable: {exc}") from exc
+                raise SegmentServiceError(
+                    f"{self.url}/segments answered something unusable: {exc}"
+                ) from exc
             if attempt < self.max_retries:
                 time.sleep(min(delay, 8.0))
-        raise SegmentServiceError(f"{self.url}/segments still answered 429 after {self.max_retries} retries")
+        raise SegmentServiceError(
+            f"{self.url}/segments still answered 429 after {self.max_retries} retries"
+        )
 
 
 def _seconds(text: str | None) -> float:
@@ -162,4 +182,3 @@ def _seconds(text: str | None) -> float:
         return max(0.0, float(text)) if text else 0.0
     except ValueError:
         return 0.0
-

@@ -40,7 +40,12 @@ def segment_history(customer_id: str) -> list[tuple[date, str]]:
     history = []
     for k, m in enumerate(months):
         month = m % MONTHS
-        history.append((date(FIRST_YEAR + month // 12, 1 + month % 12, 1), SEGMENTS[digest[10 + k] % len(SEGMENTS)]))
+        history.append(
+            (
+                date(FIRST_YEAR + month // 12, 1 + month % 12, 1),
+                SEGMENTS[digest[10 + k] % len(SEGMENTS)],
+            )
+        )
     return sorted(dict(history).items())
 
 
@@ -70,8 +75,12 @@ class Limiter:
 
     def stats(self) -> dict:
         with self.lock:
-            return {"requests": self.accepted, "throttled_429": self.throttled,
-                    "max_rps": self.max_rps, "limit_rps": self.rps}
+            return {
+                "requests": self.accepted,
+                "throttled_429": self.throttled,
+                "max_rps": self.max_rps,
+                "limit_rps": self.rps,
+            }
 
 
 def handler_for(limiter: Limiter) -> type[BaseHTTPRequestHandler]:
@@ -105,8 +114,11 @@ def handler_for(limiter: Limiter) -> type[BaseHTTPRequestHandler]:
                 return
             wait = limiter.admit()
             if wait is not None:
-                self.answer(429, {"error": f"more than {limiter.rps} requests per second"},
-                            {"Retry-After": f"{wait:.3f}"})
+                self.answer(
+                    429,
+                    {"error": f"more than {limiter.rps} requests per second"},
+                    {"Retry-After": f"{wait:.3f}"},
+                )
                 return
             try:
                 ids = json.loads(body)["customer_ids"]
@@ -117,8 +129,10 @@ def handler_for(limiter: Limiter) -> type[BaseHTTPRequestHandler]:
             except (ValueError, KeyError, TypeError) as exc:
                 self.answer(400, {"error": str(exc)})
                 return
-            histories = {i: [{"valid_from": d.isoformat(), "segment": s} for d, s in segment_history(i)]
-                         for i in ids}
+            histories = {
+                i: [{"valid_from": d.isoformat(), "segment": s} for d, s in segment_history(i)]
+                for i in ids
+            }
             self.answer(200, {"histories": histories})
 
     return Handler
@@ -131,7 +145,9 @@ class SegmentService:
         self.limiter = Limiter(rps)
         self.server = ThreadingHTTPServer(("127.0.0.1", port), handler_for(self.limiter))
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="segment-service", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="segment-service", daemon=True
+        )
 
     @property
     def url(self) -> str:

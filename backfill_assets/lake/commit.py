@@ -35,10 +35,18 @@ class CommitInfo:
         if not isinstance(self.run_id, str) or not self.run_id:
             raise LakeError(f"CommitInfo.run_id must be a non-empty string, got {self.run_id!r}")
         if not isinstance(self.code_version, str) or not self.code_version:
-            raise LakeError(f"CommitInfo.code_version must be a non-empty string, got {self.code_version!r}")
+            raise LakeError(
+                f"CommitInfo.code_version must be a non-empty string, got {self.code_version!r}"
+            )
         for name, version in self.input_versions.items():
-            if not isinstance(name, str) or isinstance(version, bool) or not isinstance(version, int):
-                raise LakeError(f"input_versions must map table names to ints, got {name!r}: {version!r}")
+            if (
+                not isinstance(name, str)
+                or isinstance(version, bool)
+                or not isinstance(version, int)
+            ):
+                raise LakeError(
+                    f"input_versions must map table names to ints, got {name!r}: {version!r}"
+                )
         for key, value in self.extra.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise LakeError(f"extra must map strings to strings, got {key!r}: {value!r}")
@@ -95,7 +103,9 @@ def encode_metadata(
         "run_id": commit.run_id,
         "code_version": commit.code_version,
         "partitions": [date_text(day) for day in sorted(rows_by_partition)],
-        "rows_by_partition": {date_text(day): rows for day, rows in sorted(rows_by_partition.items())},
+        "rows_by_partition": {
+            date_text(day): rows for day, rows in sorted(rows_by_partition.items())
+        },
         "input_versions": dict(sorted(commit.input_versions.items())),
         "extra": dict(sorted(commit.extra.items())),
         "engine": engine,

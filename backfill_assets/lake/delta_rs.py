@@ -81,8 +81,17 @@ class DeltaRsEngine:
         os.makedirs(table_dir, exist_ok=True)
         files = write_files(df, table_dir, column, dates)
         pause_point("after_files")
-        return self._overwrite(name, table_dir, new_schema, column, dates, files, commit,
-                               "replace_partitions", base_version=None)
+        return self._overwrite(
+            name,
+            table_dir,
+            new_schema,
+            column,
+            dates,
+            files,
+            commit,
+            "replace_partitions",
+            base_version=None,
+        )
 
     def publish(self, name, table_dir, staged: StagedVersion, dates, commit: CommitInfo):
         """One commit: the current files of ``dates`` out, the staged files of ``dates`` in.
@@ -90,18 +99,44 @@ class DeltaRsEngine:
         Refused with LakeConflict when a commit after the version the staged data was staged
         (and audited) against touched one of ``dates``: its data would be replaced unseen."""
         schema = StructType.fromJson(json.loads(staged.schema_json))
-        return self._overwrite(name, table_dir, schema, staged.column, dates, staged.files_of(dates),
-                               commit, "publish_staged", base_version=staged.base_version,
-                               check_base=True)
+        return self._overwrite(
+            name,
+            table_dir,
+            schema,
+            staged.column,
+            dates,
+            staged.files_of(dates),
+            commit,
+            "publish_staged",
+            base_version=staged.base_version,
+            check_base=True,
+        )
 
-    def _overwrite(self, name, table_dir, schema, column, dates, files, commit, operation,
-                   base_version, check_base=False):
+    def _overwrite(
+        self,
+        name,
+        table_dir,
+        schema,
+        column,
+        dates,
+        files,
+        commit,
+        operation,
+        base_version,
+        check_base=False,
+    ):
         rows = dict.fromkeys(dates, 0)
         for f in files:
             rows[f.partition] += f.rows
         adds = [
-            AddAction(f.path, f.size, {column: date_text(f.partition)}, f.modification_time,
-                      True, json.dumps({"numRecords": f.rows}))
+            AddAction(
+                f.path,
+                f.size,
+                {column: date_text(f.partition)},
+                f.modification_time,
+                True,
+                json.dumps({"numRecords": f.rows}),
+            )
             for f in files
         ]
         texts = [date_text(day) for day in dates]
@@ -113,14 +148,16 @@ class DeltaRsEngine:
                 if changed:
                     raise LakeConflict(
                         f"{name}: partitions {sorted(changed)} changed after version "
-                        f"{base_version} that the staged data was audited against; stage again")
+                        f"{base_version} that the staged data was audited against; stage again"
+                    )
             return adds, "overwrite", [(column, "in", texts)]
 
         write_id = new_write_id()
         metadata = encode_metadata(commit, self.name, operation, rows, write_id=write_id)
         delta_schema = DeltaSchema.from_json(schema.json())
-        version, attempts = self._commit(table_dir, column, delta_schema, adds, actions, metadata,
-                                         write_id)
+        version, attempts = self._commit(
+            table_dir, column, delta_schema, adds, actions, metadata, write_id
+        )
         pause_point("after_commit")
         return WriteResult(name, version, rows, len(adds), attempts)
 
@@ -143,7 +180,9 @@ class DeltaRsEngine:
             files = [(path, day) for path, day, _, _ in files if day in wanted]
         else:
             files = [(path, day) for path, day, _, _ in files]
-        return read_files(self.spark, table_dir, spark_schema(table), column, files), table.version()
+        return read_files(
+            self.spark, table_dir, spark_schema(table), column, files
+        ), table.version()
 
     def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
         table = self.load(table_dir, version)
@@ -163,8 +202,12 @@ class DeltaRsEngine:
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         return [
-            {"version": entry["version"], "timestamp": entry.get("timestamp"),
-             "operation": entry.get("operation"), "user_metadata": entry.get("userMetadata")}
+            {
+                "version": entry["version"],
+                "timestamp": entry.get("timestamp"),
+                "operation": entry.get("operation"),
+                "user_metadata": entry.get("userMetadata"),
+            }
             for entry in table.history()
         ]
 
@@ -174,12 +217,17 @@ class DeltaRsEngine:
         if old is None:
             raise LakeTableMissing(f"table {name} does not exist")
         wanted = set(dates)
-        old_files = {p: (day, size, mtime, rec) for p, day, (size, mtime), rec
-                     in _active_files(old, column, detail=True) if day in wanted}
+        old_files = {
+            p: (day, size, mtime, rec)
+            for p, day, (size, mtime), rec in _active_files(old, column, detail=True)
+            if day in wanted
+        }
         missing = [p for p in old_files if not os.path.exists(os.path.join(table_dir, p))]
         if missing:
-            raise LakeError(f"cannot restore {name} to version {version}: files were vacuumed, "
-                            f"e.g. {missing[0]}")
+            raise LakeError(
+                f"cannot restore {name} to version {version}: files were vacuumed, "
+                f"e.g. {missing[0]}"
+            )
         rows = {day: 0 for day in dates}
         for day, _, _, records in old_files.values():
             rows[day] += records or 0
@@ -188,21 +236,38 @@ class DeltaRsEngine:
         def actions(table: DeltaTable):
             check_readable(table, name)
             now = int(time.time() * 1000)
-            current = {p: (day, size) for p, day, (size, _), _
-                       in _active_files(table, column, detail=True) if day in wanted}
-            removes = [RemoveAction(p, True, now, size, {column: date_text(day)})
-                       for p, (day, size) in current.items() if p not in old_files]
-            adds = [AddAction(p, size, {column: date_text(day)}, mtime, True,
-                              json.dumps({"numRecords": rec}) if rec is not None else "")
-                    for p, (day, size, mtime, rec) in old_files.items() if p not in current]
+            current = {
+                p: (day, size)
+                for p, day, (size, _), _ in _active_files(table, column, detail=True)
+                if day in wanted
+            }
+            removes = [
+                RemoveAction(p, True, now, size, {column: date_text(day)})
+                for p, (day, size) in current.items()
+                if p not in old_files
+            ]
+            adds = [
+                AddAction(
+                    p,
+                    size,
+                    {column: date_text(day)},
+                    mtime,
+                    True,
+                    json.dumps({"numRecords": rec}) if rec is not None else "",
+                )
+                for p, (day, size, mtime, rec) in old_files.items()
+                if p not in current
+            ]
             added[0] = len(adds)
             return removes + adds, "append", None
 
         write_id = new_write_id()
-        metadata = encode_metadata(commit, self.name, "restore_partitions", rows, version,
-                                   write_id=write_id)
-        new_version, attempts = self._commit(table_dir, column, None, [], actions, metadata,
-                                             write_id)
+        metadata = encode_metadata(
+            commit, self.name, "restore_partitions", rows, version, write_id=write_id
+        )
+        new_version, attempts = self._commit(
+            table_dir, column, None, [], actions, metadata, write_id
+        )
         return WriteResult(name, new_version, rows, added[0], attempts)
 
     def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
@@ -211,8 +276,11 @@ class DeltaRsEngine:
             raise LakeTableMissing(f"table {name} does not exist")
         # Whole hours only in delta-rs; round up so nothing younger than asked is removed.
         hours = max(0, int(-(-retention_hours // 1)))
-        return sorted(table.vacuum(retention_hours=hours, dry_run=False,
-                                   enforce_retention_duration=False, full=True))
+        return sorted(
+            table.vacuum(
+                retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True
+            )
+        )
 
     def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
         """delta-rs's ``optimize.compact``: each partition's small files rewritten into fewer, in
@@ -230,8 +298,9 @@ class DeltaRsEngine:
             read_version = table.version()
             rows = self.row_counts(name, table_dir, column, read_version)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
-            props = CommitProperties(custom_metadata={"userMetadata": metadata},
-                                     max_commit_retries=0)
+            props = CommitProperties(
+                custom_metadata={"userMetadata": metadata}, max_commit_retries=0
+            )
             try:
                 metrics = table.optimize.compact(commit_properties=props)
             except Exception as exc:
@@ -239,16 +308,20 @@ class DeltaRsEngine:
                 if landed is not None:
                     files = commit_file_counts(table_dir, landed)
                     return Compaction(name, landed, files[1], files[0], attempt)
-                if not isinstance(exc, CommitFailedError) or self.version(table_dir) == read_version:
+                if (
+                    not isinstance(exc, CommitFailedError)
+                    or self.version(table_dir) == read_version
+                ):
                     raise
                 last_error = exc
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
                 continue
             version = commit_of_write(table_dir, write_id, read_version)
             if version is None:
                 return Compaction(name, None, 0, 0, attempt)
-            return Compaction(name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"],
-                              attempt)
+            return Compaction(
+                name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt
+            )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
     def checkpoint(self, name, table_dir) -> int:
@@ -269,8 +342,9 @@ class DeltaRsEngine:
         publish retried by its caller would find its own commit and report a conflict."""
         last_error: Exception | None = None
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            props = CommitProperties(custom_metadata={"userMetadata": metadata},
-                                     max_commit_retries=0)
+            props = CommitProperties(
+                custom_metadata={"userMetadata": metadata}, max_commit_retries=0
+            )
             table = self.load(table_dir)
             read_version = None if table is None else table.version()
             try:
@@ -280,15 +354,25 @@ class DeltaRsEngine:
                     if attempt == 1:
                         pause_point("before_commit")
                     create_table_with_add_actions(
-                        table_dir, create_schema, create_adds, mode="error",
-                        partition_by=[column], commit_properties=props)
+                        table_dir,
+                        create_schema,
+                        create_adds,
+                        mode="error",
+                        partition_by=[column],
+                        commit_properties=props,
+                    )
                     return 0, attempt
                 file_actions, mode, filters = actions(table)
                 if attempt == 1:
                     pause_point("before_commit")
                 table.create_write_transaction(
-                    file_actions, mode=mode, schema=table.schema(), partition_by=[column],
-                    partition_filters=filters, commit_properties=props)
+                    file_actions,
+                    mode=mode,
+                    schema=table.schema(),
+                    partition_by=[column],
+                    partition_filters=filters,
+                    commit_properties=props,
+                )
                 return read_version + 1, attempt
             except LakeError:
                 raise  # refused before committing (conflict, schema): nothing to look for
@@ -307,21 +391,24 @@ class DeltaRsEngine:
                 else:
                     raise
                 last_error = exc
-            time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+            time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
         raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:
     check_readable(table, name)
     if table.metadata().partition_columns != [column]:
-        raise LakeError(f"table {name} is partitioned by {table.metadata().partition_columns}, "
-                        f"not [{column!r}]")
+        raise LakeError(
+            f"table {name} is partitioned by {table.metadata().partition_columns}, not [{column!r}]"
+        )
     have = {f.name: f.dataType for f in spark_schema(table).fields}
     new = {f.name: f.dataType for f in new_schema.fields}
     if have != new:
-        raise LakeError(f"schema of the new data for {name} differs from the table: "
-                        f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
-                        f"new {sorted((k, v.simpleString()) for k, v in new.items())}")
+        raise LakeError(
+            f"schema of the new data for {name} differs from the table: "
+            f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
+            f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
+        )
 
 
 def _active_files(table: DeltaTable, column: str | None, detail: bool = False):
@@ -330,11 +417,20 @@ def _active_files(table: DeltaTable, column: str | None, detail: bool = False):
 
     actions = pa.table(table.get_add_actions(flatten=True))
     key = f"partition.{column}"
-    records = actions.column("num_records").to_pylist() if "num_records" in actions.column_names \
+    records = (
+        actions.column("num_records").to_pylist()
+        if "num_records" in actions.column_names
         else [None] * actions.num_rows
+    )
     days = actions.column(key).to_pylist() if column else [None] * actions.num_rows
-    extra = zip(actions.column("size_bytes").to_pylist(),
-                actions.column("modification_time").to_pylist()) if detail else [None] * actions.num_rows
+    extra = (
+        zip(
+            actions.column("size_bytes").to_pylist(),
+            actions.column("modification_time").to_pylist(),
+        )
+        if detail
+        else [None] * actions.num_rows
+    )
     return [
         (path, _as_date(day), more, rec)
         for path, day, more, rec in zip(actions.column("path").to_pylist(), days, extra, records)

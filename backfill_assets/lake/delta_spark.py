@@ -88,10 +88,12 @@ class DeltaSparkEngine:
 
     def __init__(self, spark: SparkSession) -> None:
         if not native_delta_available(spark):
-            raise LakeError("the delta-spark engine needs a classic (not Spark Connect) session "
-                            "with Delta's jars and extension: set BACKFILL_LAKE_ENGINE=delta-spark "
-                            "before the session starts (spark_config adds them) and run "
-                            "`make setup`")
+            raise LakeError(
+                "the delta-spark engine needs a classic (not Spark Connect) session "
+                "with Delta's jars and extension: set BACKFILL_LAKE_ENGINE=delta-spark "
+                "before the session starts (spark_config adds them) and run "
+                "`make setup`"
+            )
         self.spark = spark
 
     def version(self, table_dir: str) -> int | None:
@@ -100,30 +102,47 @@ class DeltaSparkEngine:
         rows = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)} LIMIT 1").collect()
         return rows[0]["version"] if rows else None
 
-    def replace(self, name, table_dir, df: DataFrame, column, dates, commit: CommitInfo,
-                operation="replace_partitions", restored_from=None):
+    def replace(
+        self,
+        name,
+        table_dir,
+        df: DataFrame,
+        column,
+        dates,
+        commit: CommitInfo,
+        operation="replace_partitions",
+        restored_from=None,
+    ):
         pause_point("before_files")
         if self.version(table_dir) is not None:
             self._check_target(name, table_dir, df, column)
         # One counting pass (rows per partition, and any row outside the set), then the write.
         counts = {row[column]: row["count"] for row in df.groupBy(column).count().collect()}
-        outside = sorted(str(day) if day is not None else "NULL"
-                         for day in counts if day not in set(dates))
+        outside = sorted(
+            str(day) if day is not None else "NULL" for day in counts if day not in set(dates)
+        )
         if outside:
-            raise LakeError(f"rows with {column} outside the partitions being written: "
-                            f"{', '.join(outside[:10])}")
+            raise LakeError(
+                f"rows with {column} outside the partitions being written: "
+                f"{', '.join(outside[:10])}"
+            )
         rows = {day: counts.get(day, 0) for day in dates}
         write_id = new_write_id()
-        metadata = encode_metadata(commit, self.name, operation, rows, restored_from,
-                                   write_id=write_id)
+        metadata = encode_metadata(
+            commit, self.name, operation, rows, restored_from, write_id=write_id
+        )
         for attempt in range(1, MAX_ATTEMPTS + 1):
             read_version = newest_commit(table_dir)  # a floor: this write's commit is newer
             try:
-                (self._with_pause_points(df, column, dates, attempt)
-                   .write.format("delta").mode("overwrite")
-                   .option("replaceWhere", _predicate(column, dates))
-                   .option("userMetadata", metadata)
-                   .partitionBy(column).save(table_dir))
+                (
+                    self._with_pause_points(df, column, dates, attempt)
+                    .write.format("delta")
+                    .mode("overwrite")
+                    .option("replaceWhere", _predicate(column, dates))
+                    .option("userMetadata", metadata)
+                    .partitionBy(column)
+                    .save(table_dir)
+                )
                 break
             except Exception as exc:
                 if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
@@ -132,7 +151,7 @@ class DeltaSparkEngine:
                     break  # it landed; a post-commit step (hook, checkpoint) failed after it
                 if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
                     raise
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
         pause_point("after_commit")
         version = commit_of_write(table_dir, write_id, read_version)
         if version is None:
@@ -155,8 +174,9 @@ class DeltaSparkEngine:
         if column is not None:
             partitioned_by = self._partition_columns(table_dir)
             if partitioned_by != [column]:
-                raise LakeError(f"table {name} is partitioned by {partitioned_by}, "
-                                f"not [{column!r}]")
+                raise LakeError(
+                    f"table {name} is partitioned by {partitioned_by}, not [{column!r}]"
+                )
             if dates is not None:
                 frame = frame.where(F.col(column).isin(list(dates)))
         return frame, pinned
@@ -174,16 +194,32 @@ class DeltaSparkEngine:
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
         entries = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)}").select(
-            "version", F.unix_millis("timestamp").alias("ts"), "operation", "userMetadata")
-        return [{"version": r["version"], "timestamp": r["ts"], "operation": r["operation"],
-                 "user_metadata": r["userMetadata"]} for r in entries.collect()]
+            "version", F.unix_millis("timestamp").alias("ts"), "operation", "userMetadata"
+        )
+        return [
+            {
+                "version": r["version"],
+                "timestamp": r["ts"],
+                "operation": r["operation"],
+                "user_metadata": r["userMetadata"],
+            }
+            for r in entries.collect()
+        ]
 
     def restore(self, name, table_dir, column, dates, version, commit: CommitInfo):
         """Rewrite the partitions from a versionAsOf read of ``version``: one replaceWhere commit."""
         # Safe to read lazily: an overwrite only tombstones the old version's files.
         old, _ = self.read(name, table_dir, column, dates, version)
-        return self.replace(name, table_dir, old, column, dates, commit,
-                            operation="restore_partitions", restored_from=version)
+        return self.replace(
+            name,
+            table_dir,
+            old,
+            column,
+            dates,
+            commit,
+            operation="restore_partitions",
+            restored_from=version,
+        )
 
     def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
         """VACUUM with the retention asked for, its listing in as many tasks as the session has
@@ -191,14 +227,17 @@ class DeltaSparkEngine:
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
         before = _data_files(table_dir)
-        conf = {**VACUUM_CONF,
-                LISTING_PARALLELISM_CONF: str(max(1, self.spark.sparkContext.defaultParallelism))}
+        conf = {
+            **VACUUM_CONF,
+            LISTING_PARALLELISM_CONF: str(max(1, self.spark.sparkContext.defaultParallelism)),
+        }
         previous = {key: self.spark.conf.get(key, None) for key in conf}
         try:
             for key, value in conf.items():
                 self.spark.conf.set(key, value)
-            self.spark.sql(f"VACUUM {_sql_path(table_dir)} FULL "
-                           f"RETAIN {float(retention_hours)} HOURS")
+            self.spark.sql(
+                f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
+            )
         finally:
             for key, value in previous.items():
                 if value is None:
@@ -228,15 +267,20 @@ class DeltaSparkEngine:
                     return Compaction(name, landed, -1, -1, attempt)  # counts unknown: hook failed
                 if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
                     raise
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
                 continue
             finally:
                 if previous is None:
                     self.spark.conf.unset(USER_METADATA_CONF)
                 else:
                     self.spark.conf.set(USER_METADATA_CONF, previous)
-            return Compaction(name, commit_of_write(table_dir, write_id, read_version),
-                              metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt)
+            return Compaction(
+                name,
+                commit_of_write(table_dir, write_id, read_version),
+                metrics["numFilesRemoved"],
+                metrics["numFilesAdded"],
+                attempt,
+            )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
 
     def checkpoint(self, name, table_dir) -> int:
@@ -251,15 +295,21 @@ class DeltaSparkEngine:
 
     def _check_target(self, name: str, table_dir: str, df: DataFrame, column: str) -> None:
         if self._partition_columns(table_dir) != [column]:
-            raise LakeError(f"table {name} is partitioned by "
-                            f"{self._partition_columns(table_dir)}, not [{column!r}]")
-        have = {f.name: f.dataType for f in self.spark.read.format("delta").load(table_dir)
-                .schema.fields}
+            raise LakeError(
+                f"table {name} is partitioned by "
+                f"{self._partition_columns(table_dir)}, not [{column!r}]"
+            )
+        have = {
+            f.name: f.dataType
+            for f in self.spark.read.format("delta").load(table_dir).schema.fields
+        }
         new = {f.name: f.dataType for f in df.schema.fields}
         if have != new:
-            raise LakeError(f"schema of the new data for {name} differs from the table: "
-                            f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
-                            f"new {sorted((k, v.simpleString()) for k, v in new.items())}")
+            raise LakeError(
+                f"schema of the new data for {name} differs from the table: "
+                f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
+                f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
+            )
 
     def _with_pause_points(self, df: DataFrame, column: str, dates, attempt: int) -> DataFrame:
         """Test hook, inert unless a test arms a pause point: stop inside Delta's write job.
@@ -278,8 +328,11 @@ class DeltaSparkEngine:
             df = df.unionByName(self._pause_task(df, late))
         if armed("mid_files"):
             first = F.col(column) == F.lit(dates[0])
-            df = (df.where(first).unionByName(self._pause_task(df, ["mid_files"]))
-                  .unionByName(df.where(~first | F.col(column).isNull())))
+            df = (
+                df.where(first)
+                .unionByName(self._pause_task(df, ["mid_files"]))
+                .unionByName(df.where(~first | F.col(column).isNull()))
+            )
         return df
 
     def _pause_task(self, df: DataFrame, points: list[str]) -> DataFrame:

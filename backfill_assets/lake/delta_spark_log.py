@@ -60,10 +60,12 @@ def _snapshot(spark: SparkSession, table_dir: str, version: int):
 def write_checkpoint(spark: SparkSession, table_dir: str, version: int) -> None:
     """A checkpoint of ``version`` (and ``_last_checkpoint``), as Delta writes one every
     ``delta.checkpointInterval`` commits; delta-spark offers no public API for it."""
-    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession,
-                                                                       table_dir)
-    delta_log.checkpoint(_snapshot(spark, table_dir, version),
-                         getattr(delta_log, "checkpoint$default$2")())
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, table_dir
+    )
+    delta_log.checkpoint(
+        _snapshot(spark, table_dir, version), getattr(delta_log, "checkpoint$default$2")()
+    )
 
 
 def snapshot_files(spark: SparkSession, table_dir: str, version: int) -> DataFrame:
@@ -79,18 +81,24 @@ def protocol(spark: SparkSession, table_dir: str, version: int) -> dict:
         option = getattr(found, getter)()
         if option.isDefined():
             features |= {str(name) for name in option.get().toSeq().toList()}
-    return {"min_reader_version": found.minReaderVersion(),
-            "min_writer_version": found.minWriterVersion(), "features": sorted(features)}
+    return {
+        "min_reader_version": found.minReaderVersion(),
+        "min_writer_version": found.minWriterVersion(),
+        "features": sorted(features),
+    }
 
 
-def file_row_counts(spark: SparkSession, table_dir: str, column: str, version: int
-                    ) -> tuple[dict[dt.date, int], list[dt.date]]:
+def file_row_counts(
+    spark: SparkSession, table_dir: str, column: str, version: int
+) -> tuple[dict[dt.date, int], list[dt.date]]:
     """Rows per partition from file statistics, and the partitions with a file lacking them."""
     files = snapshot_files(spark, table_dir, version).select(
         F.col("partitionValues")[column].alias("day"),
-        F.get_json_object("stats", "$.numRecords").cast("long").alias("records"))
-    per_day = files.groupBy("day").agg(F.sum("records").alias("rows"),
-                                       F.count_if(F.col("records").isNull()).alias("unknown"))
+        F.get_json_object("stats", "$.numRecords").cast("long").alias("records"),
+    )
+    per_day = files.groupBy("day").agg(
+        F.sum("records").alias("rows"), F.count_if(F.col("records").isNull()).alias("unknown")
+    )
     counts, unknown = {}, []
     for row in per_day.collect():
         day = dt.date.fromisoformat(row["day"]) if row["day"] is not None else None

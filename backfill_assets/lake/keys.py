@@ -32,7 +32,9 @@ class LakeConflict(LakeError):
 def parse_partition_dates(keys: Iterable[object]) -> list[dt.date]:
     """Dates from date objects or 'YYYY-MM-DD' strings, sorted and de-duplicated."""
     if isinstance(keys, (str, bytes, dt.date)):
-        raise LakeError(f"partition keys must be a collection of dates, got the single value {keys!r}")
+        raise LakeError(
+            f"partition keys must be a collection of dates, got the single value {keys!r}"
+        )
     dates = set()
     for key in keys:
         dates.add(_parse_one(key))

@@ -39,7 +39,9 @@ def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> 
     return {value: found.get(value, oldest) for value in partitions}
 
 
-def touched_after(table_dir: str, column: str, version: int | None, partitions: set[str]) -> set[str]:
+def touched_after(
+    table_dir: str, column: str, version: int | None, partitions: set[str]
+) -> set[str]:
     """The partitions of ``partitions`` that a commit after ``version`` (any commit when None)
     added or removed a file in. A commit file already cleaned up counts as touching all of
     them: the answer must never be "unchanged" when it cannot be known."""
@@ -47,8 +49,10 @@ def touched_after(table_dir: str, column: str, version: int | None, partitions: 
     if not os.path.isdir(log_dir):
         return set()
     newer = sorted(
-        v for name in os.listdir(log_dir)
-        if (m := _COMMIT_FILE.fullmatch(name)) and (v := int(m.group(1))) > (-1 if version is None else version)
+        v
+        for name in os.listdir(log_dir)
+        if (m := _COMMIT_FILE.fullmatch(name))
+        and (v := int(m.group(1))) > (-1 if version is None else version)
     )
     expected_first = 0 if version is None else version + 1
     if newer and newer[0] != expected_first:
@@ -84,9 +88,14 @@ def commit_of_write(table_dir: str, write_id: str, after: int | None) -> int | N
     if not os.path.isdir(log_dir):
         return None
     floor = -1 if after is None else after
-    for version in sorted((int(m.group(1)) for name in os.listdir(log_dir)
-                           if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor),
-                          reverse=True):
+    for version in sorted(
+        (
+            int(m.group(1))
+            for name in os.listdir(log_dir)
+            if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor
+        ),
+        reverse=True,
+    ):
         if commit_metadata(table_dir, version).get("write_id") == write_id:
             return version
     return None
@@ -96,7 +105,9 @@ def commit_metadata(table_dir: str, version: int) -> dict:
     """The CommitInfo document of commit ``version`` ({} when it has none, or its commit file
     was cleaned up): one commit file read, not the table's history."""
     try:
-        with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
+        with open(
+            os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8"
+        ) as lines:
             for line in lines:
                 info = json.loads(line).get("commitInfo")
                 if info is not None:
@@ -109,7 +120,9 @@ def commit_metadata(table_dir: str, version: int) -> dict:
 def commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
     """(add actions, remove actions) of the commit ``version``."""
     adds = removes = 0
-    with open(os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as lines:
+    with open(
+        os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8"
+    ) as lines:
         for line in lines:
             action = json.loads(line)
             adds += "add" in action
@@ -122,5 +135,7 @@ def newest_commit(table_dir: str) -> int | None:
     log_dir = os.path.join(table_dir, "_delta_log")
     if not os.path.isdir(log_dir):
         return None
-    return max((int(m.group(1)) for name in os.listdir(log_dir)
-                if (m := _COMMIT_FILE.fullmatch(name))), default=None)
+    return max(
+        (int(m.group(1)) for name in os.listdir(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
+        default=None,
+    )

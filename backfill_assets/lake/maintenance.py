@@ -31,9 +31,11 @@ from backfill_assets.lake.table import Lake
 RETENTION_ENV = "BACKFILL_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 14.0
 RETENTION_FLOOR_DAYS = 7.0
-FLOOR_REASON = ("the floor protects in-flight writers' files: vacuum deletes files no version "
-                "names once they are older than the retention, and that includes the files a "
-                "running or retried backfill has written but not committed yet")
+FLOOR_REASON = (
+    "the floor protects in-flight writers' files: vacuum deletes files no version "
+    "names once they are older than the retention, and that includes the files a "
+    "running or retried backfill has written but not committed yet"
+)
 
 
 def retention_days(env: os._Environ | dict | None = None) -> float:
@@ -50,8 +52,10 @@ def retention_days(env: os._Environ | dict | None = None) -> float:
 
 def check_retention(days: float) -> None:
     if not days >= RETENTION_FLOOR_DAYS:  # also refuses NaN
-        raise ValueError(f"refusing a retention of {days:g} days: {RETENTION_ENV} must be at "
-                         f"least {RETENTION_FLOOR_DAYS:g} days; {FLOOR_REASON}")
+        raise ValueError(
+            f"refusing a retention of {days:g} days: {RETENTION_ENV} must be at "
+            f"least {RETENTION_FLOOR_DAYS:g} days; {FLOOR_REASON}"
+        )
 
 
 @dataclass
@@ -69,18 +73,26 @@ class TableMaintenance:
     def summary(self) -> str:
         if self.missing:
             return f"{self.table}: no table yet, nothing to do"
-        vacuum = (f"vacuum skipped ({self.vacuum_refused})" if self.vacuum_refused
-                  else f"vacuum deleted {len(self.vacuumed)} files")
+        vacuum = (
+            f"vacuum skipped ({self.vacuum_refused})"
+            if self.vacuum_refused
+            else f"vacuum deleted {len(self.vacuumed)} files"
+        )
         c = self.compaction
-        compacted = ("no small files to compact" if c is None or c.version is None
-                     else f"compacted {c.files_removed} files into {c.files_added} "
-                          f"(version {c.version})")
-        return (f"{self.table}: expired {len(self.expired_staged)} staged versions; {vacuum}; "
-                f"{compacted}; checkpoint at version {self.checkpoint_version}")
+        compacted = (
+            "no small files to compact"
+            if c is None or c.version is None
+            else f"compacted {c.files_removed} files into {c.files_added} (version {c.version})"
+        )
+        return (
+            f"{self.table}: expired {len(self.expired_staged)} staged versions; {vacuum}; "
+            f"{compacted}; checkpoint at version {self.checkpoint_version}"
+        )
 
 
-def maintain_tables(lake: Lake, tables: Iterable[tuple[str, str]], retention_days: float,
-                    commit: CommitInfo) -> list[TableMaintenance]:
+def maintain_tables(
+    lake: Lake, tables: Iterable[tuple[str, str]], retention_days: float, commit: CommitInfo
+) -> list[TableMaintenance]:
     """Maintain each (table path, partition column); see the module docstring."""
     check_retention(retention_days)
     hours = retention_days * 24

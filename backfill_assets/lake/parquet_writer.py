@@ -67,9 +67,15 @@ def write_files(
     ordered = shuffled.sortWithinPartitions(F.col(column))
     rows = ordered.mapInArrow(task, FILE_SCHEMA).collect()
     written = [
-        WrittenFile(r["path"], r["size"], dt.date.fromisoformat(r["partition"]), r["rows"],
-                    r["modification_time"])
-        for r in rows if r["path"] is not None
+        WrittenFile(
+            r["path"],
+            r["size"],
+            dt.date.fromisoformat(r["partition"]),
+            r["rows"],
+            r["modification_time"],
+        )
+        for r in rows
+        if r["path"] is not None
     ]
     outside = sorted({r["partition"] or "NULL" for r in rows if r["path"] is None})
     if outside:
@@ -105,7 +111,11 @@ class _FileTask:
             keys = batch.column(self.column)
             for value in pc.unique(keys).to_pylist():
                 text = None if value is None else value.isoformat()
-                mask = pc.is_null(keys) if value is None else pc.equal(keys, pa.scalar(value, keys.type))
+                mask = (
+                    pc.is_null(keys)
+                    if value is None
+                    else pc.equal(keys, pa.scalar(value, keys.type))
+                )
                 part = batch.filter(mask)
                 if text not in self.allowed:
                     outside[text] = outside.get(text, 0) + part.num_rows
@@ -114,8 +124,14 @@ class _FileTask:
         rows = sink.close() + [(None, 0, key, count, 0, count) for key, count in outside.items()]
         if rows:
             yield pa.RecordBatch.from_pylist(
-                [dict(zip(("path", "size", "partition", "rows", "modification_time", "outside"), r))
-                 for r in rows],
+                [
+                    dict(
+                        zip(
+                            ("path", "size", "partition", "rows", "modification_time", "outside"), r
+                        )
+                    )
+                    for r in rows
+                ],
                 schema=_result_schema(),
             )
 
@@ -123,9 +139,16 @@ class _FileTask:
 def _result_schema():
     import pyarrow as pa
 
-    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("partition", pa.string()),
-                      ("rows", pa.int64()), ("modification_time", pa.int64()),
-                      ("outside", pa.int64())])
+    return pa.schema(
+        [
+            ("path", pa.string()),
+            ("size", pa.int64()),
+            ("partition", pa.string()),
+            ("rows", pa.int64()),
+            ("modification_time", pa.int64()),
+            ("outside", pa.int64()),
+        ]
+    )
 
 
 class _PartitionSink:
@@ -176,7 +199,15 @@ class _PartitionSink:
             return
         self.writer.close()
         stat = os.stat(os.path.join(self.table_dir, self.relative))
-        self.done.append((self.relative, stat.st_size, self.partition, self.file_rows,
-                          int(stat.st_mtime * 1000), 0))
+        self.done.append(
+            (
+                self.relative,
+                stat.st_size,
+                self.partition,
+                self.file_rows,
+                int(stat.st_mtime * 1000),
+                0,
+            )
+        )
         self.writer, self.file_rows = None, 0
         pause_point("mid_files")

@@ -70,8 +70,10 @@ def read_files(
         if all(os.path.dirname(path) == f"{column}={date_text(day)}" for path, day in files):
             # Hive-style layout agrees with the log: Spark fills the partition column from
             # the path, typed by the schema we pass, in one scan.
-            frame = spark.read.schema(schema).option("basePath", table_dir).parquet(
-                *[_abs(table_dir, p) for p, _ in files]
+            frame = (
+                spark.read.schema(schema)
+                .option("basePath", table_dir)
+                .parquet(*[_abs(table_dir, p) for p, _ in files])
             )
             return frame.select(*names)
         return _read_by_partition(spark, table_dir, schema, column, files).select(*names)

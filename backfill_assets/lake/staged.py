@@ -81,8 +81,13 @@ class StagedVersion:
             column=d["column"],
             dates=tuple(dt.date.fromisoformat(x) for x in d["dates"]),
             files=tuple(
-                StagedFile(f["path"], f["size"], dt.date.fromisoformat(f["partition"]), f["rows"],
-                           f["modification_time"])
+                StagedFile(
+                    f["path"],
+                    f["size"],
+                    dt.date.fromisoformat(f["partition"]),
+                    f["rows"],
+                    f["modification_time"],
+                )
                 for f in d["files"]
             ),
             schema_json=d["schema_json"],
@@ -99,7 +104,9 @@ def new_id() -> str:
 
 def check_id(stage_id: str) -> str:
     if not stage_id or not all(c.isalnum() or c in "-_" for c in stage_id) or len(stage_id) > 64:
-        raise LakeError(f"a staged version id is 1-64 letters, digits, '-' or '_', got {stage_id!r}")
+        raise LakeError(
+            f"a staged version id is 1-64 letters, digits, '-' or '_', got {stage_id!r}"
+        )
     return stage_id
 
 
@@ -154,16 +161,21 @@ def file_ages_ms(table_dir: str, staged: StagedVersion) -> list[int]:
     return found
 
 
-def merge(target: StagedVersion | None, source: StagedVersion, dates, target_id: str) -> StagedVersion:
+def merge(
+    target: StagedVersion | None, source: StagedVersion, dates, target_id: str
+) -> StagedVersion:
     """``target`` (None: a new version ``target_id``) with ``source``'s files of ``dates`` in
     place of its own. Its base is the older of the two: conflicts are checked from there."""
     wanted = set(dates)
     moved = tuple(f for f in source.files if f.partition in wanted)
     if target is None:
-        return dataclasses.replace(source, id=target_id, dates=tuple(sorted(wanted)), files=moved,
-                                   published={})
+        return dataclasses.replace(
+            source, id=target_id, dates=tuple(sorted(wanted)), files=moved, published={}
+        )
     if target.schema_json != source.schema_json:
-        raise LakeError(f"{source.table}: staged version {source.id} has another schema than {target.id}")
+        raise LakeError(
+            f"{source.table}: staged version {source.id} has another schema than {target.id}"
+        )
     bases = [target.base_version, source.base_version]
     return dataclasses.replace(
         target,
@@ -187,7 +199,9 @@ def delete_files(table_dir: str, files) -> int:
 
 def remove(table_dir: str, staged: StagedVersion) -> int:
     """Delete the files of partitions never published, then the manifest; files deleted."""
-    deleted = delete_files(table_dir, [f for f in staged.files if f.partition not in staged.published])
+    deleted = delete_files(
+        table_dir, [f for f in staged.files if f.partition not in staged.published]
+    )
     try:
         os.remove(manifest_path(table_dir, staged.id))
     except FileNotFoundError:

@@ -89,8 +89,9 @@ class Lake:
         dates = self._dates(partitions)
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
-        return self._engine.replace(table, str(self.path(table)), df,
-                                    check_column_name(partition_column), dates, commit)
+        return self._engine.replace(
+            table, str(self.path(table)), df, check_column_name(partition_column), dates, commit
+        )
 
     def read_partitions(
         self, table: str, partition_column: str, partitions, version: int | None = None
@@ -100,13 +101,19 @@ class Lake:
         Raises LakeTableMissing when the table does not exist.
         """
         dates = self._dates(partitions)
-        return self._engine.read(table, str(self.path(table)), check_column_name(partition_column),
-                                 dates, self._version_arg(version))
+        return self._engine.read(
+            table,
+            str(self.path(table)),
+            check_column_name(partition_column),
+            dates,
+            self._version_arg(version),
+        )
 
     def read_table(self, table: str, version: int | None = None) -> tuple[DataFrame, int]:
         """The whole table as of ``version`` (latest when None) and that version."""
-        return self._engine.read(table, str(self.path(table)), None, None,
-                                 self._version_arg(version))
+        return self._engine.read(
+            table, str(self.path(table)), None, None, self._version_arg(version)
+        )
 
     def read_arrow(self, table: str, partition_column: str, partitions, columns: list[str]):
         """``columns`` of the rows of ``partitions`` (latest version) as a pyarrow Table, read
@@ -121,13 +128,19 @@ class Lake:
         if not dates:
             return pa.table({c: pa.array([], pa.null()) for c in columns})
         wanted = [(check_column_name(partition_column), "in", [date_text(d) for d in dates])]
-        return DeltaTable(str(self.path(table))).to_pyarrow_table(partitions=wanted, columns=columns)
+        return DeltaTable(str(self.path(table))).to_pyarrow_table(
+            partitions=wanted, columns=columns
+        )
 
     def row_counts(self, table: str, partition_column: str, version: int | None = None) -> dict:
         """Rows per partition date as of ``version`` (latest when None), from the table's file
         statistics, not its data. Raises LakeTableMissing when the table does not exist."""
-        return self._engine.row_counts(table, str(self.path(table)), check_column_name(partition_column),
-                                       self._version_arg(version))
+        return self._engine.row_counts(
+            table,
+            str(self.path(table)),
+            check_column_name(partition_column),
+            self._version_arg(version),
+        )
 
     def partitions(self, table: str, partition_column: str) -> list[PartitionInfo]:
         """Non-empty partitions, oldest first, with rows and the version that last changed them."""
@@ -135,13 +148,20 @@ class Lake:
         table_dir = str(self.path(table))
         counts = self.row_counts(table, column)
         versions = last_written_versions(table_dir, column, {date_text(d) for d in counts})
-        return [PartitionInfo(day, rows, versions[date_text(day)])
-                for day, rows in sorted(counts.items()) if rows > 0]
+        return [
+            PartitionInfo(day, rows, versions[date_text(day)])
+            for day, rows in sorted(counts.items())
+            if rows > 0
+        ]
 
-    def changed_since(self, table: str, partition_column: str, version: int | None, partitions) -> set[dt.date]:
+    def changed_since(
+        self, table: str, partition_column: str, version: int | None, partitions
+    ) -> set[dt.date]:
         """The partitions of the set a commit after ``version`` changed (any commit when None)."""
         texts = {date_text(d) for d in self._dates(partitions)}
-        changed = touched_after(str(self.path(table)), check_column_name(partition_column), version, texts)
+        changed = touched_after(
+            str(self.path(table)), check_column_name(partition_column), version, texts
+        )
         return {dt.date.fromisoformat(t) for t in changed}
 
     def commit_metadata(self, table: str, version: int) -> dict:
@@ -157,9 +177,14 @@ class Lake:
             stamp = entry["timestamp"]
             if isinstance(stamp, (int, float)):
                 stamp = dt.datetime.fromtimestamp(stamp / 1000, tz=dt.UTC)
-            result.append({"version": entry["version"], "timestamp": stamp,
-                           "operation": entry["operation"],
-                           "metadata": decode_metadata(entry["user_metadata"])})
+            result.append(
+                {
+                    "version": entry["version"],
+                    "timestamp": stamp,
+                    "operation": entry["operation"],
+                    "metadata": decode_metadata(entry["user_metadata"]),
+                }
+            )
         return result
 
     def restore_partitions(
@@ -169,9 +194,14 @@ class Lake:
         dates = self._dates(partitions)
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
-        return self._engine.restore(table, str(self.path(table)),
-                                    check_column_name(partition_column), dates,
-                                    self._version_arg(version, required=True), commit)
+        return self._engine.restore(
+            table,
+            str(self.path(table)),
+            check_column_name(partition_column),
+            dates,
+            self._version_arg(version, required=True),
+            commit,
+        )
 
     def vacuum(self, table: str, retention_hours: float) -> list[str]:
         """Delete files no version needs (incl. a killed writer's) older than the retention.
@@ -183,12 +213,16 @@ class Lake:
         cutoff_ms = (time.time() - retention_hours * 3600) * 1000
         # By its oldest file too: a stage that took longer than the retention wrote files older
         # than its manifest, and vacuum judges a file no version names by the file's own age.
-        at_risk = [s.id for s in self.staged_versions(table)
-                   if min([s.created_ms, *manifests.file_ages_ms(str(self.path(table)), s)])
-                   <= cutoff_ms]
+        at_risk = [
+            s.id
+            for s in self.staged_versions(table)
+            if min([s.created_ms, *manifests.file_ages_ms(str(self.path(table)), s)]) <= cutoff_ms
+        ]
         if at_risk:
-            raise LakeError(f"{table}: vacuum with {retention_hours} h retention would delete the "
-                            f"files of open staged versions {at_risk}; discard or expire them first")
+            raise LakeError(
+                f"{table}: vacuum with {retention_hours} h retention would delete the "
+                f"files of open staged versions {at_risk}; discard or expire them first"
+            )
         return self._engine.vacuum(table, str(self.path(table)), retention_hours)
 
     def compact(self, table: str, partition_column: str, commit: CommitInfo) -> Compaction:
@@ -197,8 +231,9 @@ class Lake:
         wins: the compaction is retried from the new snapshot, never committed over it."""
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
-        return self._engine.compact(table, str(self.path(table)), check_column_name(partition_column),
-                                    commit)
+        return self._engine.compact(
+            table, str(self.path(table)), check_column_name(partition_column), commit
+        )
 
     def checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version (readers then replay the log from it, not
@@ -208,8 +243,14 @@ class Lake:
     # Write-audit-publish -------------------------------------------------------------------
 
     def stage(
-        self, table: str, df: DataFrame, partition_column: str, partitions, commit: CommitInfo,
-        stage_id: str | None = None, spread: int = 1,
+        self,
+        table: str,
+        df: DataFrame,
+        partition_column: str,
+        partitions,
+        commit: CommitInfo,
+        stage_id: str | None = None,
+        spread: int = 1,
     ) -> StagedVersion:
         """Write ``df``'s rows of ``partitions`` into the table's storage without committing
         them: no reader of the table sees them until ``publish``; ``spread`` > 1 writes each
@@ -233,8 +274,10 @@ class Lake:
             id=stage_id,
             column=column,
             dates=tuple(dates),
-            files=tuple(StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time)
-                        for f in written),
+            files=tuple(
+                StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time)
+                for f in written
+            ),
             schema_json=nullable(df.schema).json(),
             commit=commit,
             base_version=base,
@@ -252,11 +295,19 @@ class Lake:
         """The staged rows (of ``partitions``, all by default): exactly what would be published."""
         files = staged.files if partitions is None else staged.files_of(self._dates(partitions))
         schema = StructType.fromJson(json.loads(staged.schema_json))
-        return read_files(self.spark, str(self.path(staged.table)), schema, staged.column,
-                          [(f.path, f.partition) for f in files])
+        return read_files(
+            self.spark,
+            str(self.path(staged.table)),
+            schema,
+            staged.column,
+            [(f.path, f.partition) for f in files],
+        )
 
     def publish(
-        self, staged: StagedVersion, partitions=None, commit: CommitInfo | None = None,
+        self,
+        staged: StagedVersion,
+        partitions=None,
+        commit: CommitInfo | None = None,
         since: int | None = None,
     ) -> WriteResult:
         """Make the staged files of ``partitions`` (all by default) the table's content of those
@@ -275,21 +326,29 @@ class Lake:
         else:
             result = self._publish_by_copy(current, dates, commit)
         current = manifests.load(table_dir, staged.id)
-        manifests.save(table_dir, replace(current, published={
-            **current.published, **dict.fromkeys(dates, result.version)}))
+        manifests.save(
+            table_dir,
+            replace(
+                current, published={**current.published, **dict.fromkeys(dates, result.version)}
+            ),
+        )
         return result
 
     def _publish_by_copy(self, staged: StagedVersion, dates, commit: CommitInfo) -> WriteResult:
         """For an engine that cannot commit files it did not write: check for conflicts, then
         replace the partitions with a copy of the staged rows (one commit, data rewritten)."""
         table_dir = str(self.path(staged.table))
-        changed = touched_after(table_dir, staged.column, staged.base_version,
-                                {date_text(d) for d in dates})
+        changed = touched_after(
+            table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
+        )
         if changed:
-            raise LakeConflict(f"{staged.table}: partitions {sorted(changed)} changed after "
-                               f"version {staged.base_version}; stage again")
-        return self._engine.replace(staged.table, table_dir, self.read_staged(staged, dates),
-                                    staged.column, dates, commit)
+            raise LakeConflict(
+                f"{staged.table}: partitions {sorted(changed)} changed after "
+                f"version {staged.base_version}; stage again"
+            )
+        return self._engine.replace(
+            staged.table, table_dir, self.read_staged(staged, dates), staged.column, dates, commit
+        )
 
     def discard(self, staged: StagedVersion) -> int:
         """Close a staged version: delete the files of partitions it never published, and its
@@ -309,17 +368,23 @@ class Lake:
         merged = manifests.merge(target, source, dates, into)
         manifests.save(table_dir, merged)
         if target is not None:
-            manifests.delete_files(table_dir, [f for f in target.files_of(dates)
-                                               if f.partition not in target.published])
-        manifests.save(table_dir, replace(source, files=tuple(
-            f for f in source.files if f.partition not in set(dates))))
+            manifests.delete_files(
+                table_dir,
+                [f for f in target.files_of(dates) if f.partition not in target.published],
+            )
+        manifests.save(
+            table_dir,
+            replace(source, files=tuple(f for f in source.files if f.partition not in set(dates))),
+        )
         return merged
 
     def _open_staged(self, staged: StagedVersion, dates) -> StagedVersion:
         """The current manifest of ``staged``; LakeError when it is closed or lacks ``dates``."""
         unknown = sorted(set(dates) - set(staged.dates))
         if unknown:
-            raise LakeError(f"{staged.table}: {unknown} are not partitions of staged version {staged.id}")
+            raise LakeError(
+                f"{staged.table}: {unknown} are not partitions of staged version {staged.id}"
+            )
         current = manifests.load(str(self.path(staged.table)), staged.id)
         if current is None:
             raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")

@@ -80,7 +80,8 @@ def leads_outside(path: str | os.PathLike, landing_root: str | os.PathLike) -> b
     """True for a symbolic link whose target is not under the landing root (only links cost a
     resolve): such a file or folder is not part of the landing zone."""
     return os.path.islink(path) and not Path(path).resolve().is_relative_to(
-        Path(landing_root).resolve())
+        Path(landing_root).resolve()
+    )
 
 
 def has_records(path: str | Path, ds: Dataset) -> bool:
@@ -107,8 +108,11 @@ def landed_partitions(landing_root: str | Path, name: str) -> list[date]:
         return []
     if leads_outside(base, landing_root):
         return []
-    found = {folder_day(child.name, ds) for child in base.iterdir()
-             if child.is_dir() and not leads_outside(child, landing_root)}
+    found = {
+        folder_day(child.name, ds)
+        for child in base.iterdir()
+        if child.is_dir() and not leads_outside(child, landing_root)
+    }
     return sorted(d for d in found if d is not None)
 
 

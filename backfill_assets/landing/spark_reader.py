@@ -44,7 +44,10 @@ def _not_utf8_positions(text: Column) -> Column:
     """
     pieces = F.split(F.regexp_replace(F.hex(text.cast("binary")), "(..)", "$1,"), "0A,", -1)
     valid = F.transform(
-        pieces, lambda hexed: F.is_valid_utf8(F.unhex(F.replace(hexed, F.lit(","), F.lit(""))).cast("string"))
+        pieces,
+        lambda hexed: F.is_valid_utf8(
+            F.unhex(F.replace(hexed, F.lit(","), F.lit(""))).cast("string")
+        ),
     )
     positions = F.sequence(F.lit(0), F.size(valid) - 1)
     return F.when(F.is_valid_utf8(text), F.array().cast("array<int>")).otherwise(

@@ -91,7 +91,11 @@ def complete_files(root: str | Path, relative: str, ds: Dataset) -> list[LandedF
         return []
     with os.scandir(folder) as entries:
         for entry in entries:
-            if is_complete(entry.name, ds) and entry.is_file() and not leads_outside(entry.path, root):
+            if (
+                is_complete(entry.name, ds)
+                and entry.is_file()
+                and not leads_outside(entry.path, root)
+            ):
                 found.append(LandedFile(f"{relative}/{entry.name}", entry.stat().st_ctime_ns))
     return sorted(found, key=lambda f: f.path)
 
@@ -135,8 +139,12 @@ def scan_dataset(
     with listing:
         for entry in listing:
             day = folder_day(entry.name, ds)
-            if (day is None or not first <= day <= last or not entry.is_dir()
-                    or leads_outside(entry.path, root)):
+            if (
+                day is None
+                or not first <= day <= last
+                or not entry.is_dir()
+                or leads_outside(entry.path, root)
+            ):
                 continue
             stamp = entry.stat().st_ctime_ns
             known = previous.get(day) if previous is not None else None

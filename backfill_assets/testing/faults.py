@@ -32,7 +32,8 @@ def armed(name: str) -> bool:
     """True when a test asked to pause or fail at ``name``: for hooks that cost something to set up."""
     return bool(os.environ.get("BACKFILL_LAKE_PAUSE_DIR")) and (
         name in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(",")
-        or name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(","))
+        or name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(",")
+    )
 
 
 def claim_visit(name: str) -> int:

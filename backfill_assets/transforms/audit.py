@@ -41,14 +41,19 @@ def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tup
 
 def stored_fingerprints(
     df: DataFrame, partition_column: str, column: str
-) -> tuple[dict[FileKey, tuple[int, Decimal]], dict[date, dict], dict[FileKey, tuple[int, Decimal]]]:
+) -> tuple[
+    dict[FileKey, tuple[int, Decimal]], dict[date, dict], dict[FileKey, tuple[int, Decimal]]
+]:
     """From rows read back that carry the ``line_hash`` their line had when it was read, in one
     pass: the fingerprints of the lines as read (the stored hashes), ``counts_by(column)``, and
     the fingerprints of the lines as stored (``line_hash()`` of the payloads read back)."""
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), "source_file", column)
-        .agg(F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("read"),
-             F.sum(line_hash()).alias("stored"))
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum("line_hash").alias("read"),
+            F.sum(line_hash()).alias("stored"),
+        )
         .collect()
     )
     read: dict[FileKey, tuple[int, Decimal]] = {}
@@ -78,8 +83,9 @@ def rows_per_partition(fingerprints: dict[FileKey, tuple[int, Decimal]]) -> dict
     return totals
 
 
-def staging_stats(staging: DataFrame, days: Collection[date],
-                  history: DataFrame | None = None) -> dict[date, dict]:
+def staging_stats(
+    staging: DataFrame, days: Collection[date], history: DataFrame | None = None
+) -> dict[date, dict]:
     """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
     how many priced rows break each data rule of the contract's schema (an order without a
     rate is fx_rate_present's to report, not the schema's), and what the warning checks watch:
@@ -103,8 +109,13 @@ def staging_stats(staging: DataFrame, days: Collection[date],
         .agg(
             F.count(F.lit(1)).alias("rows"),
             F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
-            F.slice(F.sort_array(F.collect_list(F.when(no_rate, F.concat_ws(":", "order_id", "currency")))),
-                    1, 5).alias("first_without_rate"),
+            F.slice(
+                F.sort_array(
+                    F.collect_list(F.when(no_rate, F.concat_ws(":", "order_id", "currency")))
+                ),
+                1,
+                5,
+            ).alias("first_without_rate"),
             F.sum(F.when(paid, F.col("amount_usd"))).alias("paid_usd"),
             *[
                 F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
@@ -120,7 +131,9 @@ def staging_stats(staging: DataFrame, days: Collection[date],
         s = stats.setdefault(r["event_date"], _empty_stats())
         for k in ("rows", "without_rate"):
             s[k] += r[k]
-        s["first_without_rate"] = sorted(s["first_without_rate"] + list(r["first_without_rate"]))[:5]
+        s["first_without_rate"] = sorted(s["first_without_rate"] + list(r["first_without_rate"]))[
+            :5
+        ]
         for i, name in enumerate(rules):
             if r[f"_rule_{i}"]:
                 s["rule_violations"][name] = s["rule_violations"].get(name, 0) + r[f"_rule_{i}"]
@@ -133,8 +146,15 @@ def staging_stats(staging: DataFrame, days: Collection[date],
 
 
 def _empty_stats() -> dict:
-    return {**EMPTY_DAY, "first_without_rate": [], "rule_violations": {}, "statuses": {},
-            "currencies": {}, "paid_orders": 0, "paid_usd": Decimal("0.00")}
+    return {
+        **EMPTY_DAY,
+        "first_without_rate": [],
+        "rule_violations": {},
+        "statuses": {},
+        "currencies": {},
+        "paid_orders": 0,
+        "paid_usd": Decimal("0.00"),
+    }
 
 
 EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
@@ -147,8 +167,10 @@ def ids_per_day(df: DataFrame, days: Collection[date]) -> dict[date, tuple[int, 
     the range's."""
     blocks = by_day_blocks(df.select("event_date", "order_id"), "event_date", days)
     rows = (
-        blocks.groupBy(BLOCK, "event_date", "order_id").count()
-        .groupBy("event_date").agg(F.count(F.lit(1)).alias("ids"), F.sum("count").alias("rows"))
+        blocks.groupBy(BLOCK, "event_date", "order_id")
+        .count()
+        .groupBy("event_date")
+        .agg(F.count(F.lit(1)).alias("ids"), F.sum("count").alias("rows"))
         .collect()
     )
     return {r["event_date"]: (r["ids"], r["rows"]) for r in rows}
@@ -159,7 +181,13 @@ def valid_order_ids(valid: DataFrame, days: Collection[date]) -> dict[date, int]
 
 
 TOTAL_FIELDS = ("orders", "placed_orders", "paid_orders", "cancelled_orders", "revenue_usd")
-ZERO = {"orders": 0, "placed_orders": 0, "paid_orders": 0, "cancelled_orders": 0, "revenue_usd": Decimal("0.00")}
+ZERO = {
+    "orders": 0,
+    "placed_orders": 0,
+    "paid_orders": 0,
+    "cancelled_orders": 0,
+    "revenue_usd": Decimal("0.00"),
+}
 
 
 def _status(name: str):
@@ -204,8 +232,14 @@ def _normalise(row: dict, fields: tuple[str, ...] = TOTAL_FIELDS) -> dict:
     return out
 
 
-EMPTY_LTV_DAY = {"customers": 0, "contributors": 0, "wrong_rows": 0, "decreasing_rows": 0,
-                 "first_wrong": [], **{k: ZERO[k] for k in MONTHLY_FIELDS}}
+EMPTY_LTV_DAY = {
+    "customers": 0,
+    "contributors": 0,
+    "wrong_rows": 0,
+    "decreasing_rows": 0,
+    "first_wrong": [],
+    **{k: ZERO[k] for k in MONTHLY_FIELDS},
+}
 
 
 def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[date, dict]:
@@ -216,13 +250,16 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
     counts or revenue are below the previous row's; and the day's contribution summed over
     customers (the differences to the previous rows), which must equal the day's fact."""
     previous = Window.partitionBy("customer_id").orderBy("as_of_date")
-    rows = staged.withColumn("_staged", F.lit(True)).unionByName(seed.withColumn("_staged", F.lit(False)))
+    rows = staged.withColumn("_staged", F.lit(True)).unionByName(
+        seed.withColumn("_staged", F.lit(False))
+    )
     cumulative = ("orders", "paid_orders", "lifetime_revenue_usd", "first_order_date")
     with_previous = rows.select(
         "*", *[F.lag(c).over(previous).alias(f"prev_{c}") for c in cumulative]
     ).where("_staged")
     contributions = daily_contributions(staging).select(
-        "customer_id", "as_of_date", *[F.col(c).alias(f"day_{c}") for c in cumulative[:3]])
+        "customer_id", "as_of_date", *[F.col(c).alias(f"day_{c}") for c in cumulative[:3]]
+    )
     joined = with_previous.join(contributions, ["customer_id", "as_of_date"], "full_outer")
 
     def after(c: str, zero) -> Column:
@@ -231,26 +268,42 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
     right = (
         F.col("orders").eqNullSafe(after("orders", 0))
         & F.col("paid_orders").eqNullSafe(after("paid_orders", 0))
-        & F.col("lifetime_revenue_usd").eqNullSafe(after("lifetime_revenue_usd", ZERO["revenue_usd"]))
+        & F.col("lifetime_revenue_usd").eqNullSafe(
+            after("lifetime_revenue_usd", ZERO["revenue_usd"])
+        )
         & F.col("first_order_date").eqNullSafe(F.coalesce("prev_first_order_date", "as_of_date"))
         & F.col("last_order_date").eqNullSafe(F.col("as_of_date"))
     )
     decreasing = F.coalesce(
-        (F.col("orders") < F.col("prev_orders")) | (F.col("paid_orders") < F.col("prev_paid_orders"))
-        | (F.col("lifetime_revenue_usd") < F.col("prev_lifetime_revenue_usd")), F.lit(False))
+        (F.col("orders") < F.col("prev_orders"))
+        | (F.col("paid_orders") < F.col("prev_paid_orders"))
+        | (F.col("lifetime_revenue_usd") < F.col("prev_lifetime_revenue_usd")),
+        F.lit(False),
+    )
 
     def gained(c: str, zero) -> Column:
         return F.sum(F.col(c) - F.coalesce(F.col(f"prev_{c}"), F.lit(zero)))
 
-    out = joined.groupBy("as_of_date").agg(
-        F.count("_staged").alias("customers"),
-        F.count("day_orders").alias("contributors"),
-        F.count_if(~right).alias("wrong_rows"),
-        F.count_if(decreasing).alias("decreasing_rows"),
-        F.slice(F.sort_array(F.collect_list(F.when(~right, F.col("customer_id")))), 1, 5).alias("first_wrong"),
-        gained("orders", 0).alias("orders"),
-        gained("paid_orders", 0).alias("paid_orders"),
-        gained("lifetime_revenue_usd", ZERO["revenue_usd"]).alias("revenue_usd"),
-    ).collect()
-    return {r["as_of_date"]: {**{k: r[k] for k in EMPTY_LTV_DAY if k not in MONTHLY_FIELDS},
-                              **_normalise(r.asDict(), MONTHLY_FIELDS)} for r in out}
+    out = (
+        joined.groupBy("as_of_date")
+        .agg(
+            F.count("_staged").alias("customers"),
+            F.count("day_orders").alias("contributors"),
+            F.count_if(~right).alias("wrong_rows"),
+            F.count_if(decreasing).alias("decreasing_rows"),
+            F.slice(F.sort_array(F.collect_list(F.when(~right, F.col("customer_id")))), 1, 5).alias(
+                "first_wrong"
+            ),
+            gained("orders", 0).alias("orders"),
+            gained("paid_orders", 0).alias("paid_orders"),
+            gained("lifetime_revenue_usd", ZERO["revenue_usd"]).alias("revenue_usd"),
+        )
+        .collect()
+    )
+    return {
+        r["as_of_date"]: {
+            **{k: r[k] for k in EMPTY_LTV_DAY if k not in MONTHLY_FIELDS},
+            **_normalise(r.asDict(), MONTHLY_FIELDS),
+        }
+        for r in out
+    }

@@ -10,7 +10,9 @@ from pyspark.sql import functions as F
 CHANGE_FIELDS = ("rows_before", "rows_after", "added", "removed", "changed")
 
 
-def row_changes(before: DataFrame, after: DataFrame, partition_column: str, keys: tuple[str, ...]) -> dict[date, dict]:
+def row_changes(
+    before: DataFrame, after: DataFrame, partition_column: str, keys: tuple[str, ...]
+) -> dict[date, dict]:
     """Per partition: rows before and after, and the keys added, removed, and present in both
     with any other column different (NULLs compare equal). Both sides have ``after``'s columns."""
     on = [partition_column, *keys]
@@ -26,7 +28,9 @@ def row_changes(before: DataFrame, after: DataFrame, partition_column: str, keys
             F.count("_new").alias("rows_after"),
             F.sum(F.when(F.col("_old").isNull(), 1).otherwise(0)).alias("added"),
             F.sum(F.when(F.col("_new").isNull(), 1).otherwise(0)).alias("removed"),
-            F.sum(F.when(both & ~F.col("_old").eqNullSafe(F.col("_new")), 1).otherwise(0)).alias("changed"),
+            F.sum(F.when(both & ~F.col("_old").eqNullSafe(F.col("_new")), 1).otherwise(0)).alias(
+                "changed"
+            ),
         )
         .collect()
     )

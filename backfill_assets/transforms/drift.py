@@ -86,7 +86,9 @@ def _enough(history: list, min_history: int) -> bool:
     return len(history) >= min_history
 
 
-def row_count_verdict(today: DayFigures, history: list[DayFigures], k: float, min_history: int) -> Verdict:
+def row_count_verdict(
+    today: DayFigures, history: list[DayFigures], k: float, min_history: int
+) -> Verdict:
     if not _enough(history, min_history):
         return Verdict(True, today.rows, None)
     values = [float(h.rows) for h in history]
@@ -94,8 +96,9 @@ def row_count_verdict(today: DayFigures, history: list[DayFigures], k: float, mi
     return Verdict(band.holds(today.rows), today.rows, band)
 
 
-def revenue_per_order_verdict(today: DayFigures, history: list[DayFigures], k: float,
-                              min_history: int) -> Verdict:
+def revenue_per_order_verdict(
+    today: DayFigures, history: list[DayFigures], k: float, min_history: int
+) -> Verdict:
     values = [v for v in (h.revenue_per_order for h in history) if v is not None]
     actual = today.revenue_per_order
     if actual is None or not _enough(values, min_history):
@@ -104,8 +107,9 @@ def revenue_per_order_verdict(today: DayFigures, history: list[DayFigures], k: f
     return Verdict(band.holds(actual), actual, band)
 
 
-def share_verdict(today: DayFigures, history: list[DayFigures], of: str, k: float,
-                  min_history: int) -> Verdict:
+def share_verdict(
+    today: DayFigures, history: list[DayFigures], of: str, k: float, min_history: int
+) -> Verdict:
     """Every category's share against its band (a category absent on a day has share 0 that
     day); fails when any is outside. The verdict's band is the worst category's."""
     actuals = today.shares(of)
@@ -134,22 +138,35 @@ def share_verdict(today: DayFigures, history: list[DayFigures], of: str, k: floa
 
 def staging_figures(stats: Mapping[date, dict]) -> dict[date, DayFigures]:
     """``transforms.audit.staging_stats``'s per-day figures as ``DayFigures``."""
-    return {d: DayFigures(s["rows"], s["statuses"], s["currencies"], s["paid_orders"], s["paid_usd"])
-            for d, s in stats.items() if s["rows"]}
+    return {
+        d: DayFigures(s["rows"], s["statuses"], s["currencies"], s["paid_orders"], s["paid_usd"])
+        for d, s in stats.items()
+        if s["rows"]
+    }
 
 
 def fact_figures(totals: Mapping[date, dict]) -> dict[date, DayFigures]:
     """``transforms.audit.fact_totals``'s per-day totals as ``DayFigures`` (no currency)."""
     return {
-        d: DayFigures(t["orders"], {"placed": t["placed_orders"], "paid": t["paid_orders"],
-                                    "cancelled": t["cancelled_orders"]},
-                      None, t["paid_orders"], t["revenue_usd"])
-        for d, t in totals.items() if t["orders"]
+        d: DayFigures(
+            t["orders"],
+            {
+                "placed": t["placed_orders"],
+                "paid": t["paid_orders"],
+                "cancelled": t["cancelled_orders"],
+            },
+            None,
+            t["paid_orders"],
+            t["revenue_usd"],
+        )
+        for d, t in totals.items()
+        if t["orders"]
     }
 
 
-def history_of(days: Iterable[date], figures: Mapping[date, DayFigures], held: set[date],
-               trailing_days: int) -> dict[date, list[DayFigures]]:
+def history_of(
+    days: Iterable[date], figures: Mapping[date, DayFigures], held: set[date], trailing_days: int
+) -> dict[date, list[DayFigures]]:
     """Per day of ``days``: its trailing figures, leaving out the days held (never published)."""
     usable = {d: f for d, f in figures.items() if d not in held}
     return {d: trailing(d, usable, trailing_days) for d in days}

@@ -80,9 +80,11 @@ def convert_to_usd(orders: DataFrame, rates: DataFrame) -> DataFrame:
     # The rates are one row per (day, currency): broadcast them, so the orders are not
     # shuffled and keep the partitioning of their dedupe (event_date, order_id).
     priced = orders.join(
-        F.broadcast(rates.select(
-            F.col("rate_on").alias("event_date"), F.col("currency"), F.col("usd_per_unit")
-        )),
+        F.broadcast(
+            rates.select(
+                F.col("rate_on").alias("event_date"), F.col("currency"), F.col("usd_per_unit")
+            )
+        ),
         on=["event_date", "currency"],
         how="left",
     )

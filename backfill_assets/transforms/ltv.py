@@ -47,29 +47,41 @@ def daily_contributions(staging: DataFrame) -> DataFrame:
 
 def latest_rows(ltv: DataFrame) -> DataFrame:
     """Each customer's latest row of ``ltv`` (their cumulative state as of its date)."""
-    latest = F.max_by(F.struct(*[c for c in CUSTOMER_LTV.fieldNames() if c != "customer_id"]),
-                      F.col("as_of_date"))
+    latest = F.max_by(
+        F.struct(*[c for c in CUSTOMER_LTV.fieldNames() if c != "customer_id"]), F.col("as_of_date")
+    )
     return ltv.groupBy("customer_id").agg(latest.alias("s")).select("customer_id", "s.*")
 
 
 def customer_ltv(seed: DataFrame, staging: DataFrame) -> DataFrame:
     """LTV of every (customer, event date) of ``staging`` (a contiguous range [S, E] of days),
     continuing from ``seed``: each customer's cumulative state before S (``latest_rows``)."""
-    upto = (Window.partitionBy("customer_id").orderBy("as_of_date")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    before = seed.select("customer_id", *[F.col(c).alias(f"seed_{c}") for c in (*CUMULATIVE, "first_order_date")])
+    upto = (
+        Window.partitionBy("customer_id")
+        .orderBy("as_of_date")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    before = seed.select(
+        "customer_id", *[F.col(c).alias(f"seed_{c}") for c in (*CUMULATIVE, "first_order_date")]
+    )
     joined = daily_contributions(staging).join(before, "customer_id", "left")
-    running = {c: F.coalesce(F.col(f"seed_{c}"), F.lit(0).cast("bigint")) + F.sum(c).over(upto)
-               for c in CUMULATIVE[:2]}
-    revenue = (F.coalesce(F.col("seed_lifetime_revenue_usd"), F.lit(0).cast(MONEY))
-               + F.sum("lifetime_revenue_usd").over(upto)).try_cast(MONEY)
+    running = {
+        c: F.coalesce(F.col(f"seed_{c}"), F.lit(0).cast("bigint")) + F.sum(c).over(upto)
+        for c in CUMULATIVE[:2]
+    }
+    revenue = (
+        F.coalesce(F.col("seed_lifetime_revenue_usd"), F.lit(0).cast(MONEY))
+        + F.sum("lifetime_revenue_usd").over(upto)
+    ).try_cast(MONEY)
     return joined.select(
         "as_of_date",
         "customer_id",
         running["orders"].cast("bigint").alias("orders"),
         running["paid_orders"].cast("bigint").alias("paid_orders"),
         revenue.alias("lifetime_revenue_usd"),
-        F.coalesce(F.col("seed_first_order_date"), F.min("as_of_date").over(upto)).alias("first_order_date"),
+        F.coalesce(F.col("seed_first_order_date"), F.min("as_of_date").over(upto)).alias(
+            "first_order_date"
+        ),
         F.col("as_of_date").alias("last_order_date"),
     )
 

@@ -102,10 +102,13 @@ CUSTOMER_LTV = _struct(
 
 # Staging enriched with the customer's segment as of the event day (transforms/enrichment.py),
 # and the cache of the segment service's answers that it is built from.
-ENRICHED_ORDERS = T.StructType(STAGING_ORDERS.fields + _struct(
-    ("customer_segment", T.StringType()),
-    ("_segment_as_of", T.DateType()),
-).fields)
+ENRICHED_ORDERS = T.StructType(
+    STAGING_ORDERS.fields
+    + _struct(
+        ("customer_segment", T.StringType()),
+        ("_segment_as_of", T.DateType()),
+    ).fields
+)
 
 CUSTOMER_SEGMENTS = _struct(
     ("customer_id", T.StringType()),
@@ -182,8 +185,16 @@ def staging_row_rules() -> dict[str, Column]:
 def _breaks(value: Column, check: str, stats: dict) -> Column:
     if check == "str_length":
         length = F.length(value)
-        low = length < F.lit(stats["min_value"]) if stats.get("min_value") is not None else F.lit(False)
-        high = length > F.lit(stats["max_value"]) if stats.get("max_value") is not None else F.lit(False)
+        low = (
+            length < F.lit(stats["min_value"])
+            if stats.get("min_value") is not None
+            else F.lit(False)
+        )
+        high = (
+            length > F.lit(stats["max_value"])
+            if stats.get("max_value") is not None
+            else F.lit(False)
+        )
         return low | high
     if check == "isin":
         return ~value.isin(*stats["allowed_values"])

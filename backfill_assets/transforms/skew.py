@@ -46,8 +46,9 @@ def is_hot(rows: int, total: int, keys: int | None, threshold: float) -> bool:
     return share > threshold and (keys is None or share > EVEN_SHARE_FACTOR / keys)
 
 
-def shares(key: str, counts: Mapping[object, int], threshold: float, top: int = 5,
-           keys: int | None = -1) -> tuple[list[KeyShare], KeyShare]:
+def shares(
+    key: str, counts: Mapping[object, int], threshold: float, top: int = 5, keys: int | None = -1
+) -> tuple[list[KeyShare], KeyShare]:
     """The ``top`` values of ``key`` by rows and its NULL bucket (always shown), each flagged
     hot or not; ``keys`` -1: the distinct values of ``counts``."""
     total = sum(counts.values())
@@ -76,10 +77,15 @@ class StagingKeys:
         """The hot keys, as ``key=value`` (empty: nothing to mitigate)."""
         total = sum(self.rows_per_day.values())
         days = len(self.rows_per_day)
-        return ([f"event_date={d}" for d, n in sorted(self.rows_per_day.items())
-                 if is_hot(n, total, days, threshold)]
-                + [f"customer_id={c}" for c, n in sorted(self.heavy_customers.items())
-                   if is_hot(n, total, None, threshold)])
+        return [
+            f"event_date={d}"
+            for d, n in sorted(self.rows_per_day.items())
+            if is_hot(n, total, days, threshold)
+        ] + [
+            f"customer_id={c}"
+            for c, n in sorted(self.heavy_customers.items())
+            if is_hot(n, total, None, threshold)
+        ]
 
 
 def staging_keys(valid: DataFrame, days: list[date]) -> StagingKeys:
@@ -89,6 +95,8 @@ def staging_keys(valid: DataFrame, days: list[date]) -> StagingKeys:
     once per set and again for the distinct count."""
     per_day = ids_per_day(valid, days)
     heavy = valid.groupBy("customer_id").count().where(F.col("count") >= F.lit(len(days))).collect()
-    return StagingKeys({day: ids for day, (ids, _) in per_day.items()},
-                       {day: rows for day, (_, rows) in per_day.items()},
-                       {r["customer_id"]: r["count"] for r in heavy})
+    return StagingKeys(
+        {day: ids for day, (ids, _) in per_day.items()},
+        {day: rows for day, (_, rows) in per_day.items()},
+        {r["customer_id"]: r["count"] for r in heavy},
+    )

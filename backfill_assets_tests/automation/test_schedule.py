@@ -102,11 +102,19 @@ def test_follow_up_waits_for_the_retry_of_a_failed_raw_run(tmp_path):
         first = sensor(dg.build_sensor_context(instance=instance))
         ended = {}
         for name, extra in (("retried", {WILL_RETRY_TAG: "true"}), ("final", {})):
-            run = dg.DagsterRun(job_name="backfill_job", run_id=make_new_run_id(),
-                                status=dg.DagsterRunStatus.STARTED, tags={**raw.tags, **extra})
+            run = dg.DagsterRun(
+                job_name="backfill_job",
+                run_id=make_new_run_id(),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={**raw.tags, **extra},
+            )
             instance.add_run(run)
-            instance.handle_run_event(run.run_id, dg.DagsterEvent(
-                event_type_value="PIPELINE_FAILURE", job_name="backfill_job", message="crashed"))
+            instance.handle_run_event(
+                run.run_id,
+                dg.DagsterEvent(
+                    event_type_value="PIPELINE_FAILURE", job_name="backfill_job", message="crashed"
+                ),
+            )
             ended[name] = run.run_id
         followed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
         assert [r.run_key.rsplit(":", 1)[1] for r in followed.run_requests] == [ended["final"][:12]]
@@ -120,31 +128,50 @@ def test_schedule_and_its_follow_up_rebuild_every_layer_with_the_late_data_senso
     published, the empty ones with zero rows, and the fact matches the landed records."""
     with pipeline_env(tmp_path, start_date="2024-01-01", lateness=2) as env:
         landing = env.settings.landing_dir
-        generate_feed(landing, date(2024, 1, 1), date(2024, 1, 2), orders_per_day=15, seed=3,
-                      max_lateness_days=2)  # arrivals up to Jan 7
+        generate_feed(
+            landing,
+            date(2024, 1, 1),
+            date(2024, 1, 2),
+            orders_per_day=15,
+            seed=3,
+            max_lateness_days=2,
+        )  # arrivals up to Jan 7
         [raw] = evaluate(datetime(2024, 1, 8, 2, 0, tzinfo=UTC), 7, env.settings).run_requests
-        first, last = date.fromisoformat(raw.tags[RANGE_START]), date.fromisoformat(raw.tags[RANGE_END])
+        first, last = (
+            date.fromisoformat(raw.tags[RANGE_START]),
+            date.fromisoformat(raw.tags[RANGE_END]),
+        )
         assert (first, last) == (date(2024, 1, 1), date(2024, 1, 7))
-        assert execute(RunPlan(tuple(raw.asset_selection), first, last), env.instance, raw.tags).success
+        assert execute(
+            RunPlan(tuple(raw.asset_selection), first, last), env.instance, raw.tags
+        ).success
 
         sensor = build_follow_up_sensor(AutomationSettings())
         tick = sensor(dg.build_sensor_context(instance=env.instance))
         [request] = tick.run_requests
-        plan = RunPlan(tuple(request.asset_selection), date.fromisoformat(request.tags[RANGE_START]),
-                       date.fromisoformat(request.tags[RANGE_END]))
+        plan = RunPlan(
+            tuple(request.asset_selection),
+            date.fromisoformat(request.tags[RANGE_START]),
+            date.fromisoformat(request.tags[RANGE_END]),
+        )
         assert set(plan.assets) == {STG_ORDERS, FCT_DAILY_REVENUE}
         assert execute(plan, env.instance, request.tags).success
-        assert sensor(dg.build_sensor_context(instance=env.instance, cursor=tick.cursor)).run_requests == []
+        assert (
+            sensor(dg.build_sensor_context(instance=env.instance, cursor=tick.cursor)).run_requests
+            == []
+        )
 
         days = [date(2024, 1, d) for d in range(1, 8)]
         for key in (STG_ORDERS, FCT_DAILY_REVENUE):
-            assert sorted(env.instance.get_materialized_partitions(key)) == [d.isoformat() for d in days]
+            assert sorted(env.instance.get_materialized_partitions(key)) == [
+                d.isoformat() for d in days
+            ]
         expected = Reference(landing, 2).fact(days)
         assert {f.event_date for f in expected} == {date(2024, 1, 1), date(2024, 1, 2)}
-        assert {(r["event_date"], r["country"], r["orders"], r["revenue_usd"])
-                for r in env.rows("fact/daily_revenue")} == {
-            (f.event_date, f.country, f.orders, f.revenue_usd) for f in expected
-        }
+        assert {
+            (r["event_date"], r["country"], r["orders"], r["revenue_usd"])
+            for r in env.rows("fact/daily_revenue")
+        } == {(f.event_date, f.country, f.orders, f.revenue_usd) for f in expected}
         for key in (STG_ORDERS, FCT_DAILY_REVENUE):  # an empty day is a published day
             [record] = env.instance.fetch_materializations(
                 dg.AssetRecordsFilter(asset_key=key, asset_partitions=["2024-01-05"]), limit=1

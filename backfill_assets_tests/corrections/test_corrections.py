@@ -45,8 +45,11 @@ def _days(first: date, last: date) -> list[date]:
 
 def rows_of(env, table, days) -> set:
     wanted = set(days)
-    return {tuple(sorted((k, v) for k, v in r.items() if not k.startswith("_")))
-            for r in env.rows(table) if r["event_date"] in wanted}
+    return {
+        tuple(sorted((k, v) for k, v in r.items() if not k.startswith("_")))
+        for r in env.rows(table)
+        if r["event_date"] in wanted
+    }
 
 
 def expected_rows(reference: Reference, days) -> dict[str, set]:
@@ -84,20 +87,28 @@ def env(tmp_path_factory, spark):
 
 @pytest.fixture(scope="module")
 def original(env):
-    return Reference(env.settings.landing_dir.parent / "original_landing", env.settings.max_lateness_days)
+    return Reference(
+        env.settings.landing_dir.parent / "original_landing", env.settings.max_lateness_days
+    )
 
 
 @pytest.fixture(scope="module")
 def restated(env):
-    assert restate_rates(env.settings.landing_dir, "EUR", RESTATED[0], RESTATED[-1], Decimal("1.03")) == 2
+    assert (
+        restate_rates(env.settings.landing_dir, "EUR", RESTATED[0], RESTATED[-1], Decimal("1.03"))
+        == 2
+    )
     return Reference(env.settings.landing_dir, env.settings.max_lateness_days)
 
 
 @pytest.fixture(scope="module")
 def changed_days(original, restated):
     """The days whose staging the restatement changes, per the reference alone."""
-    days = [d for d in _days(FIX_START, FIX_END)
-            if expected_rows(original, [d]) != expected_rows(restated, [d])]
+    days = [
+        d
+        for d in _days(FIX_START, FIX_END)
+        if expected_rows(original, [d]) != expected_rows(restated, [d])
+    ]
     assert days and len(days) < len(_days(FIX_START, FIX_END))
     return days
 
@@ -108,15 +119,28 @@ def lake(env, spark) -> Lake:
 
 def test_the_correction_job_refuses_a_run_without_a_correction_id(env, original):
     before = {t: DeltaTable(str(env.settings.lake_dir / t)).version() for t in TABLES}
-    outcome = execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], FIX_START, FIX_END), env.instance, correction=True)
+    outcome = execute(
+        RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], FIX_START, FIX_END), env.instance, correction=True
+    )
     assert not outcome.success and CORRECTION_TAG in (outcome.error or "")
     assert {t: DeltaTable(str(env.settings.lake_dir / t)).version() for t in TABLES} == before
 
 
 def test_correct_stages_beside_production_and_publishes_nothing(env, original, restated, capsys):
     before = {t: active_files(env, t) for t in TABLES}
-    code = main(["correct", "--start", str(FIX_START), "--end", str(FIX_END),
-                 "--reason", "provider restated EUR for Jan 3-4", "--id", CID])
+    code = main(
+        [
+            "correct",
+            "--start",
+            str(FIX_START),
+            "--end",
+            str(FIX_END),
+            "--reason",
+            "provider restated EUR for Jan 3-4",
+            "--id",
+            CID,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.strip().splitlines()[-1] == CID
@@ -134,8 +158,19 @@ def test_correct_stages_beside_production_and_publishes_nothing(env, original, r
 
 def test_a_correction_never_mixes_code_versions(env, restated, monkeypatch, capsys):
     monkeypatch.setenv("BACKFILL_CODE_VERSION", "another-build")
-    code = main(["correct", "--start", str(FIX_START), "--end", str(FIX_START),
-                 "--reason", "same id, other code", "--id", CID])
+    code = main(
+        [
+            "correct",
+            "--start",
+            str(FIX_START),
+            "--end",
+            str(FIX_START),
+            "--reason",
+            "same id, other code",
+            "--id",
+            CID,
+        ]
+    )
     assert code == 1 and "never mixes code versions" in capsys.readouterr().err
 
 
@@ -151,13 +186,21 @@ def test_diff_shows_exactly_the_restated_days(env, original, restated, changed_d
         assert f"| {day} |" in out and f"| {before} | {after} | {after - before} |" in out
     c = registry.get(env.settings.lake_dir, CID)
     assert c.state == registry.State.DIFFED
-    assert (env.settings.lake_dir / registry.FOLDER / f"{CID}.md").read_text().startswith(f"# Correction {CID}")
+    assert (
+        (env.settings.lake_dir / registry.FOLDER / f"{CID}.md")
+        .read_text()
+        .startswith(f"# Correction {CID}")
+    )
     observed = env.instance.fetch_observations(FCT_DAILY_REVENUE, limit=100).records
-    per_day = {r.partition_key: r.asset_observation.metadata for r in observed
-               if r.partition_key and "revenue_usd_after" in r.asset_observation.metadata}
+    per_day = {
+        r.partition_key: r.asset_observation.metadata
+        for r in observed
+        if r.partition_key and "revenue_usd_after" in r.asset_observation.metadata
+    }
     day = changed_days[0]
     assert per_day[day.isoformat()]["revenue_usd_after"].value == float(
-        sum(f.revenue_usd for f in restated.fact([day])))
+        sum(f.revenue_usd for f in restated.fact([day]))
+    )
 
 
 def test_cutover_refuses_past_the_revenue_guardrail(env, original, capsys):
@@ -166,10 +209,14 @@ def test_cutover_refuses_past_the_revenue_guardrail(env, original, capsys):
     assert_tables_equal(env, original, _days(START, END))
 
 
-def test_cutover_refuses_when_production_changed_since_the_diff(env, original, changed_days, capsys):
+def test_cutover_refuses_when_production_changed_since_the_diff(
+    env, original, changed_days, capsys
+):
     # The live lane rebuilds a day the restatement does not touch.
     unchanged = next(d for d in _days(FIX_START, FIX_END) if d not in changed_days)
-    assert execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], unchanged, unchanged), env.instance).success
+    assert execute(
+        RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], unchanged, unchanged), env.instance
+    ).success
     assert main(["cutover", CID]) == 1
     assert "diff" in capsys.readouterr().err
     assert main(["diff", CID]) == 0
@@ -209,12 +256,18 @@ def test_cutover_publishes_the_correction_but_no_held_day_and_touches_nothing_el
     # Metadata only: the published files are the staged ones, no copy.
     manifest = env.settings.lake_dir / "staging/orders/_staged" / f"{CID}.json"
     staged = {f["path"] for f in json.loads(manifest.read_text())["files"]}
-    live = {p.split("/staging/orders/")[1] for d in changed_days[1:]
-            for p in after["staging/orders"][d.isoformat()]}
+    live = {
+        p.split("/staging/orders/")[1]
+        for d in changed_days[1:]
+        for p in after["staging/orders"][d.isoformat()]
+    }
     assert live <= staged
     mats = env.instance.fetch_materializations(STG_ORDERS, limit=200).records
-    cut = {r.partition_key for r in mats
-           if r.asset_materialization.metadata.get("correction") is not None}
+    cut = {
+        r.partition_key
+        for r in mats
+        if r.asset_materialization.metadata.get("correction") is not None
+    }
     c = registry.get(env.settings.lake_dir, CID)
     assert cut == set(c.cutover["days"]) and c.state == registry.State.CUT_OVER
 
@@ -258,9 +311,13 @@ def test_the_demos_correction_tour_prints_the_references_numbers(env, spark, cap
     out = capsys.readouterr().out
     new = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
     changed = [d for d in fix_days if expected_rows(old, [d]) != expected_rows(new, [d])]
-    assert changed and out.split("changed days: ")[1].splitlines()[0] == ", ".join(map(str, changed))
+    assert changed and out.split("changed days: ")[1].splitlines()[0] == ", ".join(
+        map(str, changed)
+    )
     total = lambda ref, field: sum(getattr(f, field) for f in ref.fact(fix_days))
-    assert (f"| **total** | {total(old, 'orders')} | {total(new, 'orders')} | {total(old, 'paid_orders')} "
-            f"| {total(new, 'paid_orders')} | {total(old, 'revenue_usd')} | {total(new, 'revenue_usd')} |") in out
+    assert (
+        f"| **total** | {total(old, 'orders')} | {total(new, 'orders')} | {total(old, 'paid_orders')} "
+        f"| {total(new, 'paid_orders')} | {total(old, 'revenue_usd')} | {total(new, 'revenue_usd')} |"
+    ) in out
     assert_tables_equal(env, new, _days(START, END))
     assert out.count("cut over:") == 2 and "rolled back:" in out

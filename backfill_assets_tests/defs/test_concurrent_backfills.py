@@ -21,13 +21,20 @@ def test_concurrent_overlapping_backfills_leave_one_clean_copy(tmp_path):
     with pipeline_env(tmp_path) as env:
         landing = env.settings.landing_dir
         generate_feed(landing, date(2024, 1, 1), date(2024, 1, 6), orders_per_day=15, seed=9)
-        child_env = {**os.environ, "BACKFILL_SPARK_MASTER": "local[1]",
-                     "BACKFILL_SPARK_DRIVER_MEMORY": "1g", "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2"}
+        child_env = {
+            **os.environ,
+            "BACKFILL_SPARK_MASTER": "local[1]",
+            "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
+            "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
+        }
         ranges = [("2024-01-01", "2024-01-04"), ("2024-01-03", "2024-01-06")]
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "backfill_assets.cli", "backfill", "--start", a, "--end", b],
-                env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                env=child_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
             for a, b in ranges
         ]
@@ -38,7 +45,9 @@ def test_concurrent_overlapping_backfills_leave_one_clean_copy(tmp_path):
         days = [date(2024, 1, d) for d in range(1, 7)]
         ref = Reference(landing, env.settings.max_lateness_days)
         expected = ref.expected(days)
-        raw = Counter((r["arrival_date"], r["source_file"], r["line_number"]) for r in env.rows("raw/orders"))
+        raw = Counter(
+            (r["arrival_date"], r["source_file"], r["line_number"]) for r in env.rows("raw/orders")
+        )
         assert all(n == 1 for n in raw.values()), "a raw record was written twice"
         assert sorted(raw) == sorted(
             (r.arrival_date, r.source_file, r.line_number)
@@ -46,6 +55,8 @@ def test_concurrent_overlapping_backfills_leave_one_clean_copy(tmp_path):
         )
         staging = Counter((r["event_date"], r["order_id"]) for r in env.rows("staging/orders"))
         assert staging == Counter((s.event_date, s.order_id) for s in expected.staging)
-        fact = {(r["event_date"], r["country"]): (r["orders"], r["revenue_usd"])
-                for r in env.rows("fact/daily_revenue")}
+        fact = {
+            (r["event_date"], r["country"]): (r["orders"], r["revenue_usd"])
+            for r in env.rows("fact/daily_revenue")
+        }
         assert fact == {(f.event_date, f.country): (f.orders, f.revenue_usd) for f in expected.fact}

@@ -57,8 +57,16 @@ def days(first: date, last: date) -> list[date]:
 
 def order(oid: str, customer: str, day: date, status: str, amount: str, hour: int = 10) -> dict:
     stamp = f"{day}T{hour:02d}:00:00Z"
-    return {"order_id": oid, "customer_id": customer, "event_time": stamp, "updated_at": stamp,
-            "status": status, "amount": amount, "currency": "USD", "country": "US"}
+    return {
+        "order_id": oid,
+        "customer_id": customer,
+        "event_time": stamp,
+        "updated_at": stamp,
+        "status": status,
+        "amount": amount,
+        "currency": "USD",
+        "country": "US",
+    }
 
 
 # Customers who come back: across days, across months, with gaps (the seed of a range must find
@@ -71,7 +79,10 @@ REPEAT = [
     order("r1-e", "REPEAT-1", date(2024, 2, 1), "paid", "2.00"),
     order("r2-a", "REPEAT-2", date(2024, 1, 3), "paid", "100.00"),
     order("r2-b", "REPEAT-2", date(2024, 1, 14), "placed", "4.00"),
-    {**order("r2-b", "REPEAT-2", date(2024, 1, 14), "paid", "4.00"), "updated_at": "2024-01-14T18:00:00Z"},
+    {
+        **order("r2-b", "REPEAT-2", date(2024, 1, 14), "paid", "4.00"),
+        "updated_at": "2024-01-14T18:00:00Z",
+    },
     order("r2-c", "REPEAT-2", date(2024, 2, 2), "paid", "1.99"),
     order("r3-a", "REPEAT-3", date(2024, 1, 1), "paid", "5.00"),
 ]
@@ -100,18 +111,32 @@ def expected_months(reference: Reference, months: list[date]) -> set:
 
 
 def ltv_rows(env) -> set:
-    return {(r["as_of_date"], r["customer_id"], r["orders"], r["paid_orders"], r["lifetime_revenue_usd"],
-             r["first_order_date"], r["last_order_date"]) for r in env.rows("fact/customer_ltv")}
+    return {
+        (
+            r["as_of_date"],
+            r["customer_id"],
+            r["orders"],
+            r["paid_orders"],
+            r["lifetime_revenue_usd"],
+            r["first_order_date"],
+            r["last_order_date"],
+        )
+        for r in env.rows("fact/customer_ltv")
+    }
 
 
 def month_rows(env) -> set:
-    return {(r["month"], r["country"], r["orders"], r["paid_orders"], r["revenue_usd"])
-            for r in env.rows("fact/monthly_revenue")}
+    return {
+        (r["month"], r["country"], r["orders"], r["paid_orders"], r["revenue_usd"])
+        for r in env.rows("fact/monthly_revenue")
+    }
 
 
 def latest_materialization(env, key, partition: date):
     records = env.instance.fetch_materializations(key, limit=1000).records
-    return next(r.asset_materialization for r in records if r.partition_key == partition.isoformat())
+    return next(
+        r.asset_materialization for r in records if r.partition_key == partition.isoformat()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +146,12 @@ def env(tmp_path_factory, spark):
         landing = penv.settings.landing_dir
         generate_feed(landing, FIRST, LAST, orders_per_day=8, seed=5)
         for arrival in sorted({date.fromisoformat(r["event_time"][:10]) for r in REPEAT}):
-            land(landing, arrival, "zz-repeat.jsonl", [r for r in REPEAT if r["event_time"].startswith(str(arrival))])
+            land(
+                landing,
+                arrival,
+                "zz-repeat.jsonl",
+                [r for r in REPEAT if r["event_time"].startswith(str(arrival))],
+            )
         remove_rates(landing, "EUR", HELD - timedelta(days=7), HELD)
         yield penv
 
@@ -139,7 +169,9 @@ def test_the_reference_holds_the_day_without_a_rate(env):
     assert held == {HELD}
 
 
-def test_ltv_equals_the_sequential_computation_and_holds_from_the_unpublished_day(env, first_backfill):
+def test_ltv_equals_the_sequential_computation_and_holds_from_the_unpublished_day(
+    env, first_backfill
+):
     code, output = first_backfill
     expected, first_held = expected_ltv(Reference(env.settings.landing_dir), LAST)
     assert first_held == HELD
@@ -149,7 +181,9 @@ def test_ltv_equals_the_sequential_computation_and_holds_from_the_unpublished_da
     # Every later day is held, naming the staging day that is missing.
     assert code == 1
     assert f"fct_customer_ltv {LAST}: " in output and f"stg_orders {HELD} not published" in output
-    runs = [r for r in env.instance.get_runs() if set(r.asset_selection or ()) == {FCT_CUSTOMER_LTV}]
+    runs = [
+        r for r in env.instance.get_runs() if set(r.asset_selection or ()) == {FCT_CUSTOMER_LTV}
+    ]
     assert len(runs) == 1  # the whole range: one run
 
 
@@ -157,7 +191,9 @@ def test_a_month_is_held_naming_its_missing_days(env, first_backfill):
     _, output = first_backfill
     assert month_rows(env) == set()  # January lacks its held day; February its last 27 days
     assert f"{RPT_MONTHLY_REVENUE.to_user_string()} 2024-02 left out" in output
-    held_january = [r for r in env.instance.get_runs() if tuple(r.asset_selection or ()) == MONTHLY_ASSETS]
+    held_january = [
+        r for r in env.instance.get_runs() if tuple(r.asset_selection or ()) == MONTHLY_ASSETS
+    ]
     assert len(held_january) == 1
     failure = execute(RunPlan(MONTHLY_ASSETS, JAN, JAN), env.instance)
     assert not failure.success and f"fct_daily_revenue not published: {HELD}" in failure.error
@@ -176,7 +212,15 @@ def test_the_repaired_day_rebuilds_ltv_from_a_seed_in_one_run(env, first_backfil
     expected, first_held = expected_ltv(Reference(env.settings.landing_dir), LAST)
     assert first_held is None and ltv_rows(env) == expected
     # REPEAT-1 was last seen on Jan 5, not on Jan 11: the seed found them anyway.
-    assert (date(2024, 1, 20), "REPEAT-1", 4, 2, Decimal("17.75"), date(2024, 1, 2), date(2024, 1, 20)) in expected
+    assert (
+        date(2024, 1, 20),
+        "REPEAT-1",
+        4,
+        2,
+        Decimal("17.75"),
+        date(2024, 1, 2),
+        date(2024, 1, 20),
+    ) in expected
     assert execute(RunPlan(MONTHLY_ASSETS, JAN, JAN), env.instance).success
     assert month_rows(env) == expected_months(Reference(env.settings.landing_dir), [JAN])
 
@@ -184,17 +228,27 @@ def test_the_repaired_day_rebuilds_ltv_from_a_seed_in_one_run(env, first_backfil
 def test_a_range_whose_seed_is_stale_is_held_naming_where_to_start(env, first_backfill):
     # Staging of an early day is republished: LTV from then on is stale; a range after it
     # cannot be seeded.
-    assert execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 6), date(2024, 1, 6)), env.instance).success
+    assert execute(
+        RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 6), date(2024, 1, 6)), env.instance
+    ).success
     before = ltv_rows(env)
-    outcome = execute(RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], date(2024, 1, 20), LAST), env.instance)
+    outcome = execute(
+        RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], date(2024, 1, 20), LAST), env.instance
+    )
     assert not outcome.success
     assert "range held, not widened; build fct_customer_ltv from 2024-01-06" in outcome.error
     assert ltv_rows(env) == before
 
 
-def test_a_late_order_for_an_old_day_rebuilds_ltv_to_the_latest_day_and_its_month(env, first_backfill):
-    land(env.settings.landing_dir, LATE_ARRIVAL, "zz-late.jsonl",
-         [order("late-1", "REPEAT-2", LATE_DAY, "paid", "50.00", 23)])
+def test_a_late_order_for_an_old_day_rebuilds_ltv_to_the_latest_day_and_its_month(
+    env, first_backfill
+):
+    land(
+        env.settings.landing_dir,
+        LATE_ARRIVAL,
+        "zz-late.jsonl",
+        [order("late-1", "REPEAT-2", LATE_DAY, "paid", "50.00", 23)],
+    )
     january_before = latest_materialization(env, RPT_MONTHLY_REVENUE, JAN)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -204,15 +258,27 @@ def test_a_late_order_for_an_old_day_rebuilds_ltv_to_the_latest_day_and_its_mont
     reference = Reference(env.settings.landing_dir)
     expected, _ = expected_ltv(reference, LAST)
     assert ltv_rows(env) == expected
-    assert (date(2024, 1, 14), "REPEAT-2", 3, 3, Decimal("154.00"), date(2024, 1, 3), date(2024, 1, 14)) in expected
+    assert (
+        date(2024, 1, 14),
+        "REPEAT-2",
+        3,
+        3,
+        Decimal("154.00"),
+        date(2024, 1, 3),
+        date(2024, 1, 14),
+    ) in expected
     assert month_rows(env) == expected_months(reference, [JAN])
     january = latest_materialization(env, RPT_MONTHLY_REVENUE, JAN)
     assert january.metadata["revenue_usd_delta"].value == "50.00"
     assert january.metadata["paid_orders_delta"].value == 1
     assert january.metadata["replaced_delta_version"].value >= 0
     assert january.metadata["revenue_usd_exact"].value == str(
-        sum(r[4] for r in expected_months(reference, [JAN])))
-    assert january_before.metadata["revenue_usd_exact"].value != january.metadata["revenue_usd_exact"].value
+        sum(r[4] for r in expected_months(reference, [JAN]))
+    )
+    assert (
+        january_before.metadata["revenue_usd_exact"].value
+        != january.metadata["revenue_usd_exact"].value
+    )
 
 
 def evaluate_downstream_sensor(env) -> list[dg.RunRequest]:
@@ -224,8 +290,11 @@ def evaluate_downstream_sensor(env) -> list[dg.RunRequest]:
 def run_requested(env, requests: list[dg.RunRequest]) -> None:
     """Execute what the sensor requested, as the daemon would: each request one ranged run."""
     for request in requests:
-        plan = RunPlan(tuple(request.asset_selection), date.fromisoformat(request.tags[RANGE_START]),
-                       date.fromisoformat(request.tags[RANGE_END]))
+        plan = RunPlan(
+            tuple(request.asset_selection),
+            date.fromisoformat(request.tags[RANGE_START]),
+            date.fromisoformat(request.tags[RANGE_END]),
+        )
         assert execute(plan, env.instance, tags=dict(request.tags)).success
 
 
@@ -234,31 +303,51 @@ def test_the_sensor_requests_nothing_while_ltv_and_months_are_current(env, first
 
 
 def ltv_requests(env) -> list[dg.RunRequest]:
-    return [r for r in evaluate_downstream_sensor(env) if tuple(r.asset_selection) == (FCT_CUSTOMER_LTV,)]
+    return [
+        r
+        for r in evaluate_downstream_sensor(env)
+        if tuple(r.asset_selection) == (FCT_CUSTOMER_LTV,)
+    ]
 
 
 def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
     """Put the request in the run queue as the daemon does, with the code location it would be
     launched from, without running it."""
-    location = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="backfill_assets.definitions"))
+    location = InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name="backfill_assets.definitions")
+    )
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), request.job_name)
-    return env.instance.add_run(dg.DagsterRun(
-        job_name=request.job_name, run_id=make_new_run_id(), status=dg.DagsterRunStatus.QUEUED,
-        tags=dict(request.tags), asset_selection=frozenset(request.asset_selection),
-        remote_job_origin=origin))
+    return env.instance.add_run(
+        dg.DagsterRun(
+            job_name=request.job_name,
+            run_id=make_new_run_id(),
+            status=dg.DagsterRunStatus.QUEUED,
+            tags=dict(request.tags),
+            asset_selection=frozenset(request.asset_selection),
+            remote_job_origin=origin,
+        )
+    )
 
 
 def test_the_sensor_adds_nothing_to_a_queued_run_that_covers_what_is_stale(env, first_backfill):
-    execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 20), date(2024, 1, 20)), env.instance)
+    execute(
+        RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 20), date(2024, 1, 20)), env.instance
+    )
     ltv = ltv_requests(env)[0]
     assert (ltv.tags[RANGE_START], ltv.tags[RANGE_END]) == ("2024-01-20", str(LAST))
     queued = queue(env, ltv)
     try:
         # staging changes again before the queued run starts: the queued run will read it
-        execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 25), date(2024, 1, 25)), env.instance)
+        execute(
+            RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 25), date(2024, 1, 25)),
+            env.instance,
+        )
         assert ltv_requests(env) == []
         # a change before the queued run's range needs a wider run
-        execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 15), date(2024, 1, 15)), env.instance)
+        execute(
+            RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 15), date(2024, 1, 15)),
+            env.instance,
+        )
         [wider] = ltv_requests(env)
         assert (wider.tags[RANGE_START], wider.tags[RANGE_END]) == ("2024-01-15", str(LAST))
     finally:
@@ -274,18 +363,37 @@ def before_cutover(env, first_backfill):
     return ltv_rows(env), month_rows(env)
 
 
-def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(env, before_cutover, capsys):
+def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(
+    env, before_cutover, capsys
+):
     restated_days = [date(2024, 1, 1), date(2024, 1, 2)]
     assert restate_rates(env.settings.landing_dir, "GBP", *restated_days, Decimal("1.05")) == 2
     reference = Reference(env.settings.landing_dir)
-    for args in (["correct", "--start", "2024-01-01", "--end", "2024-01-03", "--reason", "GBP", "--id", "gbp"],
-                 ["diff", "gbp"], ["cutover", "gbp", "--force"]):
+    for args in (
+        [
+            "correct",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-03",
+            "--reason",
+            "GBP",
+            "--id",
+            "gbp",
+        ],
+        ["diff", "gbp"],
+        ["cutover", "gbp", "--force"],
+    ):
         assert main(args) == 0, capsys.readouterr()
     requests = evaluate_downstream_sensor(env)
     by_assets = {tuple(r.asset_selection): r for r in requests}
     ltv, month = by_assets[(FCT_CUSTOMER_LTV,)], by_assets[MONTHLY_ASSETS]
     assert (ltv.tags[RANGE_START], ltv.tags[RANGE_END]) == (str(FIRST), str(LAST))  # one ranged run
-    assert (month.tags[RANGE_START], month.tags[RANGE_END], month.job_name) == (str(JAN), str(JAN), MONTHLY_JOB)
+    assert (month.tags[RANGE_START], month.tags[RANGE_END], month.job_name) == (
+        str(JAN),
+        str(JAN),
+        MONTHLY_JOB,
+    )
     assert evaluate_downstream_sensor(env)[0].run_key == requests[0].run_key  # the same request
     run_requested(env, requests)
     expected, _ = expected_ltv(reference, LAST)
@@ -294,13 +402,18 @@ def test_a_cutover_makes_the_sensor_rebuild_ltv_to_the_latest_day_and_its_month(
     assert evaluate_downstream_sensor(env) == []
 
 
-def test_a_rollback_makes_the_sensor_rebuild_ltv_and_the_month_as_they_were(env, before_cutover, capsys):
+def test_a_rollback_makes_the_sensor_rebuild_ltv_and_the_month_as_they_were(
+    env, before_cutover, capsys
+):
     ltv_before, months_before = before_cutover
     assert ltv_rows(env) != ltv_before  # the cutover above changed them
     assert main(["rollback", "gbp"]) == 0, capsys.readouterr()
     requests = evaluate_downstream_sensor(env)
     spans = {tuple(r.asset_selection): (r.tags[RANGE_START], r.tags[RANGE_END]) for r in requests}
-    assert spans == {(FCT_CUSTOMER_LTV,): (str(FIRST), str(LAST)), MONTHLY_ASSETS: (str(JAN), str(JAN))}
+    assert spans == {
+        (FCT_CUSTOMER_LTV,): (str(FIRST), str(LAST)),
+        MONTHLY_ASSETS: (str(JAN), str(JAN)),
+    }
     run_requested(env, requests)
     assert (ltv_rows(env), month_rows(env)) == (ltv_before, months_before)
     assert evaluate_downstream_sensor(env) == []
@@ -310,7 +423,9 @@ def test_status_shows_each_month_published_with_its_rows_or_held_with_the_failed
     capsys.readouterr()
     assert main(["status", "--start", str(FIRST), "--end", str(LAST)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    months = {line.split()[0]: line.split()[1:] for line in lines[lines.index("") + 2:]}
-    january = len({(m, c) for m, c, *_ in expected_months(Reference(env.settings.landing_dir), [JAN])})
+    months = {line.split()[0]: line.split()[1:] for line in lines[lines.index("") + 2 :]}
+    january = len(
+        {(m, c) for m, c, *_ in expected_months(Reference(env.settings.landing_dir), [JAN])}
+    )
     # January was published; February was held by the run that found its days missing.
     assert months == {str(JAN): ["published", str(january)], str(FEB): ["-"]}

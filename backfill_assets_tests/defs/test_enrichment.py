@@ -38,8 +38,13 @@ def as_of(history, day):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, spark):
     root = tmp_path_factory.mktemp("enrich")
-    with running_service(rps=20) as url, pipeline_env(root, start_date=FIRST.isoformat(), lateness=0) as penv:
-        generate_feed(penv.settings.landing_dir, FIRST, LAST, orders_per_day=30, seed=3, max_lateness_days=0)
+    with (
+        running_service(rps=20) as url,
+        pipeline_env(root, start_date=FIRST.isoformat(), lateness=0) as penv,
+    ):
+        generate_feed(
+            penv.settings.landing_dir, FIRST, LAST, orders_per_day=30, seed=3, max_lateness_days=0
+        )
         for plan in plan_backfill(penv.settings, FIRST, LAST):
             assert execute(plan, penv.instance).success
         penv.url = url
@@ -47,8 +52,11 @@ def env(tmp_path_factory, spark):
 
 
 def lookups(env, run_id: str) -> dict:
-    mats = [r.asset_materialization for r in env.instance.fetch_materializations(STG_ORDERS_ENRICHED, limit=100).records
-            if r.run_id == run_id]
+    mats = [
+        r.asset_materialization
+        for r in env.instance.fetch_materializations(STG_ORDERS_ENRICHED, limit=100).records
+        if r.run_id == run_id
+    ]
     assert {m.partition for m in mats} == {d.isoformat() for d in ENRICH.days}
     return mats[0].metadata["segment_lookups"].value
 
@@ -70,20 +78,42 @@ def test_each_order_gets_its_segment_as_of_its_event_day(env, monkeypatch):
     staging = env.rows("staging/orders")
     customers = sorted({r["customer_id"] for r in staging})
     histories = histories_over_http(env.url, customers)
-    expected = {(r["event_date"], r["order_id"]): {**r, **dict(zip(
-        ("customer_segment", "_segment_as_of"), as_of(histories[r["customer_id"]], r["event_date"])))}
-        for r in staging}
+    expected = {
+        (r["event_date"], r["order_id"]): {
+            **r,
+            **dict(
+                zip(
+                    ("customer_segment", "_segment_as_of"),
+                    as_of(histories[r["customer_id"]], r["event_date"]),
+                )
+            ),
+        }
+        for r in staging
+    }
     got = {(r["event_date"], r["order_id"]): r for r in env.rows("staging/orders_enriched")}
     assert got == expected
     # Both cases occur: a segment from before the day, and none yet (a later entry is not used).
     assert any(r["customer_segment"] is None for r in got.values())
     assert any(r["customer_segment"] is not None for r in got.values())
-    assert any(any(d > r["event_date"] for d, _ in histories[r["customer_id"]]) for r in got.values())
+    assert any(
+        any(d > r["event_date"] for d, _ in histories[r["customer_id"]]) for r in got.values()
+    )
     used = lookups(env, outcome.run_id)
-    assert used["lane"] == "backfill" and used["cached_hits"] == 0 and used["fetched"] == len(customers)
+    assert (
+        used["lane"] == "backfill"
+        and used["cached_hits"] == 0
+        and used["fetched"] == len(customers)
+    )
     batches = -(-len(customers) // 50)
-    assert used["requests"] == batches == stats(env.url)["requests"] - before - len(range(0, len(customers), 100))
-    cache = {(r["customer_id"], r["valid_from"]): r["segment"] for r in env.rows("staging/customer_segments")}
+    assert (
+        used["requests"]
+        == batches
+        == stats(env.url)["requests"] - before - len(range(0, len(customers), 100))
+    )
+    cache = {
+        (r["customer_id"], r["valid_from"]): r["segment"]
+        for r in env.rows("staging/customer_segments")
+    }
     assert cache == {(c, d): s for c, h in histories.items() for d, s in h}
 
 
@@ -96,7 +126,11 @@ def test_a_second_run_asks_the_service_nothing(env, monkeypatch):
     assert outcome.success, outcome.error
     assert stats(env.url)["requests"] == before
     used = lookups(env, outcome.run_id)
-    assert used["requests"] == 0 and used["fetched"] == 0 and used["cached_hits"] == used["customers"] > 0
+    assert (
+        used["requests"] == 0
+        and used["fetched"] == 0
+        and used["cached_hits"] == used["customers"] > 0
+    )
     assert used["lane"] == "live"
     assert env.multiset("staging/orders_enriched") == first
     assert env.multiset("staging/customer_segments") == cache

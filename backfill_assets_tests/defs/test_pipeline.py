@@ -20,7 +20,11 @@ from backfill_assets_tests.reference import Reference
 FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 12)
 START, END = date(2024, 1, 2), date(2024, 1, 11)
 HELD = date(2024, 1, 10)  # its EUR rates of Jan 3..10 are removed; Jan 2 is 8 days back
-GOOD = [START + timedelta(days=i) for i in range((END - START).days + 1) if START + timedelta(days=i) != HELD]
+GOOD = [
+    START + timedelta(days=i)
+    for i in range((END - START).days + 1)
+    if START + timedelta(days=i) != HELD
+]
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +75,17 @@ def test_progress_counts_partitions_and_rows_through_the_range(reference, first_
     import re
 
     _, output = first_backfill
-    progress = re.findall(r"^\[(\d+)/(\d+)\] (\S+): run \w+ \w+; ([\d,]+) rows published; "
-                          r"elapsed \d+s, ~\d+s remaining$", output, flags=re.MULTILINE)
-    assert [p[2] for p in progress] == ["raw_orders", "raw_fx_rates", "stg_orders+fct_daily_revenue"]
+    progress = re.findall(
+        r"^\[(\d+)/(\d+)\] (\S+): run \w+ \w+; ([\d,]+) rows published; "
+        r"elapsed \d+s, ~\d+s remaining$",
+        output,
+        flags=re.MULTILINE,
+    )
+    assert [p[2] for p in progress] == [
+        "raw_orders",
+        "raw_fx_rates",
+        "stg_orders+fct_daily_revenue",
+    ]
     done = [int(p[0]) for p in progress]
     assert done == sorted(done) and done[-1] == int(progress[-1][1])
     staging, _ = reference.staging(GOOD)
@@ -96,54 +108,124 @@ def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
     arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
     expected = reference.expected(arrivals)
     raw = [r for r in env.rows("raw/orders") if r["arrival_date"] in arrivals]
-    assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["payload"]) for r in raw) == Counter(
+    assert Counter(
+        (r["arrival_date"], r["source_file"], r["line_number"], r["payload"]) for r in raw
+    ) == Counter(
         (r.arrival_date, r.source_file, r.line_number, r.payload) for r in expected.raw_orders
     )
     # raw's own "_" columns: each record's verdict, as the contract's rules give it.
-    assert Counter((r["arrival_date"], r["source_file"], r["line_number"], r["_reason"]) for r in raw) == Counter(
+    assert Counter(
+        (r["arrival_date"], r["source_file"], r["line_number"], r["_reason"]) for r in raw
+    ) == Counter(
         (rec.raw.arrival_date, rec.raw.source_file, rec.raw.line_number, rec.reason)
-        for a in arrivals for rec in reference.records(a)
+        for a in arrivals
+        for rec in reference.records(a)
     )
     quarantine = env.rows("quarantine/orders")
-    assert Counter((r["arrival_date"], r["line_number"], r["source_file"], r["reason"]) for r in quarantine) == Counter(
+    assert Counter(
+        (r["arrival_date"], r["line_number"], r["source_file"], r["reason"]) for r in quarantine
+    ) == Counter(
         (q.arrival_date, q.line_number, q.source_file, q.reason) for q in expected.quarantine
     )
-    assert {q.reason for q in expected.quarantine} >= {"malformed_json", "invalid_value", "too_late"}
+    assert {q.reason for q in expected.quarantine} >= {
+        "malformed_json",
+        "invalid_value",
+        "too_late",
+    }
 
 
-def test_raw_keeps_each_records_verdict_and_typed_fields_as_the_contract_gives_them(env, reference, first_backfill):
+def test_raw_keeps_each_records_verdict_and_typed_fields_as_the_contract_gives_them(
+    env, reference, first_backfill
+):
     """raw/orders' ``_`` columns, which staging reads: each record's verdict, and for a valid
     record its typed fields, equal to the reference implementation's."""
     arrivals = [d for d in reference.arrival_dates if START <= d <= END + timedelta(days=7)]
-    names = ("order_id", "customer_id", "event_time", "event_date", "updated_at", "status", "amount",
-             "currency", "country")
-    kept = Counter((r["arrival_date"], r["source_file"], r["line_number"], r["_reason"],
-                    *(r["_" + n] if r["_reason"] is None else None for n in names))
-                   for r in env.rows("raw/orders") if r["arrival_date"] in arrivals)
-    expected = Counter((rec.raw.arrival_date, rec.raw.source_file, rec.raw.line_number, rec.reason,
-                        *(rec.fields[n] if rec.reason is None else None for n in names))
-                       for a in arrivals for rec in reference.records(a))
+    names = (
+        "order_id",
+        "customer_id",
+        "event_time",
+        "event_date",
+        "updated_at",
+        "status",
+        "amount",
+        "currency",
+        "country",
+    )
+    kept = Counter(
+        (
+            r["arrival_date"],
+            r["source_file"],
+            r["line_number"],
+            r["_reason"],
+            *(r["_" + n] if r["_reason"] is None else None for n in names),
+        )
+        for r in env.rows("raw/orders")
+        if r["arrival_date"] in arrivals
+    )
+    expected = Counter(
+        (
+            rec.raw.arrival_date,
+            rec.raw.source_file,
+            rec.raw.line_number,
+            rec.reason,
+            *(rec.fields[n] if rec.reason is None else None for n in names),
+        )
+        for a in arrivals
+        for rec in reference.records(a)
+    )
     assert kept == expected
     assert {key[3] is None for key in expected} == {True, False}  # valid and rejected records both
 
 
 # docs/contract.md "The tables (output)", spelled in Delta's type names: the tables as written on disk.
 CONTRACT_TABLES = {
-    "raw/orders": ("arrival_date", [("arrival_date", "date"), ("source_file", "string"),
-                                    ("line_number", "long"), ("payload", "string")]),
-    "quarantine/orders": ("arrival_date", [("arrival_date", "date"), ("source_file", "string"),
-                                           ("line_number", "long"), ("reason", "string"),
-                                           ("payload", "string")]),
-    "staging/orders": ("event_date", [("order_id", "string"), ("customer_id", "string"),
-                                      ("event_time", "timestamp"), ("event_date", "date"),
-                                      ("updated_at", "timestamp"), ("status", "string"),
-                                      ("amount", "decimal(18,2)"), ("currency", "string"),
-                                      ("country", "string"), ("usd_per_unit", "decimal(18,8)"),
-                                      ("amount_usd", "decimal(18,2)")]),
-    "fact/daily_revenue": ("event_date", [("event_date", "date"), ("country", "string"),
-                                          ("orders", "long"), ("placed_orders", "long"),
-                                          ("paid_orders", "long"), ("cancelled_orders", "long"),
-                                          ("revenue_usd", "decimal(18,2)")]),
+    "raw/orders": (
+        "arrival_date",
+        [
+            ("arrival_date", "date"),
+            ("source_file", "string"),
+            ("line_number", "long"),
+            ("payload", "string"),
+        ],
+    ),
+    "quarantine/orders": (
+        "arrival_date",
+        [
+            ("arrival_date", "date"),
+            ("source_file", "string"),
+            ("line_number", "long"),
+            ("reason", "string"),
+            ("payload", "string"),
+        ],
+    ),
+    "staging/orders": (
+        "event_date",
+        [
+            ("order_id", "string"),
+            ("customer_id", "string"),
+            ("event_time", "timestamp"),
+            ("event_date", "date"),
+            ("updated_at", "timestamp"),
+            ("status", "string"),
+            ("amount", "decimal(18,2)"),
+            ("currency", "string"),
+            ("country", "string"),
+            ("usd_per_unit", "decimal(18,8)"),
+            ("amount_usd", "decimal(18,2)"),
+        ],
+    ),
+    "fact/daily_revenue": (
+        "event_date",
+        [
+            ("event_date", "date"),
+            ("country", "string"),
+            ("orders", "long"),
+            ("placed_orders", "long"),
+            ("paid_orders", "long"),
+            ("cancelled_orders", "long"),
+            ("revenue_usd", "decimal(18,2)"),
+        ],
+    ),
 }
 
 
@@ -154,8 +236,8 @@ def test_written_tables_have_the_contracts_columns_types_and_partitioning(env, f
         written = DeltaTable(str(env.settings.lake_dir / table))
         fields = [(f.name, f.type.type) for f in written.schema().fields]
         # The contract's columns, in order; any extra column's name starts with "_".
-        assert fields[:len(columns)] == columns, table
-        assert all(name.startswith("_") for name, _ in fields[len(columns):]), table
+        assert fields[: len(columns)] == columns, table
+        assert all(name.startswith("_") for name, _ in fields[len(columns) :]), table
         assert written.metadata().partition_columns == [partitioned_by], table
 
 
@@ -170,7 +252,11 @@ def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, firs
     for row in expected:
         got = by_key[(row.event_date, row.order_id)]
         assert (got["status"], got["amount"], got["currency"], got["country"]) == (
-            row.status, row.amount, row.currency, row.country)
+            row.status,
+            row.amount,
+            row.currency,
+            row.country,
+        )
         assert got["usd_per_unit"] == row.usd_per_unit and got["amount_usd"] == row.amount_usd
         assert got["updated_at"].replace(tzinfo=None) == row.updated_at.replace(tzinfo=None)
 
@@ -181,8 +267,12 @@ def test_fact_equals_totals_computed_from_the_landed_records(env, reference, fir
     assert set(actual) == set(expected)
     for k, f in expected.items():
         got = actual[k]
-        assert (got["orders"], got["placed_orders"], got["paid_orders"], got["cancelled_orders"]) == (
-            f.orders, f.placed_orders, f.paid_orders, f.cancelled_orders)
+        assert (
+            got["orders"],
+            got["placed_orders"],
+            got["paid_orders"],
+            got["cancelled_orders"],
+        ) == (f.orders, f.placed_orders, f.paid_orders, f.cancelled_orders)
         assert got["revenue_usd"] == f.revenue_usd
     assert sum(f.revenue_usd for f in expected.values()) > Decimal(0)
 
@@ -191,21 +281,34 @@ def test_dagster_materializations_agree_with_the_lake(env, first_backfill):
     def published(key):
         return {date.fromisoformat(p) for p in env.instance.get_materialized_partitions(key)}
 
-    assert published(STG_ORDERS) == set(GOOD) == {r["event_date"] for r in env.rows("staging/orders")}
-    assert published(FCT_DAILY_REVENUE) == set(GOOD) == {r["event_date"] for r in env.rows("fact/daily_revenue")}
+    assert (
+        published(STG_ORDERS) == set(GOOD) == {r["event_date"] for r in env.rows("staging/orders")}
+    )
+    assert (
+        published(FCT_DAILY_REVENUE)
+        == set(GOOD)
+        == {r["event_date"] for r in env.rows("fact/daily_revenue")}
+    )
     assert {START - timedelta(days=7), END} <= published(RAW_FX_RATES)
 
 
 def test_checks_recorded_per_partition(env, first_backfill):
     storage = env.instance.event_log_storage
-    keys = [dg.AssetCheckKey(STG_ORDERS, "fx_rate_present"), dg.AssetCheckKey(FCT_DAILY_REVENUE, "totals_match_staging")]
-    status = {(i.check_key.name, i.partition_key): i.latest_execution_status.value
-              for i in storage.get_asset_check_partition_info(keys)}
+    keys = [
+        dg.AssetCheckKey(STG_ORDERS, "fx_rate_present"),
+        dg.AssetCheckKey(FCT_DAILY_REVENUE, "totals_match_staging"),
+    ]
+    status = {
+        (i.check_key.name, i.partition_key): i.latest_execution_status.value
+        for i in storage.get_asset_check_partition_info(keys)
+    }
     assert status[("fx_rate_present", HELD.isoformat())] == "FAILED"
     for day in GOOD:
         assert status[("fx_rate_present", day.isoformat())] == "SUCCEEDED"
         assert status[("totals_match_staging", day.isoformat())] == "SUCCEEDED"
-    assert status.get(("totals_match_staging", HELD.isoformat())) in (None, "PLANNED", "SKIPPED"), status.get(("totals_match_staging", HELD.isoformat()))
+    assert status.get(("totals_match_staging", HELD.isoformat())) in (None, "PLANNED", "SKIPPED"), (
+        status.get(("totals_match_staging", HELD.isoformat()))
+    )
 
 
 def test_one_partition_rebuilt_twice_leaves_the_same_rows(env, first_backfill):
@@ -218,8 +321,13 @@ def test_one_partition_rebuilt_twice_leaves_the_same_rows(env, first_backfill):
 
 
 def test_backfilling_the_range_again_leaves_identical_tables(env, first_backfill):
-    tables = ["raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders",
-              "fact/daily_revenue"]
+    tables = [
+        "raw/orders",
+        "quarantine/orders",
+        "raw/fx_rates",
+        "staging/orders",
+        "fact/daily_revenue",
+    ]
     before = {t: env.multiset(t) for t in tables}
     assert run_backfill(env.settings, START, END) == 1
     assert {t: env.multiset(t) for t in tables} == before
@@ -230,7 +338,7 @@ def test_status_shows_published_rows_and_the_held_day(env, reference, first_back
 
     assert print_status(env.settings, START, END) == 0
     out = capsys.readouterr().out.splitlines()
-    days_table = out[1:out.index("")]  # the months follow, after a blank line
+    days_table = out[1 : out.index("")]  # the months follow, after a blank line
     lines = {line.split()[0]: line for line in days_table}
     assert "HELD fx_rate_present" in lines[HELD.isoformat()]
     day = GOOD[0]
@@ -244,16 +352,26 @@ def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first
     (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
     assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), env.instance).success
 
-    failed = next(r for r in env.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-              if "stg_orders" in str(r.asset_selection))
+    failed = next(
+        r
+        for r in env.instance.get_runs(
+            filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])
+        )
+        if "stg_orders" in str(r.asset_selection)
+    )
     outcome = reexecute_from_failure(env.instance, failed.run_id)
     assert outcome.success, outcome.error
-    assert outcome.published == {STG_ORDERS: {HELD: outcome.published[STG_ORDERS][HELD]},
-                                 FCT_DAILY_REVENUE: {HELD: outcome.published[FCT_DAILY_REVENUE][HELD]}}
+    assert outcome.published == {
+        STG_ORDERS: {HELD: outcome.published[STG_ORDERS][HELD]},
+        FCT_DAILY_REVENUE: {HELD: outcome.published[FCT_DAILY_REVENUE][HELD]},
+    }
     fresh = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
     expected = {(f.event_date, f.country): f.revenue_usd for f in fresh.fact([HELD])}
-    actual = {(r["event_date"], r["country"]): r["revenue_usd"] for r in env.rows("fact/daily_revenue")
-              if r["event_date"] == HELD}
+    actual = {
+        (r["event_date"], r["country"]): r["revenue_usd"]
+        for r in env.rows("fact/daily_revenue")
+        if r["event_date"] == HELD
+    }
     assert actual == expected and expected
 
 
@@ -261,31 +379,42 @@ def test_a_late_order_rebuilds_the_fact_and_reports_its_delta(env, first_backfil
     day, arrival = date(2024, 1, 4), date(2024, 1, 6)
     before = {f.country: f for f in Reference(env.settings.landing_dir, 7).fact([day])}
     late = env.settings.landing_dir / "orders" / f"arrival_date={arrival}" / "zz_late.jsonl"
-    late.write_text('{"order_id":"late-1","customer_id":"c-late","event_time":"2024-01-04T12:00:00Z",'
-                    '"updated_at":"2024-01-06T08:00:00Z","status":"paid","amount":"100.00",'
-                    '"currency":"USD","country":"US"}\n')
+    late.write_text(
+        '{"order_id":"late-1","customer_id":"c-late","event_time":"2024-01-04T12:00:00Z",'
+        '"updated_at":"2024-01-06T08:00:00Z","status":"paid","amount":"100.00",'
+        '"currency":"USD","country":"US"}\n'
+    )
     after = {f.country: f for f in Reference(env.settings.landing_dir, 7).fact([day])}
     assert sum(f.orders for f in after.values()) == sum(f.orders for f in before.values()) + 1
 
     assert execute(RunPlan((RAW_ORDERS,), arrival, arrival), env.instance).success
     assert execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance).success
     records = env.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=FCT_DAILY_REVENUE, asset_partitions=[day.isoformat()]), limit=1
+        dg.AssetRecordsFilter(asset_key=FCT_DAILY_REVENUE, asset_partitions=[day.isoformat()]),
+        limit=1,
     ).records
     metadata = records[0].asset_materialization.metadata
     revenue = lambda facts: sum((f.revenue_usd for f in facts.values()), Decimal(0))
     assert metadata["orders_delta"].value == 1
-    assert Decimal(metadata["revenue_usd_delta"].value) == revenue(after) - revenue(before) == Decimal("100.00")
+    assert (
+        Decimal(metadata["revenue_usd_delta"].value)
+        == revenue(after) - revenue(before)
+        == Decimal("100.00")
+    )
     assert metadata["replaced_delta_version"].value >= 0
 
 
 def test_a_landed_file_missing_from_raw_holds_the_event_day(env, first_backfill):
     day, arrival = date(2024, 1, 5), date(2024, 1, 7)
     staging_before = [r for r in env.rows("staging/orders") if r["event_date"] == day]
-    unbuilt = env.settings.landing_dir / "orders" / f"arrival_date={arrival}" / "zz_not_in_raw.jsonl"
-    unbuilt.write_text('{"order_id":"late-2","customer_id":"c","event_time":"2024-01-05T01:00:00Z",'
-                       '"updated_at":"2024-01-07T01:00:00Z","status":"placed","amount":"5",'
-                       '"currency":"USD","country":"US"}\n')
+    unbuilt = (
+        env.settings.landing_dir / "orders" / f"arrival_date={arrival}" / "zz_not_in_raw.jsonl"
+    )
+    unbuilt.write_text(
+        '{"order_id":"late-2","customer_id":"c","event_time":"2024-01-05T01:00:00Z",'
+        '"updated_at":"2024-01-07T01:00:00Z","status":"placed","amount":"5",'
+        '"currency":"USD","country":"US"}\n'
+    )
     outcome = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance)
     assert not outcome.success
     assert outcome.failed_checks[STG_ORDERS] == {day: ["window_complete"]}
@@ -293,7 +422,9 @@ def test_a_landed_file_missing_from_raw_holds_the_event_day(env, first_backfill)
     assert [r for r in env.rows("staging/orders") if r["event_date"] == day] == staging_before
 
 
-def test_an_arrival_whose_quarantine_does_not_match_raw_holds_its_event_days(env, spark, first_backfill):
+def test_an_arrival_whose_quarantine_does_not_match_raw_holds_its_event_days(
+    env, spark, first_backfill
+):
     """A raw rebuild that committed the quarantine and stopped before raw: staging must not
     build from an arrival whose raw and quarantine do not add up."""
     from backfill_assets.catalog import QUARANTINE_TABLE
@@ -305,8 +436,13 @@ def test_an_arrival_whose_quarantine_does_not_match_raw_holds_its_event_days(env
     assert staging_before
     assert any(r["arrival_date"] == arrival for r in env.rows("quarantine/orders"))
     lake = Lake(env.settings.lake_dir, spark)
-    lake.replace_partitions(QUARANTINE_TABLE.path, spark.createDataFrame([], QUARANTINE_ORDERS), "arrival_date",
-                            [arrival], CommitInfo(run_id="test", code_version="test"))
+    lake.replace_partitions(
+        QUARANTINE_TABLE.path,
+        spark.createDataFrame([], QUARANTINE_ORDERS),
+        "arrival_date",
+        [arrival],
+        CommitInfo(run_id="test", code_version="test"),
+    )
     outcome = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance)
     assert not outcome.success
     assert outcome.failed_checks[STG_ORDERS] == {day: ["window_complete"]}
@@ -314,5 +450,6 @@ def test_an_arrival_whose_quarantine_does_not_match_raw_holds_its_event_days(env
 
     assert execute(RunPlan((RAW_ORDERS,), arrival, arrival), env.instance).success  # the repair
     assert execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), day, day), env.instance).success
-    assert Counter(r["order_id"] for r in env.rows("staging/orders") if r["event_date"] == day) == \
-        Counter(r["order_id"] for r in staging_before)
+    assert Counter(
+        r["order_id"] for r in env.rows("staging/orders") if r["event_date"] == day
+    ) == Counter(r["order_id"] for r in staging_before)

@@ -61,8 +61,9 @@ def _warned(outcome, asset_key) -> dict[str, set[date]]:
 
 def test_the_feed_has_the_drop_and_the_spike(env):
     """Independently of the pipeline: the reference's staging of the feed."""
-    rows, held = Reference(env.settings.landing_dir).staging([DROP - timedelta(days=1), DROP,
-                                                             SPIKE - timedelta(days=1), SPIKE])
+    rows, held = Reference(env.settings.landing_dir).staging(
+        [DROP - timedelta(days=1), DROP, SPIKE - timedelta(days=1), SPIKE]
+    )
     assert not held
     per_day = Counter(r.event_date for r in rows)
     assert per_day[DROP] * 3 < per_day[DROP - timedelta(days=1)]
@@ -73,8 +74,13 @@ def test_the_feed_has_the_drop_and_the_spike(env):
 def test_exactly_the_injected_days_warn_and_every_day_publishes(env, first_run):
     event_days = first_run[-1]
     assert event_days.success, event_days.error
-    assert len(event_days.published[STG_ORDERS]) == len(event_days.published[FCT_DAILY_REVENUE]) == 36
-    assert _warned(event_days, STG_ORDERS) == {"row_count_band": {DROP}, "currency_share_band": {SPIKE}}
+    assert (
+        len(event_days.published[STG_ORDERS]) == len(event_days.published[FCT_DAILY_REVENUE]) == 36
+    )
+    assert _warned(event_days, STG_ORDERS) == {
+        "row_count_band": {DROP},
+        "currency_share_band": {SPIKE},
+    }
     assert _warned(event_days, FCT_DAILY_REVENUE) == {"row_count_band": {DROP}}
 
 
@@ -110,7 +116,9 @@ def test_the_materializations_carry_the_figures_the_plots_tab_draws(env, first_r
     assert meta["quality/row_count_band/actual"] == len(rows)
     assert meta["quality/row_count_band/actual"] < meta["quality/row_count_band/band_lower"]
     assert meta["quality/row_count_band/band_upper"] > meta["quality/row_count_band/band_lower"]
-    assert {"quality/currency_share_band/actual", "quality/revenue_per_order_band/actual"} <= set(meta)
+    assert {"quality/currency_share_band/actual", "quality/revenue_per_order_band/actual"} <= set(
+        meta
+    )
     fact = env.instance.fetch_materializations(FCT_DAILY_REVENUE, limit=1000).records
     fact_drop = next(r.asset_materialization for r in fact if r.partition_key == DROP.isoformat())
     assert fact_drop.metadata["quality/row_count_band/actual"].value == len(rows)
@@ -118,10 +126,15 @@ def test_the_materializations_carry_the_figures_the_plots_tab_draws(env, first_r
 
 def test_a_blocking_setting_holds_the_day_and_its_neighbours_publish(env, first_run, monkeypatch):
     monkeypatch.setenv("BACKFILL_BLOCKING_QUALITY_CHECKS", "row_count_band")
-    around = RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], DROP - timedelta(days=1), DROP + timedelta(days=1))
+    around = RunPlan(
+        STEP_ASSETS[EVENT_DAYS_STEP], DROP - timedelta(days=1), DROP + timedelta(days=1)
+    )
     outcome = execute(around, env.instance)
     assert not outcome.success
-    assert set(outcome.published[STG_ORDERS]) == {DROP - timedelta(days=1), DROP + timedelta(days=1)}
+    assert set(outcome.published[STG_ORDERS]) == {
+        DROP - timedelta(days=1),
+        DROP + timedelta(days=1),
+    }
     assert set(outcome.published[FCT_DAILY_REVENUE]) == set(outcome.published[STG_ORDERS])
     assert outcome.failed_checks[STG_ORDERS] == {DROP: ["row_count_band"]}
     assert DROP in outcome.held
@@ -136,13 +149,19 @@ def test_plan_reports_the_key_distribution_of_the_valid_records(env, first_run):
 
     report = key_distribution(env.settings, START, END)
     reference = Reference(env.settings.landing_dir)
-    valid = [rec.fields for a in reference.arrival_dates for rec in reference.records(a)
-             if rec.reason is None and START <= rec.fields["event_date"] <= END]
+    valid = [
+        rec.fields
+        for a in reference.arrival_dates
+        for rec in reference.records(a)
+        if rec.reason is None and START <= rec.fields["event_date"] <= END
+    ]
     assert report.source.startswith("raw/orders") and report.rows == len(valid)
     for k in report.keys:
         expected = Counter(f[k.key] for f in valid)
         assert k.keys == len(expected)
-        assert [(s.value, s.rows) for s in k.top] == sorted(expected.items(), key=lambda kv: (-kv[1], str(kv[0])))[:5]
+        assert [(s.value, s.rows) for s in k.top] == sorted(
+            expected.items(), key=lambda kv: (-kv[1], str(kv[0]))
+        )[:5]
         assert k.null.rows == 0
     assert report.hot == []  # no customer, country or day holds 3x an even share
     assert "NULL 0.0%" in "\n".join(render_skew(report))
@@ -150,11 +169,15 @@ def test_plan_reports_the_key_distribution_of_the_valid_records(env, first_run):
 
 def test_the_salted_write_publishes_the_same_staging(env, first_run, monkeypatch):
     days = [date(2024, 1, 2), date(2024, 1, 3)]
-    before = Counter(tuple(sorted(r.items())) for r in env.rows("staging/orders") if r["event_date"] in days)
+    before = Counter(
+        tuple(sorted(r.items())) for r in env.rows("staging/orders") if r["event_date"] in days
+    )
     monkeypatch.setenv("BACKFILL_SKEW_MITIGATION", "on")
     outcome = execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], days[0], days[-1]), env.instance)
     assert outcome.success, outcome.error
-    after = Counter(tuple(sorted(r.items())) for r in env.rows("staging/orders") if r["event_date"] in days)
+    after = Counter(
+        tuple(sorted(r.items())) for r in env.rows("staging/orders") if r["event_date"] in days
+    )
     assert after == before and before
     from deltalake import DeltaTable
 

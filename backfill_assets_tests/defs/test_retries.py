@@ -42,7 +42,10 @@ def test_transient_io_failure_is_retried_with_backoff_and_leaves_the_landed_rows
 
         outcome = execute(RunPlan((RAW_FX_RATES,), FIRST, LAST), env.instance)
 
-        assert sorted(p.name for p in faults.iterdir()) == ["after_files.failed.1", "after_files.failed.2"]
+        assert sorted(p.name for p in faults.iterdir()) == [
+            "after_files.failed.1",
+            "after_files.failed.2",
+        ]
         assert outcome.success, outcome.error
         retries = env.instance.all_logs(outcome.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)
         waits = [e.dagster_event.event_specific_data.seconds_to_wait for e in retries]

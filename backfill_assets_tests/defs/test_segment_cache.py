@@ -24,7 +24,12 @@ def test_a_customer_missing_part_of_their_history_is_not_cached(spark, tmp_path)
     assert known == {"A", "B"} and rows.count() == 4
     # What a lost race leaves: March rewritten from a snapshot that lacked A's March entry.
     table = CUSTOMER_SEGMENTS_TABLE
-    lake.replace_partitions(table.path, segments_frame(spark, {"B": B}), table.partition_column,
-                            [date(2024, 3, 1)], COMMIT)
+    lake.replace_partitions(
+        table.path,
+        segments_frame(spark, {"B": B}),
+        table.partition_column,
+        [date(2024, 3, 1)],
+        COMMIT,
+    )
     _, known = cached_segments(lake, {"A", "B"})
     assert known == {"B"}

@@ -25,8 +25,11 @@ DAY = date(2024, 1, 2)
 
 
 def fact_by_country(env, day) -> dict:
-    return {r["country"]: (r["orders"], r["paid_orders"], r["revenue_usd"])
-            for r in env.rows("fact/daily_revenue") if r["event_date"] == day}
+    return {
+        r["country"]: (r["orders"], r["paid_orders"], r["revenue_usd"])
+        for r in env.rows("fact/daily_revenue")
+        if r["event_date"] == day
+    }
 
 
 def expected_from_staging(env, day) -> dict:
@@ -56,14 +59,26 @@ def test_a_run_holding_staging_rebuilds_a_stale_fact_from_the_published_staging(
     # Staging[D] republished without one paid order, as by a run whose fact step then crashed.
     staging, _version = lake.read_partitions("staging/orders", "event_date", [DAY])
     dropped = staging.filter("status = 'paid'").limit(1).collect()[0]["order_id"]
-    lake.replace_partitions("staging/orders", staging.filter(f"order_id != '{dropped}'"),
-                            "event_date", [DAY], CommitInfo("crashed-run", "test"))
+    lake.replace_partitions(
+        "staging/orders",
+        staging.filter(f"order_id != '{dropped}'"),
+        "event_date",
+        [DAY],
+        CommitInfo("crashed-run", "test"),
+    )
     assert fact_by_country(env, DAY) != expected_from_staging(env, DAY)  # fact[D] is stale
     # An order file lands for D that raw does not hold yet: staging's window check holds D.
     folder = env.settings.landing_dir / "orders" / f"arrival_date={DAY}"
-    record = {"order_id": "late-1", "customer_id": "c-1", "event_time": f"{DAY}T10:00:00Z",
-              "updated_at": f"{DAY}T10:00:00Z", "status": "paid", "amount": "5.00",
-              "currency": "USD", "country": "US"}
+    record = {
+        "order_id": "late-1",
+        "customer_id": "c-1",
+        "event_time": f"{DAY}T10:00:00Z",
+        "updated_at": f"{DAY}T10:00:00Z",
+        "status": "paid",
+        "amount": "5.00",
+        "currency": "USD",
+        "country": "US",
+    }
     (folder / "zz-late.jsonl").write_text(json.dumps(record) + "\n")
 
     outcome = execute(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], DAY, DAY), env.instance)

@@ -20,8 +20,11 @@ RESTATED = date(2024, 1, 2)  # a Tuesday: rate files landed for it
 
 
 def staging_by_day(env, days) -> dict:
-    return {(r["event_date"], r["order_id"]): (r["usd_per_unit"], r["amount_usd"])
-            for r in env.rows("staging/orders") if r["event_date"] in days}
+    return {
+        (r["event_date"], r["order_id"]): (r["usd_per_unit"], r["amount_usd"])
+        for r in env.rows("staging/orders")
+        if r["event_date"] in days
+    }
 
 
 def test_a_rate_file_landed_after_raw_holds_its_days_until_raw_is_rebuilt(tmp_path, spark):
@@ -40,15 +43,20 @@ def test_a_rate_file_landed_after_raw_holds_its_days_until_raw_is_rebuilt(tmp_pa
         new, held = Reference(landing, env.settings.max_lateness_days).staging(days)
         assert held == set()
         assert {(s.event_date, s.order_id): s.amount_usd for s in new} != {
-            (s.event_date, s.order_id): s.amount_usd for s in old}
+            (s.event_date, s.order_id): s.amount_usd for s in old
+        }
 
         stale = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), RESTATED, LAST), env.instance)
         assert not stale.success
-        assert stale.failed_checks[STG_ORDERS] == {RESTATED: ["window_complete"], LAST: ["window_complete"]}
+        assert stale.failed_checks[STG_ORDERS] == {
+            RESTATED: ["window_complete"],
+            LAST: ["window_complete"],
+        }
         assert staging_by_day(env, days) == before  # nothing published at the superseded rate
 
         assert execute(RunPlan((RAW_FX_RATES,), RESTATED, RESTATED), env.instance).success
         fresh = execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), RESTATED, LAST), env.instance)
         assert fresh.success, fresh.error
         assert staging_by_day(env, days) == {
-            (s.event_date, s.order_id): (s.usd_per_unit, s.amount_usd) for s in new}
+            (s.event_date, s.order_id): (s.usd_per_unit, s.amount_usd) for s in new
+        }

@@ -44,9 +44,14 @@ def damage_staged_raw(lake: Lake, how: str) -> None:
     if how == "payload_changed":
         payloads = table.column("payload").to_pylist()
         at = re.search(r'"order_id": ?"', payloads[0]).end()
-        payloads[0] = payloads[0][:at] + ("Z" if payloads[0][at] != "Z" else "Y") + payloads[0][at + 1:]
-        table = table.set_column(table.schema.get_field_index("payload"), "payload",
-                                 pa.array(payloads, table.schema.field("payload").type))
+        payloads[0] = (
+            payloads[0][:at] + ("Z" if payloads[0][at] != "Z" else "Y") + payloads[0][at + 1 :]
+        )
+        table = table.set_column(
+            table.schema.get_field_index("payload"),
+            "payload",
+            pa.array(payloads, table.schema.field("payload").type),
+        )
     else:
         table = table.slice(0, table.num_rows - 1)
     pq.write_table(table, path)
@@ -70,8 +75,11 @@ def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_
         monkeypatch.setenv("BACKFILL_LAKE_FAIL_AT", "staged")  # the first attempt dies once staged
         monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", "staged")  # the retry pauses once staged
         result: dict = {}
-        run = threading.Thread(target=lambda: result.update(
-            outcome=execute(RunPlan((RAW_ORDERS,), DAY, DAY), env.instance)))
+        run = threading.Thread(
+            target=lambda: result.update(
+                outcome=execute(RunPlan((RAW_ORDERS,), DAY, DAY), env.instance)
+            )
+        )
         run.start()
         try:
             wait_for(faults / "staged.1.reached", run)

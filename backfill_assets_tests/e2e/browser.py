@@ -14,8 +14,14 @@ from pathlib import Path
 CHROMIUM = "/usr/bin/chromium"
 # The machine's network is closed: no background, update or sync traffic, no QUIC.
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 VIEWPORT = {"width": 1920, "height": 1080}
 DOCS_IMG_ENV = "BACKFILL_E2E_DOCS_IMG"
@@ -41,7 +47,10 @@ def chromium_page(executable: str) -> Iterator:
     try:
         with sync_playwright() as p:
             context = p.chromium.launch_persistent_context(
-                profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+                profile,
+                executable_path=executable,
+                headless=True,
+                args=CHROMIUM_ARGS,
                 viewport=VIEWPORT,
             )
             try:

@@ -76,7 +76,9 @@ def e2e_output() -> Path:
 def chromium_executable() -> str:
     path = chromium_path()
     if path is None:
-        pytest.fail("Debian's chromium is not installed: `apt-get install -y chromium` (.ci/run does it)")
+        pytest.fail(
+            "Debian's chromium is not installed: `apt-get install -y chromium` (.ci/run does it)"
+        )
     return path
 
 
@@ -125,8 +127,9 @@ def dagster_ui(scenario, spark, e2e_output, chromium_executable):
         finally:
             instance.dispose()
 
-    with running_dagster_dev(scenario.env(), e2e_output / "dagster-dev.log", READY_TIMEOUT_S,
-                             meanwhile=raw_layer) as ui:
+    with running_dagster_dev(
+        scenario.env(), e2e_output / "dagster-dev.log", READY_TIMEOUT_S, meanwhile=raw_layer
+    ) as ui:
         yield ui
 
 
@@ -140,18 +143,29 @@ def demo(tmp_path_factory, e2e_output, chromium_executable) -> Demo:
     log = e2e_output / "demo.log"
     yesterday, began = datetime.now(UTC).date() - timedelta(days=1), time.monotonic()
     with open(log, "wb") as out:
-        for args in (["backfill_assets.cli.instance", "dagster.yaml", str(home)],
-                     ["backfill_assets.cli", "demo"]):
-            done = subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_DIR, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=DEMO_TIMEOUT_S, check=False)
+        for args in (
+            ["backfill_assets.cli.instance", "dagster.yaml", str(home)],
+            ["backfill_assets.cli", "demo"],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", *args],
+                cwd=PROJECT_DIR,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=DEMO_TIMEOUT_S,
+                check=False,
+            )
             if done.returncode:
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
                 pytest.fail(f"{' '.join(args)} exited with {done.returncode}; {log}:\n{tail}")
     seconds = time.monotonic() - began
     print(f"make demo's steps took {seconds:.0f}s; output in {log}")
     first = date.fromisoformat((home / FIRST_PARTITION_FILE).read_text(encoding="utf-8").strip())
-    return Demo(landing, lake, home, Reference(landing), first, yesterday=yesterday, seconds=seconds)
+    return Demo(
+        landing, lake, home, Reference(landing), first, yesterday=yesterday, seconds=seconds
+    )
 
 
 @pytest.fixture(scope="module")

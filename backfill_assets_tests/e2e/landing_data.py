@@ -21,7 +21,9 @@ RANGE_TEXT = f"[{RANGE_START.isoformat()}...{RANGE_END.isoformat()}]"
 
 
 def write_landing(landing: Path) -> None:
-    generate_feed(landing, FEED_START, FEED_END, orders_per_day=20, seed=23, max_lateness_days=LATENESS)
+    generate_feed(
+        landing, FEED_START, FEED_END, orders_per_day=20, seed=23, max_lateness_days=LATENESS
+    )
     remove_rates(landing, "EUR", HELD - timedelta(days=7), HELD)
 
 

@@ -40,20 +40,29 @@ AUTOMATION = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
 def wait_for_backfill(ui: DagsterUI, backfill_id: str, timeout: float) -> str:
     deadline, status = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
-        status = ui.graphql(BACKFILL_STATUS, id=backfill_id)["partitionBackfillOrError"].get("status")
+        status = ui.graphql(BACKFILL_STATUS, id=backfill_id)["partitionBackfillOrError"].get(
+            "status"
+        )
         if status in TERMINAL:
             return status
         time.sleep(1)  # one small query a second: the backfill's end is seen within a second
-    raise TimeoutError(f"backfill {backfill_id} still {status} after {timeout:.0f}s; "
-                       f"server log:\n{ui.log_tail()}")
+    raise TimeoutError(
+        f"backfill {backfill_id} still {status} after {timeout:.0f}s; server log:\n{ui.log_tail()}"
+    )
 
 
-def backfill_counts(ui: DagsterUI, backfill_id: str) -> tuple[str, dict[str, tuple[int, int, int, int]]]:
+def backfill_counts(
+    ui: DagsterUI, backfill_id: str
+) -> tuple[str, dict[str, tuple[int, int, int, int]]]:
     """The backfill's status and, per asset: (targeted, in progress, materialized, failed)."""
     backfill = ui.graphql(BACKFILL_COUNTS, id=backfill_id)["partitionBackfillOrError"]
     counts = {
-        s["assetKey"]["path"][-1]: (s["numPartitionsTargeted"], s["numPartitionsInProgress"],
-                                    s["numPartitionsMaterialized"], s["numPartitionsFailed"])
+        s["assetKey"]["path"][-1]: (
+            s["numPartitionsTargeted"],
+            s["numPartitionsInProgress"],
+            s["numPartitionsMaterialized"],
+            s["numPartitionsFailed"],
+        )
         for s in backfill["assetBackfillData"]["assetBackfillStatuses"]
     }
     return backfill["status"], counts
@@ -78,21 +87,26 @@ def partition_days(ui: DagsterUI, asset: str) -> dict[str, set[date]]:
 def check_results(ui: DagsterUI, asset: str, check: str) -> dict[date, list[str]]:
     """Every recorded execution status of one check, per partition."""
     out: dict[date, list[str]] = defaultdict(list)
-    for ex in ui.graphql(CHECK_EXECUTIONS, key={"path": [asset]}, check=check)["assetCheckExecutions"]:
+    for ex in ui.graphql(CHECK_EXECUTIONS, key={"path": [asset]}, check=check)[
+        "assetCheckExecutions"
+    ]:
         out[date.fromisoformat(ex["partition"])].append(ex["status"])
     return dict(out)
 
 
 def numeric_metadata(ui: DagsterUI, asset: str, days: list[date]) -> dict[date, dict[str, float]]:
     """The numbers of each day's latest materialization: what Dagster plots over partitions."""
-    node = ui.graphql(NUMERIC_METADATA, key={"path": [asset]},
-                      partitions=[d.isoformat() for d in days])["assetNodeOrError"]
+    node = ui.graphql(
+        NUMERIC_METADATA, key={"path": [asset]}, partitions=[d.isoformat() for d in days]
+    )["assetNodeOrError"]
     return {
         date.fromisoformat(m["partition"]): {
-            e["label"]: e.get("floatValue", e.get("intValue")) for e in m["metadataEntries"]
+            e["label"]: e.get("floatValue", e.get("intValue"))
+            for e in m["metadataEntries"]
             if "floatValue" in e or "intValue" in e
         }
-        for m in node["latestMaterializationByPartition"] if m
+        for m in node["latestMaterializationByPartition"]
+        if m
     }
 
 
@@ -109,5 +123,7 @@ def wait_for_state(ui: DagsterUI, name: str, expected: str, timeout: float = 20)
     deadline = time.monotonic() + timeout
     while (state := automation_states(ui)[name]) != expected:
         if time.monotonic() > deadline:
-            raise AssertionError(f"{name} is {state}, not {expected}, {timeout:.0f}s after the switch")
+            raise AssertionError(
+                f"{name} is {state}, not {expected}, {timeout:.0f}s after the switch"
+            )
         time.sleep(0.5)

@@ -60,11 +60,15 @@ class DagsterUI:
         last = "nothing yet"
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"dagster dev exited with {self.process.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"dagster dev exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
             try:
                 requests.get(f"{self.base_url}/server_info", timeout=5).raise_for_status()
                 nodes = self.graphql("{ assetNodes { id } }")["assetNodes"]
-                daemons = self.graphql(DAEMON_HEALTH)["instance"]["daemonHealth"]["allDaemonStatuses"]
+                daemons = self.graphql(DAEMON_HEALTH)["instance"]["daemonHealth"][
+                    "allDaemonStatuses"
+                ]
                 healthy = {d["daemonType"] for d in daemons if d["healthy"]}
                 last = f"{len(nodes)} asset nodes, healthy daemons {sorted(healthy)}"
                 if nodes and {"BACKFILL", "QUEUED_RUN_COORDINATOR"} <= healthy:
@@ -72,7 +76,9 @@ class DagsterUI:
             except (requests.RequestException, GraphQLError, KeyError, TypeError) as exc:
                 last = repr(exc)
             time.sleep(2)
-        raise TimeoutError(f"dagster dev not ready after {timeout:.0f}s ({last}):\n{self.log_tail()}")
+        raise TimeoutError(
+            f"dagster dev not ready after {timeout:.0f}s ({last}):\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """SIGTERM to the whole process group (webserver, daemon, code server, run workers), then SIGKILL."""
@@ -115,8 +121,12 @@ def start_dagster_dev(env: dict[str, str], log_path: Path) -> DagsterUI:
 
 
 @contextlib.contextmanager
-def running_dagster_dev(env: dict[str, str], log_path: Path, ready_timeout: float,
-                        meanwhile: Callable[[], None] | None = None) -> Iterator[DagsterUI]:
+def running_dagster_dev(
+    env: dict[str, str],
+    log_path: Path,
+    ready_timeout: float,
+    meanwhile: Callable[[], None] | None = None,
+) -> Iterator[DagsterUI]:
     """`dagster dev` from start until it is ready, ``meanwhile`` done while it starts; stopped after."""
     ui = start_dagster_dev(env, log_path)
     try:
@@ -133,16 +143,18 @@ def server_env(home: Path, landing: Path, lake: Path, start_date: str | None) ->
     """The project's environment for the servers and the runs they launch: small local Spark.
     Without ``start_date``, BACKFILL_START_DATE is unset, as `make demo` leaves it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BACKFILL_", "DAGSTER_"))}
-    env.update({
-        "DAGSTER_HOME": str(home),
-        "BACKFILL_LANDING_DIR": str(landing),
-        "BACKFILL_LAKE_DIR": str(lake),
-        "BACKFILL_SPARK_MASTER": "local[2]",
-        "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
-        "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
-        "PYSPARK_PYTHON": sys.executable,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    })
+    env.update(
+        {
+            "DAGSTER_HOME": str(home),
+            "BACKFILL_LANDING_DIR": str(landing),
+            "BACKFILL_LAKE_DIR": str(lake),
+            "BACKFILL_SPARK_MASTER": "local[2]",
+            "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
+            "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
+            "PYSPARK_PYTHON": sys.executable,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+    )
     if start_date is not None:
         env["BACKFILL_START_DATE"] = start_date
     return env

@@ -29,17 +29,27 @@ from backfill_assets_tests.reference import customer_ltv
 
 pytestmark = pytest.mark.e2e
 
-RAW, RATES, STG, FCT = (k.to_user_string() for k in (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS,
-                                                      FCT_DAILY_REVENUE))
+RAW, RATES, STG, FCT = (
+    k.to_user_string() for k in (RAW_ORDERS, RAW_FX_RATES, STG_ORDERS, FCT_DAILY_REVENUE)
+)
 DEMO_DAYS = 60  # README: "the 60 days ending yesterday (UTC)"
-LTV_COLUMNS = ("as_of_date", "customer_id", "orders", "paid_orders", "lifetime_revenue_usd",
-               "first_order_date", "last_order_date")
+LTV_COLUMNS = (
+    "as_of_date",
+    "customer_id",
+    "orders",
+    "paid_orders",
+    "lifetime_revenue_usd",
+    "first_order_date",
+    "last_order_date",
+)
 
 
 @pytest.fixture(scope="module")
 def dagster_ui(demo: Demo, e2e_output):
     """`make ui` after `make demo`: BACKFILL_START_DATE is the first partition the demo recorded."""
-    with running_dagster_dev(demo.env(), e2e_output / "dagster-dev-demo.log", READY_TIMEOUT_S) as ui:
+    with running_dagster_dev(
+        demo.env(), e2e_output / "dagster-dev-demo.log", READY_TIMEOUT_S
+    ) as ui:
         yield ui
 
 
@@ -54,14 +64,22 @@ def expected_bars(demo: Demo) -> dict[str, tuple[set[date], set[date]]]:
     reference = demo.reference
     first = demo.first_partition
     arrivals = {d for d in reference.arrival_dates if d >= first}
-    event_days = {rec.fields["event_date"] for a in arrivals for rec in reference.records(a)
-                  if rec.reason is None and rec.fields["event_date"] >= first}
+    event_days = {
+        rec.fields["event_date"]
+        for a in arrivals
+        for rec in reference.records(a)
+        if rec.reason is None and rec.fields["event_date"] >= first
+    }
     _, held = reference.staging(event_days)
     # The demo builds the rates of every day it backfills; a day without a rate file (a
     # weekend) is built too, with no rows.
     rate_days = days_from(first, max(event_days))
-    return {RAW: (arrivals, set()), RATES: (rate_days, set()),
-            STG: (event_days - held, held), FCT: (event_days - held, held)}
+    return {
+        RAW: (arrivals, set()),
+        RATES: (rate_days, set()),
+        STG: (event_days - held, held),
+        FCT: (event_days - held, held),
+    }
 
 
 def test_demo_covers_the_60_days_ending_yesterday(demo: Demo):
@@ -86,10 +104,15 @@ def test_partition_bar_counts_the_demo_days(ui, asset, demo: Demo, expected_bars
         ui.goto(f"/assets/{asset}?view=partitions")
         expect(page.get_by_text(f"{partitions} Partitions Selected", exact=True)).to_be_visible()
         shown = page.locator("input[placeholder^='ex: ']").first  # the bar's range
-        expect(shown).to_have_value(f"[{demo.first_partition.isoformat()}...{yesterday.isoformat()}]")
+        expect(shown).to_have_value(
+            f"[{demo.first_partition.isoformat()}...{yesterday.isoformat()}]"
+        )
         assert partition_counts(page) == {
-            "Failed": len(held), "Materialized": len(published), "Materializing": 0,
-            "Missing": partitions - len(published) - len(held)}
+            "Failed": len(held),
+            "Materialized": len(published),
+            "Materializing": 0,
+            "Missing": partitions - len(published) - len(held),
+        }
         if asset == STG:
             ui.screenshot("demo-01-partition-bar", docs="demo-partition-bar.png")
 
@@ -116,8 +139,12 @@ def test_ltv_and_the_months_are_current_after_the_correction_tour(demo: Demo):
     for row in months:
         built[row["month"]] += row["revenue_usd"]
     # the demo's whole months that have ended
-    complete = {m for m in revenue if m >= demo.first_partition
-                and (m + timedelta(days=31)).replace(day=1) <= demo.yesterday + timedelta(days=1)}
+    complete = {
+        m
+        for m in revenue
+        if m >= demo.first_partition
+        and (m + timedelta(days=31)).replace(day=1) <= demo.yesterday + timedelta(days=1)
+    }
     assert complete
     assert {m: built[m] for m in complete} == {m: revenue[m] for m in complete}
 

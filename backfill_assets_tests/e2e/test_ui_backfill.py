@@ -40,8 +40,13 @@ ENRICHED = "stg_orders_enriched"
 ASSETS = ("raw_orders", "raw_fx_rates", STG, FCT, LTV, MONTHLY, ENRICHED)
 SELECTION = f"key:{STG} or key:{FCT}"
 BACKFILL_TIMEOUT_S = 420
-STAGING_CHECKS = {"unique_order_ids", "one_row_per_valid_order", "fx_rate_present", "window_complete",
-                  "matches_contract_schema"}
+STAGING_CHECKS = {
+    "unique_order_ids",
+    "one_row_per_valid_order",
+    "fx_rate_present",
+    "window_complete",
+    "matches_contract_schema",
+}
 
 
 def node(page, key: str):
@@ -115,8 +120,14 @@ def launched(ui, dagster_ui):
 def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
     nodes = queries.asset_nodes(dagster_ui)
     assert {k: n["groupName"] for k, n in nodes.items()} == {
-        "raw_orders": "raw", "raw_fx_rates": "raw", STG: "staging", FCT: "fact", LTV: "fact",
-        MONTHLY: "reports", ENRICHED: "staging"}
+        "raw_orders": "raw",
+        "raw_fx_rates": "raw",
+        STG: "staging",
+        FCT: "fact",
+        LTV: "fact",
+        MONTHLY: "reports",
+        ENRICHED: "staging",
+    }
     for key, n in nodes.items():
         assert {"spark", "delta"} <= {k.lower() for k in n["kinds"]}, key
         assert n["description"] and n["isPartitioned"] and n["hasAssetChecks"], key
@@ -148,7 +159,8 @@ def test_backfill_page_shows_four_of_five_days_succeeded(ui, launched):
         expect(page.get_by_text(re.compile(rf"^{DAYS[0]}(\.\.\.|…){DAYS[-1]}$"))).to_be_visible()
         for asset in (STG, FCT):
             row = page.locator('[class*="VirtualizedTable_row"]').filter(
-                has=page.locator(f'a[href="/assets/{asset}"]'))
+                has=page.locator(f'a[href="/assets/{asset}"]')
+            )
             expect(row).to_have_count(1)
             counts = [int(x) for x in row.inner_text().split() if x.isdigit()]
             # Columns: partitions targeted, in progress, succeeded, failed.
@@ -174,7 +186,9 @@ def test_held_day_shows_failed_with_the_reason(ui, launched, scenario):
         expect(page.get_by_text("did not materialize this asset")).to_be_visible()
         ui.screenshot("04-held-partition")
         page.get_by_text("View logs", exact=True).click()
-        expect(page.get_by_text(f"{HELD.isoformat()}: stg_orders.fx_rate_present").first).to_be_visible()
+        expect(
+            page.get_by_text(f"{HELD.isoformat()}: stg_orders.fx_rate_present").first
+        ).to_be_visible()
         ui.screenshot("05-held-partition-logs")
         page.get_by_role("button", name="Done", exact=True).click()
 
@@ -188,8 +202,12 @@ def test_partition_bar_counts_every_day_from_the_first_partition(ui, launched):
     with ui.step("stg_orders partition bar: every partition to yesterday"):
         ui.goto(f"/assets/{STG}?view=partitions")
         expect(page.get_by_text(f"Missing ({every_day - len(DAYS)})", exact=True)).to_be_visible()
-        assert partition_counts(page) == {"Failed": 1, "Materialized": len(GOOD), "Materializing": 0,
-                                          "Missing": every_day - len(DAYS)}
+        assert partition_counts(page) == {
+            "Failed": 1,
+            "Materialized": len(GOOD),
+            "Materializing": 0,
+            "Missing": every_day - len(DAYS),
+        }
     shown = f"[{FEED_START.isoformat()}...{DAYS[-1].isoformat()}]"
     with ui.step(f"the bar over {shown}: the feed's days, the held one failed"):
         field = page.locator("input[placeholder^='ex: ']").first
@@ -197,8 +215,12 @@ def test_partition_bar_counts_every_day_from_the_first_partition(ui, launched):
         field.press("Enter")
         before_range = (RANGE_START - FEED_START).days
         expect(page.get_by_text(f"Missing ({before_range})", exact=True)).to_be_visible()
-        assert partition_counts(page) == {"Failed": 1, "Materialized": len(GOOD), "Materializing": 0,
-                                          "Missing": before_range}
+        assert partition_counts(page) == {
+            "Failed": 1,
+            "Materialized": len(GOOD),
+            "Materializing": 0,
+            "Missing": before_range,
+        }
         page.get_by_text(HELD.isoformat(), exact=True).first.click()
         expect(page.get_by_text("did not materialize this asset")).to_be_visible()
         ui.screenshot("04b-partition-bar", docs="held-day.png")
@@ -211,7 +233,10 @@ def test_asset_page_columns_describe_each_field_from_the_contract(ui, launched):
         ui.screenshot("04c-asset-columns", docs="asset-columns.png")
     # The words the UI shows are the contract's.
     contract = (PROJECT_DIR / "docs" / "contract.md").read_text(encoding="utf-8")
-    assert "rounded half-up to the cent" in described["amount_usd"] and "rounded half-up to the cent" in contract
+    assert (
+        "rounded half-up to the cent" in described["amount_usd"]
+        and "rounded half-up to the cent" in contract
+    )
 
 
 def test_check_history_shows_one_failed_evaluation(ui, launched):
@@ -228,7 +253,8 @@ def test_check_history_shows_one_failed_evaluation(ui, launched):
 def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     # After the backfill: a running sensor must not start runs while it is being asserted.
     assert queries.automation_states(dagster_ui) == {
-        "daily_refresh": "STOPPED", "late_data_sensor": "STOPPED",
+        "daily_refresh": "STOPPED",
+        "late_data_sensor": "STOPPED",
         "daily_refresh_follow_up": "RUNNING",  # on by default; it acts on the schedule's runs only
         "downstream_refresh": "RUNNING",  # on by default; it rebuilds LTV and months after changes
         "weekly_lake_maintenance": "STOPPED",
@@ -237,8 +263,12 @@ def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     with ui.step("automation page"):
         ui.goto("/automation")
         for name in ("daily_refresh", "late_data_sensor"):
-            row = page.locator("div").filter(has=page.get_by_text(name, exact=True)).filter(
-                has=page.locator("label[class*=formatSwitch]")).last
+            row = (
+                page.locator("div")
+                .filter(has=page.get_by_text(name, exact=True))
+                .filter(has=page.locator("label[class*=formatSwitch]"))
+                .last
+            )
             switch = row.locator("label[class*=formatSwitch]")
             switch.click()
             expect(switch.locator("input")).to_be_checked()
@@ -283,11 +313,15 @@ def test_graphql_plotted_numbers_match_the_landed_records(dagster_ui, scenario, 
     assert set(fact) == set(GOOD)
     for day in GOOD:
         expected = reference.fact([day])
-        assert Decimal(str(fact[day]["revenue_usd"])) == sum((f.revenue_usd for f in expected), Decimal(0))
+        assert Decimal(str(fact[day]["revenue_usd"])) == sum(
+            (f.revenue_usd for f in expected), Decimal(0)
+        )
         assert fact[day]["dagster/row_count"] == len(expected)
     arrivals = [d for d in reference.arrival_dates if d >= DAYS[0]]
     raw = queries.numeric_metadata(dagster_ui, "raw_orders", arrivals)
-    assert {d: raw[d]["quarantined"] for d in arrivals} == {d: len(reference.quarantine([d])) for d in arrivals}
+    assert {d: raw[d]["quarantined"] for d in arrivals} == {
+        d: len(reference.quarantine([d])) for d in arrivals
+    }
 
 
 def test_lake_has_staging_and_fact_only_for_the_good_days(scenario, launched):
@@ -296,11 +330,17 @@ def test_lake_has_staging_and_fact_only_for_the_good_days(scenario, launched):
 
     staging = rows("staging/orders")
     expected_staging, _ = scenario.reference.staging(GOOD)
-    assert Counter(r["event_date"] for r in staging) == Counter(r.event_date for r in expected_staging)
-    fact = {(r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
-            for r in rows("fact/daily_revenue")}
-    expected_fact = {(f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
-                     for f in scenario.reference.fact(GOOD)}
+    assert Counter(r["event_date"] for r in staging) == Counter(
+        r.event_date for r in expected_staging
+    )
+    fact = {
+        (r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
+        for r in rows("fact/daily_revenue")
+    }
+    expected_fact = {
+        (f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
+        for f in scenario.reference.fact(GOOD)
+    }
     assert fact == expected_fact
     assert {d for d, _ in fact} == set(GOOD)
 
@@ -323,10 +363,15 @@ def _wait_for_run(instance: dg.DagsterInstance, run_id: str, timeout: float) -> 
     return run
 
 
-def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(ui, dagster_ui, scenario, launched):
+def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(
+    ui, dagster_ui, scenario, launched
+):
     from backfill_assets_tests.e2e.conftest import scenario_env
 
-    before = {d: [r for r in _lake_rows(scenario, "fact/daily_revenue") if r["event_date"] == d] for d in GOOD}
+    before = {
+        d: [r for r in _lake_rows(scenario, "fact/daily_revenue") if r["event_date"] == d]
+        for d in GOOD
+    }
     folder = scenario.landing / "fx_rates" / f"rate_date={HELD.isoformat()}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
@@ -334,7 +379,9 @@ def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(ui, dagster
     try:
         with scenario_env(scenario):  # the repaired rate reaches raw, as an operator would build it
             assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), instance).success
-        [failed] = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": launched["id"]}))
+        [failed] = instance.get_runs(
+            filters=dg.RunsFilter(tags={"dagster/backfill": launched["id"]})
+        )
         assert failed.status == dg.DagsterRunStatus.FAILURE
 
         page = ui.page
@@ -367,6 +414,7 @@ def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(ui, dagster
     repaired = Reference(scenario.landing, LATENESS)
     assert repaired.staging([HELD])[1] == set()  # the oracle now prices every order of the day
     fact = _lake_rows(scenario, "fact/daily_revenue")
-    assert {(r["country"], r["orders"], r["revenue_usd"]) for r in fact if r["event_date"] == HELD} == {
-        (f.country, f.orders, f.revenue_usd) for f in repaired.fact([HELD])}
+    assert {
+        (r["country"], r["orders"], r["revenue_usd"]) for r in fact if r["event_date"] == HELD
+    } == {(f.country, f.orders, f.revenue_usd) for f in repaired.fact([HELD])}
     assert {d: [r for r in fact if r["event_date"] == d] for d in GOOD} == before  # untouched

@@ -15,8 +15,19 @@ from datetime import date
 @contextlib.contextmanager
 def running_service(rps: int):
     """``python -m backfill_assets.enrichment.service`` on a free port; its URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "backfill_assets.enrichment.service", "--port", "0",
-                             "--rps", str(rps)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "backfill_assets.enrichment.service",
+            "--port",
+            "0",
+            "--rps",
+            str(rps),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:\d+", line)
@@ -34,8 +45,12 @@ def stats(url: str) -> dict:
 
 def post(url: str, ids: list[str]) -> tuple[int, dict]:
     """One raw POST /segments: (status, body)."""
-    req = urllib.request.Request(f"{url}/segments", data=json.dumps({"customer_ids": ids}).encode(),
-                                 method="POST", headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/segments",
+        data=json.dumps({"customer_ids": ids}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, json.loads(r.read())
@@ -50,7 +65,7 @@ def histories_over_http(url: str, ids: list[str]) -> dict[str, list[tuple[date, 
     out = {}
     for i in range(0, len(ids), 100):
         while True:
-            status, body = post(url, ids[i:i + 100])
+            status, body = post(url, ids[i : i + 100])
             if status != 429:
                 break
             time.sleep(0.5)

@@ -63,8 +63,9 @@ def test_the_client_retries_429_with_backoff_and_gets_every_answer(tmp_path):
         expected = histories_over_http(url, IDS)
         time.sleep(1.1)
         # A bucket far faster than the service: the service says 429 and the client retries.
-        client = SegmentClient(url, SharedBucket(tmp_path / "bucket", 100, 0.0), BACKFILL, batch_size=4,
-                               backoff_s=0.05)
+        client = SegmentClient(
+            url, SharedBucket(tmp_path / "bucket", 100, 0.0), BACKFILL, batch_size=4, backoff_s=0.05
+        )
         got = client.histories(IDS)
         s = stats(url)
     assert got == expected
@@ -75,8 +76,14 @@ def test_the_client_retries_429_with_backoff_and_gets_every_answer(tmp_path):
 
 def test_the_client_gives_up_with_a_clear_error_after_its_retries(tmp_path):
     with running_service(rps=2) as url:
-        client = SegmentClient(url, SharedBucket(tmp_path / "bucket", 100, 0.0), BACKFILL, batch_size=1,
-                               max_retries=0, backoff_s=0.0)
+        client = SegmentClient(
+            url,
+            SharedBucket(tmp_path / "bucket", 100, 0.0),
+            BACKFILL,
+            batch_size=1,
+            max_retries=0,
+            backoff_s=0.0,
+        )
         with pytest.raises(SegmentServiceError, match="429 after 0 retries"):
             client.histories([f"C{k:05d}" for k in range(20)])
 
@@ -92,8 +99,12 @@ print(client.stats.requests, client.stats.throttled_429)
 
 
 def callers(url: str, buckets: tuple[str, str]) -> list[tuple[int, int]]:
-    procs = [subprocess.Popen([sys.executable, "-c", CALLER, url, b, str(1000 * i)], stdout=subprocess.PIPE,
-                              text=True) for i, b in enumerate(buckets)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CALLER, url, b, str(1000 * i)], stdout=subprocess.PIPE, text=True
+        )
+        for i, b in enumerate(buckets)
+    ]
     return [tuple(int(x) for x in p.communicate(timeout=120)[0].split()) for p in procs]
 
 
@@ -136,7 +147,9 @@ print(taken)
 
 def test_a_backfill_flat_out_in_another_process_leaves_the_live_lane_its_tokens(tmp_path):
     path = str(tmp_path / "bucket")
-    hammer = subprocess.Popen([sys.executable, "-c", HAMMER, path], stdout=subprocess.PIPE, text=True)
+    hammer = subprocess.Popen(
+        [sys.executable, "-c", HAMMER, path], stdout=subprocess.PIPE, text=True
+    )
     bucket = SharedBucket(path, 20, 0.4)  # 5 tokens, 15 a second, 2 reserved
     time.sleep(1.0)  # the backfill has drained the bucket to the reserve
     waits = []

@@ -112,14 +112,30 @@ def _run_child(request) -> _NativeTwin:
     node_ids = request.config.stash.get(_SELECTED, [])
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", *node_ids, "-p", "no:cacheprovider", "-q",
-             f"--junitxml={report}"],
-            cwd=REPO, env=subprocess_env(**{NATIVE_ENV: "1"}), capture_output=True, text=True,
-            timeout=CHILD_TIMEOUT, check=False,  # failures are read from the report, case by case
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *node_ids,
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                f"--junitxml={report}",
+            ],
+            cwd=REPO,
+            env=subprocess_env(**{NATIVE_ENV: "1"}),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+            check=False,  # failures are read from the report, case by case
         )
         log = run.stdout + run.stderr
     except subprocess.TimeoutExpired as exc:
-        log = f"the native child ran out of its {CHILD_TIMEOUT} s\n" + _text(exc.stdout) + _text(exc.stderr)
+        log = (
+            f"the native child ran out of its {CHILD_TIMEOUT} s\n"
+            + _text(exc.stdout)
+            + _text(exc.stderr)
+        )
     outcomes = {}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -173,8 +189,10 @@ def two_engines(request, tmp_path):
     if isinstance(twin, _NativeTwin):
         return twin
     spark = request.getfixturevalue("spark")
-    return (Lake(tmp_path / "lake", spark, engine="delta-rs"),
-            Lake(tmp_path / "lake", spark, engine="delta-spark"))
+    return (
+        Lake(tmp_path / "lake", spark, engine="delta-rs"),
+        Lake(tmp_path / "lake", spark, engine="delta-spark"),
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -185,7 +203,8 @@ def pytest_pyfunc_call(pyfuncitem):
         return None
     outcome, text = twin.outcomes.get(
         _case_key(pyfuncitem.nodeid),
-        ("failed", f"test did not run in the native child:\n{twin.log}"))
+        ("failed", f"test did not run in the native child:\n{twin.log}"),
+    )
     if outcome == "failed":
         pytest.fail(f"native delta-spark run failed:\n{text}", pytrace=False)
     if outcome == "skipped":

@@ -15,16 +15,19 @@ from backfill_assets.lake import CommitInfo
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE_ENV = "BACKFILL_LAKE_NATIVE_SESSION"
-NO_JARS = ("Delta's jars are not in .jars/delta: `make setup` could not fetch them "
-           "(Maven Central unreachable or no mvn)")
+NO_JARS = (
+    "Delta's jars are not in .jars/delta: `make setup` could not fetch them "
+    "(Maven Central unreachable or no mvn)"
+)
 
 
 def native_spark_conf(master: str = "local[2]") -> dict[str, str]:
     """The pipeline's own delta-spark session conf, test-sized (DeltaJarsError if the jars are bad)."""
     from backfill_assets.spark_session import spark_config
 
-    return spark_config(master=master, shuffle_partitions=2, driver_memory="1g",
-                        lake_engine="delta-spark")
+    return spark_config(
+        master=master, shuffle_partitions=2, driver_memory="1g", lake_engine="delta-spark"
+    )
 
 
 # Child JVMs start faster on a busy 2-core box with the C1 compiler only.
@@ -44,8 +47,9 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """A child in its own process group, so a kill takes its JVM and workers with it."""
     with open(log, "wb") as handle:
-        return subprocess.Popen(args, cwd=REPO, env=env, stdout=handle,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -96,4 +100,3 @@ def log_files(lake, table: str = THINGS) -> set[str]:
     """The data files the Delta log lists now, read by delta-rs directly."""
     root = str(lake.path(table))
     return {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
-

@@ -21,8 +21,12 @@ def main(spec_path: str) -> None:
     with open(spec_path) as handle:
         spec = json.load(handle)
     engine = spec.get("engine", "delta-rs")
-    conf = spark_config(master=spec.get("master", "local[1]"), shuffle_partitions=2,
-                        driver_memory="768m", lake_engine=engine)
+    conf = spark_config(
+        master=spec.get("master", "local[1]"),
+        shuffle_partitions=2,
+        driver_memory="768m",
+        lake_engine=engine,
+    )
     conf.update(FAST_JVM_CONF)
     conf.update(spec.get("conf", {}))
     spark = build_session(conf)

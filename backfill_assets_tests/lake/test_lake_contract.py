@@ -20,9 +20,13 @@ from pyspark.sql.types import (
 from backfill_assets.lake import CommitInfo, LakeError, LakeTableMissing, PartitionInfo
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
-SCHEMA = StructType([
-    StructField("d", DateType()), StructField("id", LongType()), StructField("tag", StringType()),
-])
+SCHEMA = StructType(
+    [
+        StructField("d", DateType()),
+        StructField("id", LongType()),
+        StructField("tag", StringType()),
+    ]
+)
 TABLE = "staging/things"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
@@ -32,8 +36,9 @@ def frame(lake, rows):
 
 
 def write(lake, rows, partitions, run_id="run", table=TABLE):
-    return lake.replace_partitions(table, frame(lake, rows), "d", partitions,
-                                   CommitInfo(run_id=run_id, code_version="abc123"))
+    return lake.replace_partitions(
+        table, frame(lake, rows), "d", partitions, CommitInfo(run_id=run_id, code_version="abc123")
+    )
 
 
 def content(lake, table=TABLE, version=None):
@@ -92,7 +97,10 @@ def test_lake_read_pinned_to_version(lake):
     both, _ = lake.read_partitions(TABLE, "d", [D1, D2, D3], version=0)
     assert sorted(tuple(r) for r in both.collect()) == [(D1, 1, "v0"), (D2, 2, "v0")]
     assert [(f.name, f.dataType) for f in new.schema.fields] == [
-        ("d", DateType()), ("id", LongType()), ("tag", StringType())]
+        ("d", DateType()),
+        ("id", LongType()),
+        ("tag", StringType()),
+    ]
 
 
 def test_lake_restore_partition_set(lake):
@@ -109,22 +117,37 @@ def test_lake_restore_partition_set(lake):
 
 
 def test_lake_commit_metadata_read_back(lake):
-    commit = CommitInfo(run_id="run-42", code_version="git:1f2e3d",
-                        input_versions={"raw/orders": 7, "raw/fx_rates": 2},
-                        extra={"asset": "stg_orders"})
+    commit = CommitInfo(
+        run_id="run-42",
+        code_version="git:1f2e3d",
+        input_versions={"raw/orders": 7, "raw/fx_rates": 2},
+        extra={"asset": "stg_orders"},
+    )
     lake.replace_partitions(TABLE, frame(lake, [(D1, 1, "x"), (D1, 2, "y")]), "d", [D2, D1], commit)
     write(lake, [(D2, 3, "z")], [D2], run_id="run-43")
     history = lake.history(TABLE)
     assert [h["version"] for h in history] == [1, 0]
     assert isinstance(history[0]["timestamp"], dt.datetime)
     meta = history[1]["metadata"]
-    assert {k: meta[k] for k in ("run_id", "code_version", "partitions", "rows_by_partition",
-                                 "input_versions", "extra", "engine")} == {
-        "run_id": "run-42", "code_version": "git:1f2e3d",
+    assert {
+        k: meta[k]
+        for k in (
+            "run_id",
+            "code_version",
+            "partitions",
+            "rows_by_partition",
+            "input_versions",
+            "extra",
+            "engine",
+        )
+    } == {
+        "run_id": "run-42",
+        "code_version": "git:1f2e3d",
         "partitions": ["2024-01-01", "2024-01-02"],
         "rows_by_partition": {"2024-01-01": 2, "2024-01-02": 0},
         "input_versions": {"raw/fx_rates": 2, "raw/orders": 7},
-        "extra": {"asset": "stg_orders"}, "engine": lake.engine_name,
+        "extra": {"asset": "stg_orders"},
+        "engine": lake.engine_name,
     }
     assert history[0]["metadata"]["run_id"] == "run-43"
 
@@ -134,26 +157,44 @@ def test_lake_partitions_list_rows_and_last_version(lake):
     write(lake, [(D2, 4, "d"), (D2, 5, "e"), (D2, 6, "f")], [D2])
     write(lake, [(D3, 7, "g")], [D3])
     assert lake.partitions(TABLE, "d") == [
-        PartitionInfo(D1, 2, 0), PartitionInfo(D2, 3, 1), PartitionInfo(D3, 1, 2)]
+        PartitionInfo(D1, 2, 0),
+        PartitionInfo(D2, 3, 1),
+        PartitionInfo(D3, 1, 2),
+    ]
 
 
 def test_lake_column_types_survive_exactly(lake):
-    schema = StructType([
-        StructField("event_date", DateType()), StructField("event_time", TimestampType()),
-        StructField("amount", DecimalType(18, 2)), StructField("usd_per_unit", DecimalType(18, 8)),
-        StructField("orders", LongType()), StructField("country", StringType()),
-    ])
+    schema = StructType(
+        [
+            StructField("event_date", DateType()),
+            StructField("event_time", TimestampType()),
+            StructField("amount", DecimalType(18, 2)),
+            StructField("usd_per_unit", DecimalType(18, 8)),
+            StructField("orders", LongType()),
+            StructField("country", StringType()),
+        ]
+    )
     instant = dt.datetime(2024, 1, 1, 23, 59, 58, 123456, tzinfo=dt.UTC)
     rows = [(D1, instant, Decimal("1234567890123456.78"), Decimal("0.00000001"), 9, "DE")]
-    lake.replace_partitions("fact/typed", lake.spark.createDataFrame(rows, schema), "event_date",
-                            [D1], CommitInfo("r", "c"))
+    lake.replace_partitions(
+        "fact/typed",
+        lake.spark.createDataFrame(rows, schema),
+        "event_date",
+        [D1],
+        CommitInfo("r", "c"),
+    )
     df, _ = lake.read_table("fact/typed")
-    assert [(f.name, f.dataType) for f in df.schema.fields] == [(f.name, f.dataType)
-                                                                for f in schema.fields]
+    assert [(f.name, f.dataType) for f in df.schema.fields] == [
+        (f.name, f.dataType) for f in schema.fields
+    ]
     row = df.select("*", F.unix_micros("event_time").alias("micros")).collect()[0]
     assert row["micros"] == 1704153598123456
     assert (row["amount"], row["usd_per_unit"], row["orders"], row["country"]) == (
-        Decimal("1234567890123456.78"), Decimal("0.00000001"), 9, "DE")
+        Decimal("1234567890123456.78"),
+        Decimal("0.00000001"),
+        9,
+        "DE",
+    )
 
 
 def test_lake_empty_dataframe_creates_table(lake):
@@ -183,9 +224,11 @@ def test_lake_schema_mismatch_refused(lake):
 def test_lake_vacuum_leaves_the_session_settings_as_they_were(lake):
     write(lake, [(D1, 1, "a")], [D1])
     write(lake, [(D1, 2, "b")], [D1])
-    keys = ("spark.databricks.delta.retentionDurationCheck.enabled",
-            "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled",
-            LISTING_PARALLELISM)
+    keys = (
+        "spark.databricks.delta.retentionDurationCheck.enabled",
+        "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled",
+        LISTING_PARALLELISM,
+    )
     lake.spark.conf.set(keys[0], "true")
     lake.spark.conf.set(LISTING_PARALLELISM, "123")
     before = {key: lake.spark.conf.get(key, None) for key in keys}
@@ -206,7 +249,9 @@ def test_lake_vacuum_lists_the_table_with_as_many_tasks_as_the_session_has_cores
     write(lake, [(D1, 1, "a"), (D2, 2, "a")], [D1, D2])
     write(lake, [(D1, 3, "b")], [D1])
     context = lake.spark.sparkContext
-    bound = max(context.defaultParallelism, int(lake.spark.conf.get("spark.sql.shuffle.partitions")))
+    bound = max(
+        context.defaultParallelism, int(lake.spark.conf.get("spark.sql.shuffle.partitions"))
+    )
     group = "vacuum-task-count"
     context.setJobGroup(group, "the vacuum whose tasks the test counts")
     try:
@@ -214,8 +259,11 @@ def test_lake_vacuum_lists_the_table_with_as_many_tasks_as_the_session_has_cores
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
     tracker = context.statusTracker()
-    stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup(group)
-              for stage in tracker.getJobInfo(job).stageIds]
+    stages = [
+        tracker.getStageInfo(stage)
+        for job in tracker.getJobIdsForGroup(group)
+        for stage in tracker.getJobInfo(job).stageIds
+    ]
     assert len(removed) == 1  # D1's first file, replaced by the second write
     assert [s.numTasks for s in stages if s is not None and s.numTasks > bound] == []
     assert content(lake) == [(D1, 3, "b"), (D2, 2, "a")]

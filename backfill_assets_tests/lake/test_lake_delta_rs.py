@@ -48,21 +48,35 @@ def test_lake_auto_engine_is_delta_rs_without_delta_extension(spark, tmp_path):
 def test_lake_refuses_reader_features_it_cannot_honour(lake, feature):
     write(lake, [(D1, 1)], [D1])
     log = lake.path("raw/t") / "_delta_log"
-    metadata = next(json.loads(line)["metaData"] for line in
-                    (log / f"{0:020d}.json").read_text().splitlines() if "metaData" in line)
+    metadata = next(
+        json.loads(line)["metaData"]
+        for line in (log / f"{0:020d}.json").read_text().splitlines()
+        if "metaData" in line
+    )
     if feature == "columnMapping":
         schema = json.loads(metadata["schemaString"])
         for number, field in enumerate(schema["fields"], start=1):
             # Physical names equal to logical ones, as in a table upgraded to column mapping.
-            field["metadata"] = {"delta.columnMapping.id": number,
-                                 "delta.columnMapping.physicalName": field["name"]}
+            field["metadata"] = {
+                "delta.columnMapping.id": number,
+                "delta.columnMapping.physicalName": field["name"],
+            }
         metadata["schemaString"] = json.dumps(schema)
-        metadata["configuration"] = {"delta.columnMapping.mode": "name",
-                                     "delta.columnMapping.maxColumnId": "2"}
-    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [feature],
-                "writerFeatures": [feature]}
-    commit = [{"commitInfo": {"operation": "SET TBLPROPERTIES", "timestamp": 1}},
-              {"protocol": protocol}, {"metaData": metadata}]
+        metadata["configuration"] = {
+            "delta.columnMapping.mode": "name",
+            "delta.columnMapping.maxColumnId": "2",
+        }
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": [feature],
+        "writerFeatures": [feature],
+    }
+    commit = [
+        {"commitInfo": {"operation": "SET TBLPROPERTIES", "timestamp": 1}},
+        {"protocol": protocol},
+        {"metaData": metadata},
+    ]
     (log / f"{1:020d}.json").write_text("\n".join(json.dumps(a) for a in commit) + "\n")
     with pytest.raises(LakeError, match=feature):
         lake.read_partitions("raw/t", "d", [D1])

@@ -21,11 +21,15 @@ from backfill_assets.lake.delta_spark_log import protocol
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 # staging/orders' kinds of column: the TIMESTAMPs are what delta-rs#2882 was about.
-SCHEMA = StructType([
-    StructField("order_id", StringType()), StructField("event_time", TimestampType()),
-    StructField("event_date", DateType()), StructField("amount", DecimalType(18, 2)),
-    StructField("orders", LongType()),
-])
+SCHEMA = StructType(
+    [
+        StructField("order_id", StringType()),
+        StructField("event_time", TimestampType()),
+        StructField("event_date", DateType()),
+        StructField("amount", DecimalType(18, 2)),
+        StructField("orders", LongType()),
+    ]
+)
 TABLE = "staging/orders"
 # What each engine writes when it creates a table, pinned: a change here is a change in who
 # can read the lake. Plain reader 1 / writer 2, no table features (so no timestampNtz).
@@ -39,23 +43,32 @@ def rows(tag: str, day: dt.date, n: int = 2):
 
 def write(lake, data, partitions, run_id):
     frame = lake.spark.createDataFrame(data, SCHEMA)
-    return lake.replace_partitions(TABLE, frame, "event_date", partitions,
-                                   CommitInfo(run_id=run_id, code_version="x",
-                                              input_versions={"raw/orders": 3}))
+    return lake.replace_partitions(
+        TABLE,
+        frame,
+        "event_date",
+        partitions,
+        CommitInfo(run_id=run_id, code_version="x", input_versions={"raw/orders": 3}),
+    )
 
 
 def content(lake, version=None):
     """Rows with their timestamps as UTC instants (PySpark hands back naive local times)."""
     frame, _ = lake.read_table(TABLE, version)
-    return sorted(tuple(v.astimezone(dt.UTC) if isinstance(v, dt.datetime) else v for v in row)
-                  for row in frame.collect())
+    return sorted(
+        tuple(v.astimezone(dt.UTC) if isinstance(v, dt.datetime) else v for v in row)
+        for row in frame.collect()
+    )
 
 
 def rs_protocol(lake) -> dict:
     found = DeltaTable(str(lake.path(TABLE))).protocol()
     features = set(found.reader_features or []) | set(found.writer_features or [])
-    return {"min_reader_version": found.min_reader_version,
-            "min_writer_version": found.min_writer_version, "features": sorted(features)}
+    return {
+        "min_reader_version": found.min_reader_version,
+        "min_writer_version": found.min_writer_version,
+        "features": sorted(features),
+    }
 
 
 def check_round_trip(writer, other):
@@ -81,11 +94,17 @@ def check_round_trip(writer, other):
         assert [h["version"] for h in history] == [3, 2, 1, 0]
         assert [h["metadata"]["run_id"] for h in history] == ["third", "back", "second", "first"]
         assert [h["metadata"]["engine"] for h in history] == [
-            writer.engine_name, other.engine_name, other.engine_name, writer.engine_name]
+            writer.engine_name,
+            other.engine_name,
+            other.engine_name,
+            writer.engine_name,
+        ]
         assert history[1]["metadata"]["restored_from_version"] == 0
         assert history[3]["metadata"]["input_versions"] == {"raw/orders": 3}
-        assert [(p.partition, p.rows, p.last_written_version)
-                for p in lake.partitions(TABLE, "event_date")] == [(D1, 2, 2), (D2, 1, 3)]
+        assert [
+            (p.partition, p.rows, p.last_written_version)
+            for p in lake.partitions(TABLE, "event_date")
+        ] == [(D1, 2, 2), (D2, 1, 3)]
     # Neither engine's commits raised the protocol the other one reads.
     assert rs_protocol(writer) == PROTOCOL
     assert protocol(other.spark, str(other.path(TABLE)), 3) == PROTOCOL
@@ -106,4 +125,3 @@ def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path
 
     delta_rs, _ = two_engines
     assert Lake(tmp_path / "auto", delta_rs.spark).engine_name == "delta-spark"
-

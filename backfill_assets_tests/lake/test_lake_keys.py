@@ -12,14 +12,29 @@ from backfill_assets.lake import CommitInfo, Lake, LakeError, parse_partition_da
 def test_lake_keys_parse_dates_and_strings_sorted_unique():
     keys = ["2024-01-03", dt.date(2024, 1, 1), "2024-01-01", dt.date(2024, 2, 29)]
     assert parse_partition_dates(keys) == [
-        dt.date(2024, 1, 1), dt.date(2024, 1, 3), dt.date(2024, 2, 29)]
+        dt.date(2024, 1, 1),
+        dt.date(2024, 1, 3),
+        dt.date(2024, 2, 29),
+    ]
 
 
-@pytest.mark.parametrize("bad", [
-    "2024-13-01", "2023-02-29", "2024-1-01", "20240101", " 2024-01-01", "2024-01-01 ",
-    "2024-01-01' OR '1'='1", "2024-01-01T00:00:00", 20240101, None,
-    dt.datetime(2024, 1, 1), b"2024-01-01",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2024-13-01",
+        "2023-02-29",
+        "2024-1-01",
+        "20240101",
+        " 2024-01-01",
+        "2024-01-01 ",
+        "2024-01-01' OR '1'='1",
+        "2024-01-01T00:00:00",
+        20240101,
+        None,
+        dt.datetime(2024, 1, 1),
+        b"2024-01-01",
+    ],
+)
 def test_lake_keys_reject_anything_but_a_date(bad):
     with pytest.raises(LakeError) as info:
         parse_partition_dates(["2024-01-02", bad])

@@ -55,14 +55,30 @@ def killed(engine, spark, tmp_path_factory):
             pause = base / f"pause-{point}"
             pause.mkdir()
             spec = base / f"{point}.json"
-            spec.write_text(json.dumps({
-                "root": str(base / "lake"), "results": str(base / f"{point}.out"), "engine": engine,
-                "jobs": [{"table": f"kill/{point}", "partitions": ["2024-01-01", "2024-01-02"],
-                          "rows": NEW, "run_id": f"killed-{point}",
-                          "wap": point == STAGED}]}))
+            spec.write_text(
+                json.dumps(
+                    {
+                        "root": str(base / "lake"),
+                        "results": str(base / f"{point}.out"),
+                        "engine": engine,
+                        "jobs": [
+                            {
+                                "table": f"kill/{point}",
+                                "partitions": ["2024-01-01", "2024-01-02"],
+                                "rows": NEW,
+                                "run_id": f"killed-{point}",
+                                "wap": point == STAGED,
+                            }
+                        ],
+                    }
+                )
+            )
             env = subprocess_env(BACKFILL_LAKE_PAUSE_DIR=str(pause), BACKFILL_LAKE_PAUSE_AT=point)
-            procs[point] = start([sys.executable, "-m", "backfill_assets_tests.lake.lake_worker",
-                                  str(spec)], env, base / f"{point}.log")
+            procs[point] = start(
+                [sys.executable, "-m", "backfill_assets_tests.lake.lake_worker", str(spec)],
+                env,
+                base / f"{point}.log",
+            )
         for point, proc in procs.items():
             try:
                 wait_for(base / f"pause-{point}" / f"{point}.1.reached", [proc], 300)
@@ -79,10 +95,18 @@ def killed(engine, spark, tmp_path_factory):
 def points(*names: str) -> list:
     """``names`` as parameters; on an engine where one is the same pause as another
     (``SAME_POINT``) it is not collected."""
-    return [pytest.param(name, marks=[pytest.mark.same_case_as(engine, same)
-                                      for engine, pairs in SAME_POINT.items()
-                                      for point, same in pairs.items() if point == name])
-            for name in names]
+    return [
+        pytest.param(
+            name,
+            marks=[
+                pytest.mark.same_case_as(engine, same)
+                for engine, pairs in SAME_POINT.items()
+                for point, same in pairs.items()
+                if point == name
+            ],
+        )
+        for name in names
+    ]
 
 
 def table_state(lake, point):
@@ -93,8 +117,10 @@ def table_state(lake, point):
 def orphans(lake, point) -> set[str]:
     """Parquet files on disk that the Delta snapshot (read by delta-rs directly) does not list."""
     table_dir = Path(lake.path(f"kill/{point}"))
-    listed = {Path(uri.removeprefix("file://")).resolve()
-              for uri in DeltaTable(str(table_dir)).file_uris()}
+    listed = {
+        Path(uri.removeprefix("file://")).resolve()
+        for uri in DeltaTable(str(table_dir)).file_uris()
+    }
     on_disk = {p.resolve() for p in table_dir.glob("d=*/*.parquet")}
     return {str(p.relative_to(table_dir.resolve())) for p in on_disk - listed}
 
@@ -135,8 +161,10 @@ def test_kill_then_next_writer_succeeds(killed):
     before = lake.version(table)
     result = lake.replace_partitions(table, df, "d", [D2], CommitInfo("next", "t"))
     assert result.version == before + 1 and result.attempts == 1
-    assert table_state(lake, "before_commit")[1] == [("2024-01-01", 1, "old"),
-                                                    ("2024-01-02", 99, "after")]
+    assert table_state(lake, "before_commit")[1] == [
+        ("2024-01-01", 1, "old"),
+        ("2024-01-02", 99, "after"),
+    ]
 
 
 def test_kill_between_stage_and_publish_leaves_the_table_unchanged(killed):
@@ -153,4 +181,3 @@ def test_kill_between_stage_and_publish_leaves_the_table_unchanged(killed):
     assert lake.expire_staged(table, retention_hours=0) == [open_version.id]
     assert lake.staged_versions(table) == [] and orphans(lake, STAGED) == set()
     assert table_state(lake, STAGED) == (0, OLD)
-

@@ -23,7 +23,6 @@ OTHER = "raw/others"
 DAY_S = 24 * 3600
 
 
-
 def rows_of(n_per_day: dict, tag: str = "t"):
     return [(day, i, f"{tag}{i}") for day, n in n_per_day.items() for i in range(n)]
 
@@ -32,8 +31,9 @@ def write_in_pieces(lake, rows, days, pieces: int, table=TABLE, run_id="w"):
     """A replace of ``days`` with the first of ``pieces`` slices of ``rows``, then another
     writer's appends of the others: several small files per day, as appends leave them."""
     chunks = [rows[i::pieces] for i in range(pieces)]
-    lake.replace_partitions(table, lake.spark.createDataFrame(chunks[0], SCHEMA), "d", days,
-                            commit(run_id))
+    lake.replace_partitions(
+        table, lake.spark.createDataFrame(chunks[0], SCHEMA), "d", days, commit(run_id)
+    )
     for chunk in chunks[1:]:
         if not chunk:
             continue
@@ -42,14 +42,19 @@ def write_in_pieces(lake, rows, days, pieces: int, table=TABLE, run_id="w"):
             from deltalake import write_deltalake
 
             schema = pa.schema([("d", pa.date32()), ("id", pa.int64()), ("tag", pa.string())])
-            write_deltalake(str(lake.path(table)),
-                            pa.Table.from_pylist([dict(zip(("d", "id", "tag"), r)) for r in chunk],
-                                                 schema), mode="append")
+            write_deltalake(
+                str(lake.path(table)),
+                pa.Table.from_pylist([dict(zip(("d", "id", "tag"), r)) for r in chunk], schema),
+                mode="append",
+            )
         else:
-            (lake.spark.createDataFrame(chunk, SCHEMA).coalesce(1).write.format("delta")
-             .mode("append").save(str(lake.path(table))))
-
-
+            (
+                lake.spark.createDataFrame(chunk, SCHEMA)
+                .coalesce(1)
+                .write.format("delta")
+                .mode("append")
+                .save(str(lake.path(table)))
+            )
 
 
 def files_per_day(lake, table=TABLE) -> Counter:
@@ -78,7 +83,9 @@ def test_compaction_joins_small_files_and_keeps_every_row(lake):
     assert lake.row_counts(TABLE, "d") == dict(expected)
     assert content(lake) == sorted(rows)
     # dataChange false: no partition counts as rewritten by it
-    assert {p.partition: p.last_written_version for p in lake.partitions(TABLE, "d")} == last_written
+    assert {
+        p.partition: p.last_written_version for p in lake.partitions(TABLE, "d")
+    } == last_written
     assert lake.history(TABLE)[0]["metadata"]["operation"] == "compact"
     assert lake.compact(TABLE, "d", commit("again")).version is None  # nothing left to join
     assert lake.version(TABLE) == version + 1
@@ -121,8 +128,13 @@ def test_maintenance_never_deletes_an_open_staged_versions_files(lake):
     """A stage that has run for 8 days wrote files 8 days old; its manifest is new. Vacuum
     judges such a file by its age: with a 7-day retention it would delete it."""
     write_in_pieces(lake, rows_of({D1: 3, D2: 3}, "old"), [D1, D2], pieces=2)
-    staged = lake.stage(TABLE, lake.spark.createDataFrame(rows_of({D1: 4}, "new"), SCHEMA), "d",
-                        [D1], commit("slow"))
+    staged = lake.stage(
+        TABLE,
+        lake.spark.createDataFrame(rows_of({D1: 4}, "new"), SCHEMA),
+        "d",
+        [D1],
+        commit("slow"),
+    )
     for f in staged.files:
         age(lake.path(TABLE) / f.path, 8)
     with pytest.raises(LakeError, match="open staged versions"):
@@ -135,8 +147,12 @@ def test_maintenance_never_deletes_an_open_staged_versions_files(lake):
     age(other_dir / "part-killed-old.parquet", 8)
     age(other_dir / "part-killed-young.parquet", 6)
 
-    done = {t.table: t for t in maintain_tables(lake, [(TABLE, "d"), (OTHER, "d"), ("raw/none", "d")],
-                                                7, commit("maintain"))}
+    done = {
+        t.table: t
+        for t in maintain_tables(
+            lake, [(TABLE, "d"), (OTHER, "d"), ("raw/none", "d")], 7, commit("maintain")
+        )
+    }
     assert done[TABLE].expired_staged == [] and "open staged versions" in done[TABLE].vacuum_refused
     assert all((lake.path(TABLE) / f.path).exists() for f in staged.files)
     assert [s.id for s in lake.staged_versions(TABLE)] == [staged.id]

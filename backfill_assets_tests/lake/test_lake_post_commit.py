@@ -46,13 +46,17 @@ def break_post_commit(lake) -> list[str]:
 
         DeltaTable(table_dir).alter.set_table_properties({"delta.checkpointInterval": "1"})
         now = DeltaTable(table_dir).version()
-        blockers = [os.path.join(table_dir, "_delta_log", f"{v:020d}.checkpoint.parquet")
-                    for v in range(now + 1, now + 1 + BLOCKED)]
+        blockers = [
+            os.path.join(table_dir, "_delta_log", f"{v:020d}.checkpoint.parquet")
+            for v in range(now + 1, now + 1 + BLOCKED)
+        ]
         for path in blockers:
             os.makedirs(path)
         return blockers
-    lake.spark.sql(f"ALTER TABLE delta.`{table_dir}` SET TBLPROPERTIES "
-                   "('delta.compatibility.symlinkFormatManifest.enabled' = 'true')")
+    lake.spark.sql(
+        f"ALTER TABLE delta.`{table_dir}` SET TBLPROPERTIES "
+        "('delta.compatibility.symlinkFormatManifest.enabled' = 'true')"
+    )
     manifest = os.path.join(table_dir, "_symlink_format_manifest")
     shutil.rmtree(manifest, ignore_errors=True)
     with open(manifest, "w", encoding="utf-8") as blocker:
@@ -80,12 +84,14 @@ def test_every_commit_records_a_unique_write_id(lake):
 
 
 def test_a_replace_whose_post_commit_step_fails_returns_its_version_once(lake):
-    lake.replace_partitions(TABLE, frame(lake, [(D1, 1, "old"), (D2, 2, "old")]), "d", [D1, D2],
-                            commit("old"))
+    lake.replace_partitions(
+        TABLE, frame(lake, [(D1, 1, "old"), (D2, 2, "old")]), "d", [D1, D2], commit("old")
+    )
     blockers = break_post_commit(lake)
     before = lake.version(TABLE)
-    result = lake.replace_partitions(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1],
-                                     commit("new"))
+    result = lake.replace_partitions(
+        TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new")
+    )
     assert result.version == before + 1 and result.attempts == 1
     assert commits_of(lake, "new") == [before + 1]  # one commit: no retry after it landed
     assert lake.version(TABLE) == before + 1
@@ -94,11 +100,13 @@ def test_a_replace_whose_post_commit_step_fails_returns_its_version_once(lake):
 
 
 def test_a_publish_whose_post_commit_step_fails_is_published_not_a_conflict(lake):
-    lake.replace_partitions(TABLE, frame(lake, [(D1, 1, "old"), (D2, 2, "old")]), "d", [D1, D2],
-                            commit("old"))
+    lake.replace_partitions(
+        TABLE, frame(lake, [(D1, 1, "old"), (D2, 2, "old")]), "d", [D1, D2], commit("old")
+    )
     blockers = break_post_commit(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
-                        commit("new"))
+    staged = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
+    )
     result = lake.publish(staged)
     assert result.version == staged.base_version + 1
     assert commits_of(lake, "new") == [result.version]

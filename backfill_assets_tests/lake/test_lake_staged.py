@@ -17,11 +17,8 @@ SCHEMA = "d date, id bigint, tag string"
 TABLE = THINGS
 
 
-
 def frame(lake, rows):
     return lake.spark.createDataFrame(rows, SCHEMA)
-
-
 
 
 def write_old(lake):
@@ -34,11 +31,14 @@ def write_old(lake):
 
 def test_staged_rows_are_invisible_until_published(lake):
     old = write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
-                        commit("new"))
+    staged = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
+    )
     assert lake.version(TABLE) == 0 and content(lake) == old
     assert sorted(tuple(r) for r in lake.read_staged(staged).collect()) == [
-        (D1, 10, "new"), (D2, 20, "new")]
+        (D1, 10, "new"),
+        (D2, 20, "new"),
+    ]
     assert sorted(tuple(r) for r in lake.read_staged(staged, [D2]).collect()) == [(D2, 20, "new")]
     assert staged.base_version == 0 and staged.rows_by_partition == {D1: 1, D2: 1}
     assert [s.id for s in lake.staged_versions(TABLE)] == [staged.id]
@@ -46,8 +46,9 @@ def test_staged_rows_are_invisible_until_published(lake):
 
 def test_publish_swaps_exactly_the_chosen_partitions_without_copying(lake):
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
-                        commit("new"))
+    staged = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
+    )
     result = lake.publish(staged, [D1])
     assert result.version == 1 and result.rows_by_partition == {D1: 1}
     assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
@@ -72,8 +73,9 @@ def test_an_empty_staged_partition_publishes_empty(lake):
 
 def test_a_partition_changed_after_staging_is_not_overwritten(lake):
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2],
-                        commit("new"))
+    staged = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
+    )
     lake.replace_partitions(TABLE, frame(lake, [(D1, 99, "live")]), "d", [D1], commit("live"))
     with pytest.raises(LakeConflict, match="2024-01-01"):
         lake.publish(staged, [D1, D2])
@@ -121,8 +123,13 @@ def test_vacuum_never_deletes_an_open_staged_version(lake):
 def test_maintain_expires_old_staged_versions_then_removes_files_no_version_needs(lake):
     write_old(lake)
     replaced = log_files(lake)
-    published = lake.stage(TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new"),
-                                               (D3, 30, "new")]), "d", [D1, D2, D3], commit("new"))
+    published = lake.stage(
+        TABLE,
+        frame(lake, [(D1, 10, "new"), (D2, 20, "new"), (D3, 30, "new")]),
+        "d",
+        [D1, D2, D3],
+        commit("new"),
+    )
     lake.publish(published)
     lake.discard(published)
     abandoned = lake.stage(TABLE, frame(lake, [(D1, 99, "abandoned")]), "d", [D1], commit("x"))
@@ -139,16 +146,23 @@ def test_maintain_expires_old_staged_versions_then_removes_files_no_version_need
 
 def test_keep_staged_gathers_several_stagings_into_one_version(lake):
     old = write_old(lake)
-    first = lake.stage(TABLE, frame(lake, [(D1, 10, "a"), (D2, 20, "a")]), "d", [D1, D2], commit("a"))
+    first = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "a"), (D2, 20, "a")]), "d", [D1, D2], commit("a")
+    )
     lake.keep_staged(first, [D1, D2], into="fix")
     assert lake.discard(first) == 0  # its files moved to "fix"
     replaced = {f.path for f in first.files if f.partition == D2}
-    second = lake.stage(TABLE, frame(lake, [(D2, 21, "b"), (D3, 31, "b")]), "d", [D2, D3], commit("b"))
+    second = lake.stage(
+        TABLE, frame(lake, [(D2, 21, "b"), (D3, 31, "b")]), "d", [D2, D3], commit("b")
+    )
     kept = lake.keep_staged(second, [D2], into="fix")
     assert lake.discard(second) == 1  # only D3's file, which was not kept
     assert not any((lake.path(TABLE) / p).exists() for p in replaced)
     assert lake.version(TABLE) == 0 and content(lake) == old
-    assert sorted(tuple(r) for r in lake.read_staged(kept).collect()) == [(D1, 10, "a"), (D2, 21, "b")]
+    assert sorted(tuple(r) for r in lake.read_staged(kept).collect()) == [
+        (D1, 10, "a"),
+        (D2, 21, "b"),
+    ]
     assert [s.id for s in lake.staged_versions(TABLE)] == ["fix"]
     lake.publish(lake.staged_version(TABLE, "fix"))
     assert content(lake) == [(D1, 10, "a"), (D2, 21, "b"), (D3, 3, "old")]
@@ -163,6 +177,8 @@ def test_publish_again_after_a_restore_checks_conflicts_from_the_restore(lake):
     restored = lake.restore_partitions(TABLE, "d", [D1], published.version - 1, commit("rollback"))
     assert content(lake)[0] == (D1, 1, "old")
     with pytest.raises(LakeConflict):
-        lake.publish(lake.staged_version(TABLE, "fix"), [D1])  # from the base: the restore touched D1
+        lake.publish(
+            lake.staged_version(TABLE, "fix"), [D1]
+        )  # from the base: the restore touched D1
     lake.publish(lake.staged_version(TABLE, "fix"), [D1], since=restored.version)
     assert content(lake)[0] == (D1, 10, "new")

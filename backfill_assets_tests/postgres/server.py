@@ -21,16 +21,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BINARIES = ("initdb", "pg_ctl", "postgres")
-NO_SERVER = ("PostgreSQL's server binaries (initdb, pg_ctl, postgres) are not on this machine: "
-             "`apt-get install -y postgresql` (.ci/run does it), or set BACKFILL_PG_BIN")
+NO_SERVER = (
+    "PostgreSQL's server binaries (initdb, pg_ctl, postgres) are not on this machine: "
+    "`apt-get install -y postgresql` (.ci/run does it), or set BACKFILL_PG_BIN"
+)
 
 
 def server_bin_dir() -> Path | None:
     """$BACKFILL_PG_BIN, else the newest /usr/lib/postgresql/*/bin, else the PATH's."""
     candidates = [os.environ.get("BACKFILL_PG_BIN", "")]
-    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"),
-                         key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
-                         reverse=True)
+    candidates += sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
+        reverse=True,
+    )
     on_path = shutil.which("initdb")
     candidates.append(os.path.dirname(on_path) if on_path else "")
     for folder in filter(None, candidates):
@@ -73,16 +77,42 @@ def postgres_server(database: str = "dagster", timeout: float = 60) -> Iterator[
         os.chown(root, entry.pw_uid, entry.pw_gid)
     server = None
     try:
-        initdb, _ = _as_server_user([str(bin_dir / "initdb"), "-D", str(data), "-U", "dagster",
-                                     "--auth=trust", "-E", "UTF8", "--no-sync", "--no-locale"])
+        initdb, _ = _as_server_user(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "dagster",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-locale",
+            ]
+        )
         subprocess.run(initdb, check=True, capture_output=True, timeout=timeout)
         # No fsync and a small footprint: a test server whose data is thrown away.
-        cmd, _ = _as_server_user([str(bin_dir / "postgres"), "-D", str(data), "-h", "127.0.0.1",
-                                  "-p", str(port), "-k", str(root), "-F",
-                                  "-c", "shared_buffers=32MB", "-c", "max_connections=100"])
+        cmd, _ = _as_server_user(
+            [
+                str(bin_dir / "postgres"),
+                "-D",
+                str(data),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-k",
+                str(root),
+                "-F",
+                "-c",
+                "shared_buffers=32MB",
+                "-c",
+                "max_connections=100",
+            ]
+        )
         log = open(root / "server.log", "wb")  # noqa: SIM115 - closed with the server
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         admin = f"postgresql://dagster@127.0.0.1:{port}/postgres"
         deadline = time.monotonic() + timeout
@@ -92,8 +122,9 @@ def postgres_server(database: str = "dagster", timeout: float = 60) -> Iterator[
                 break
             except psycopg2.OperationalError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("PostgreSQL did not start:\n"
-                                       + (root / "server.log").read_text()[-2000:]) from None
+                    raise RuntimeError(
+                        "PostgreSQL did not start:\n" + (root / "server.log").read_text()[-2000:]
+                    ) from None
                 time.sleep(0.2)
         conn.autocommit = True
         with conn.cursor() as cur:

@@ -46,22 +46,32 @@ PARTITION_START = "2023-12-20"
 
 
 def fact_of(rows: list[dict], days) -> dict:
-    return {(r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
-            for r in rows if r["event_date"] in days}
+    return {
+        (r["event_date"], r["country"]): (r["orders"], r["paid_orders"], r["revenue_usd"])
+        for r in rows
+        if r["event_date"] in days
+    }
 
 
 def expected_fact(landing: Path, days) -> dict:
-    return {(f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
-            for f in Reference(landing, 7).fact(days)}
+    return {
+        (f.event_date, f.country): (f.orders, f.paid_orders, f.revenue_usd)
+        for f in Reference(landing, 7).fact(days)
+    }
 
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory, pg_url, spark):
     """The pipeline's environment on a fresh landing zone, Dagster's instance on PostgreSQL."""
     root = tmp_path_factory.mktemp("pg")
-    env = {"BACKFILL_LANDING_DIR": str(root / "landing"), "BACKFILL_LAKE_DIR": str(root / "lake"),
-           "BACKFILL_START_DATE": PARTITION_START, "BACKFILL_MAX_LATENESS_DAYS": "7",
-           "DAGSTER_HOME": str(root / "home"), PG_URL_ENV: pg_url}
+    env = {
+        "BACKFILL_LANDING_DIR": str(root / "landing"),
+        "BACKFILL_LAKE_DIR": str(root / "lake"),
+        "BACKFILL_START_DATE": PARTITION_START,
+        "BACKFILL_MAX_LATENESS_DAYS": "7",
+        "DAGSTER_HOME": str(root / "home"),
+        PG_URL_ENV: pg_url,
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
@@ -83,10 +93,22 @@ def webserver(pg, pg_url):
     port, log = free_port(), root / "webserver.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("dagster-webserver")), "-h", "127.0.0.1",
-             "-p", str(port), "-w", "workspace.yaml"],
-            cwd=PROJECT_DIR, env=env, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                str(Path(sys.executable).with_name("dagster-webserver")),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-w",
+                "workspace.yaml",
+            ],
+            cwd=PROJECT_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     ui = DagsterUI(process, f"http://127.0.0.1:{port}", log)
     try:
         yield ui
@@ -122,7 +144,10 @@ def test_the_instance_stores_everything_in_postgresql(pg):
     _, instance, root = pg
     storages = (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
     assert [type(s).__name__ for s in storages] == [
-        "PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"]
+        "PostgresRunStorage",
+        "PostgresEventLogStorage",
+        "PostgresScheduleStorage",
+    ]
     assert not list((root / "home").rglob("*.db")), "an SQLite file was created"
 
 
@@ -171,8 +196,9 @@ def test_graphql_shows_the_held_day_failed_and_the_rest_materialized(webserver, 
     assert "FAILED" in check_results(webserver, "stg_orders", "fx_rate_present")[HELD]
 
 
-def test_reexecution_from_failure_through_the_cli_publishes_the_held_day(pg, pg_url, webserver,
-                                                                          first_backfill):
+def test_reexecution_from_failure_through_the_cli_publishes_the_held_day(
+    pg, pg_url, webserver, first_backfill
+):
     settings, instance, _ = pg
     folder = settings.landing_dir / "fx_rates" / f"rate_date={HELD.isoformat()}"
     (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
@@ -181,11 +207,22 @@ def test_reexecution_from_failure_through_the_cli_publishes_the_held_day(pg, pg_
     assert len(failed) == 1
 
     # A separate process: the switch alone tells it where the instance's runs are.
-    env = {**os.environ, "BACKFILL_SPARK_MASTER": "local[2]", "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
-           "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2", "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([sys.executable, "-m", "backfill_assets.cli", "reexecute", failed[0].run_id],
-                          cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    env = {
+        **os.environ,
+        "BACKFILL_SPARK_MASTER": "local[2]",
+        "BACKFILL_SPARK_DRIVER_MEMORY": "1g",
+        "BACKFILL_SPARK_SHUFFLE_PARTITIONS": "2",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "backfill_assets.cli", "reexecute", failed[0].run_id],
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"all {2 * len(DAYS)} requested partitions published" in proc.stdout
 
@@ -211,30 +248,47 @@ def test_sensor_tick_on_postgres_requests_raw_then_the_late_orders_event_day(pg,
     def tick(cursor):
         time.sleep(0.01)  # past the clock tick that stamped the last file written
         result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
-        return [(tuple(sorted(k.to_user_string() for k in r.asset_selection)),
-                 r.tags["dagster/asset_partition_range_start"],
-                 r.tags["dagster/asset_partition_range_end"], r) for r in result.run_requests or []
-                ], result.cursor
+        return [
+            (
+                tuple(sorted(k.to_user_string() for k in r.asset_selection)),
+                r.tags["dagster/asset_partition_range_start"],
+                r.tags["dagster/asset_partition_range_end"],
+                r,
+            )
+            for r in result.run_requests or []
+        ], result.cursor
 
     first, cursor = tick(None)  # requests the landed folders no backfill built
     built = {date.fromisoformat(p) for p in instance.get_materialized_partitions(RAW_ORDERS)}
-    requested = {date.fromisoformat(r[1]) + timedelta(days=i) for r in first if r[0] == ("raw_orders",)
-                 for i in range((date.fromisoformat(r[2]) - date.fromisoformat(r[1])).days + 1)}
+    requested = {
+        date.fromisoformat(r[1]) + timedelta(days=i)
+        for r in first
+        if r[0] == ("raw_orders",)
+        for i in range((date.fromisoformat(r[2]) - date.fromisoformat(r[1])).days + 1)
+    }
     assert requested and not requested & built
 
     late_day, arrival = START + timedelta(days=1), END
     assert arrival in built
-    write_orders(settings.landing_dir, arrival, "zz_late.jsonl",
-                 [order("pg-late-1", f"{late_day}T12:00:00Z", amount="250.00")])
+    write_orders(
+        settings.landing_dir,
+        arrival,
+        "zz_late.jsonl",
+        [order("pg-late-1", f"{late_day}T12:00:00Z", amount="250.00")],
+    )
     requests_, cursor = tick(cursor)
     assert [r[:3] for r in requests_] == [(("raw_orders",), str(arrival), str(arrival))]
-    assert execute(RunPlan((RAW_ORDERS,), arrival, arrival), instance,
-                   tags=dict(requests_[0][3].tags)).success
+    assert execute(
+        RunPlan((RAW_ORDERS,), arrival, arrival), instance, tags=dict(requests_[0][3].tags)
+    ).success
     released, cursor = tick(cursor)
     event_days = tuple(sorted(k.to_user_string() for k in (STG_ORDERS, FCT_DAILY_REVENUE)))
     assert [r[:3] for r in released] == [(event_days, str(late_day), str(late_day))]
-    assert execute(RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), late_day, late_day), instance,
-                   tags=dict(released[0][3].tags)).success
+    assert execute(
+        RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), late_day, late_day),
+        instance,
+        tags=dict(released[0][3].tags),
+    ).success
 
     from deltalake import DeltaTable
 

@@ -49,20 +49,29 @@ def test_fingerprints_change_with_a_payload_or_a_line_number(spark):
         other = line_fingerprints(spark.createDataFrame(rows, SCHEMA), "arrival_date")
         key = (A, "orders/a/1.jsonl")
         assert other[key][0] == base[key][0] and other[key][1] != base[key][1]
-        assert {k: v for k, v in other.items() if k != key} == {k: v for k, v in base.items() if k != key}
+        assert {k: v for k, v in other.items() if k != key} == {
+            k: v for k, v in base.items() if k != key
+        }
 
 
 def test_one_pass_gives_the_lines_as_read_as_stored_and_the_counts_by_reason(spark):
     df = spark.createDataFrame(LINES, SCHEMA)
     # Each line's hash taken as it was read; then one stored payload is damaged.
     damaged = df.withColumn("line_hash", line_hash()).withColumn(
-        "payload", F.when(F.col("line_number") == 3, F.lit('{"x": 4}')).otherwise(F.col("payload")))
+        "payload", F.when(F.col("line_number") == 3, F.lit('{"x": 4}')).otherwise(F.col("payload"))
+    )
     as_read, reasons, as_stored = stored_fingerprints(damaged, "arrival_date", "reason")
-    assert as_read == {k: (n, int(c)) for k, (n, c) in line_fingerprints(df, "arrival_date").items()}
-    assert as_stored == {k: (n, int(c)) for k, (n, c) in
-                         line_fingerprints(damaged.drop("line_hash"), "arrival_date").items()}
+    assert as_read == {
+        k: (n, int(c)) for k, (n, c) in line_fingerprints(df, "arrival_date").items()
+    }
+    assert as_stored == {
+        k: (n, int(c))
+        for k, (n, c) in line_fingerprints(damaged.drop("line_hash"), "arrival_date").items()
+    }
     assert as_stored[(B, "orders/b/1.jsonl")] != as_read[(B, "orders/b/1.jsonl")]
-    assert {k: v for k, v in as_stored.items() if k[0] == A} == {k: v for k, v in as_read.items() if k[0] == A}
+    assert {k: v for k, v in as_stored.items() if k[0] == A} == {
+        k: v for k, v in as_read.items() if k[0] == A
+    }
     expected = {}
     for day, _, _, _, reason in LINES:
         expected.setdefault(day, Counter())[reason] += 1
@@ -73,9 +82,19 @@ def test_one_pass_gives_the_lines_as_read_as_stored_and_the_counts_by_reason(spa
 
 def _order(order_id, day=A, status="paid", amount="10.00", rate="1.10000000", usd="11.00", **kw):
     ts = datetime(day.year, day.month, day.day, 12)
-    return (order_id, kw.get("customer", "c-1"), ts, day, ts, status, Decimal(amount),
-            kw.get("currency", "EUR"), kw.get("country", "DE"),
-            None if rate is None else Decimal(rate), None if usd is None else Decimal(usd))
+    return (
+        order_id,
+        kw.get("customer", "c-1"),
+        ts,
+        day,
+        ts,
+        status,
+        Decimal(amount),
+        kw.get("currency", "EUR"),
+        kw.get("country", "DE"),
+        None if rate is None else Decimal(rate),
+        None if usd is None else Decimal(usd),
+    )
 
 
 ORDERS = [
@@ -102,7 +121,10 @@ def test_staging_stats_count_rows_ids_and_orders_without_a_rate(spark):
 def test_an_amount_usd_that_does_not_fit_counts_as_an_order_without_a_rate(spark):
     """The contract: an order whose amount_usd does not fit DECIMAL(18,2) fails its partition,
     as one without a rate does (conversion leaves it NULL beside a rate that exists)."""
-    rows = [_order("o-1"), _order("o-big", amount="999999999999.99", rate="999999.99999999", usd=None)]
+    rows = [
+        _order("o-1"),
+        _order("o-big", amount="999999999999.99", rate="999999.99999999", usd=None),
+    ]
     stats = staging_stats(spark.createDataFrame(rows, STAGING_ORDERS), [A])
     assert stats[A]["without_rate"] == 1
     assert list(stats[A]["first_without_rate"]) == ["o-big:EUR"]
@@ -112,10 +134,15 @@ def test_staging_stats_give_the_warning_checks_figures_of_the_days_built_and_the
     """Orders by status and by currency, paid orders and their USD revenue, per day, for the
     days built and for the trailing published days joined in (ids unique, as staging's are)."""
     built = [o for o in ORDERS if o[0] != "o-3"] + [_order("o-7", currency="GBP", usd="2.50")]
-    history = [_order("h-1", day=date(2023, 12, 31), status="placed"),
-               _order("h-2", day=date(2023, 12, 31), currency="JPY", usd="0.07")]
-    stats = staging_stats(spark.createDataFrame(built, STAGING_ORDERS), [A, B],
-                          spark.createDataFrame(history, STAGING_ORDERS))
+    history = [
+        _order("h-1", day=date(2023, 12, 31), status="placed"),
+        _order("h-2", day=date(2023, 12, 31), currency="JPY", usd="0.07"),
+    ]
+    stats = staging_stats(
+        spark.createDataFrame(built, STAGING_ORDERS),
+        [A, B],
+        spark.createDataFrame(history, STAGING_ORDERS),
+    )
     for day in (A, B, date(2023, 12, 31)):
         rows = [o for o in built + history if o[3] == day]
         paid = [o for o in rows if o[5] == "paid"]
@@ -136,24 +163,52 @@ def test_ids_per_day_over_several_blocks_of_days_counts_each_day_apart(spark):
     checks' history) and NULL ids (one id, as the docstring says) are counted on their own day."""
     days = days_between(date(2024, 3, 1), date(2024, 3, 20))
     rows = [(day, f"o-{i % (1 + n % 5)}") for n, day in enumerate(days) for i in range(n + 1)]
-    rows += [(date(2024, 2, 20), "h-1"), (date(2024, 2, 20), "h-1"), (days[9], None), (days[9], None)]
-    expected = {day: (len({o for d, o in rows if d == day}), sum(1 for d, _ in rows if d == day))
-                for day in {d for d, _ in rows}}
-    assert ids_per_day(spark.createDataFrame(rows, "event_date date, order_id string"), days) == expected
+    rows += [
+        (date(2024, 2, 20), "h-1"),
+        (date(2024, 2, 20), "h-1"),
+        (days[9], None),
+        (days[9], None),
+    ]
+    expected = {
+        day: (len({o for d, o in rows if d == day}), sum(1 for d, _ in rows if d == day))
+        for day in {d for d, _ in rows}
+    }
+    assert (
+        ids_per_day(spark.createDataFrame(rows, "event_date date, order_id string"), days)
+        == expected
+    )
 
 
 def test_staging_totals_and_fact_totals_agree_on_the_same_orders(spark):
     orders = [o for o in ORDERS if o[10] is not None]
     expected = {}
     for o in orders:
-        t = expected.setdefault(o[3], {"orders": 0, "placed_orders": 0, "paid_orders": 0,
-                                       "cancelled_orders": 0, "revenue_usd": Decimal("0.00")})
+        t = expected.setdefault(
+            o[3],
+            {
+                "orders": 0,
+                "placed_orders": 0,
+                "paid_orders": 0,
+                "cancelled_orders": 0,
+                "revenue_usd": Decimal("0.00"),
+            },
+        )
         t["orders"] += 1
         t[f"{o[5]}_orders"] += 1
         if o[5] == "paid":
             t["revenue_usd"] += o[10]
     assert staging_totals(spark.createDataFrame(orders, STAGING_ORDERS)) == expected
 
-    fact_rows = [(day, "DE", t["orders"], t["placed_orders"], t["paid_orders"],
-                  t["cancelled_orders"], t["revenue_usd"]) for day, t in expected.items()]
+    fact_rows = [
+        (
+            day,
+            "DE",
+            t["orders"],
+            t["placed_orders"],
+            t["paid_orders"],
+            t["cancelled_orders"],
+            t["revenue_usd"],
+        )
+        for day, t in expected.items()
+    ]
     assert fact_totals(spark.createDataFrame(fact_rows, DAILY_REVENUE)) == expected

@@ -9,18 +9,34 @@ from backfill_assets.transforms import schemas
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
 # Every StructType schemas.py defines: a table added there without descriptions fails here.
-TABLE_SCHEMAS = {name: value for name, value in vars(schemas).items() if isinstance(value, T.StructType)}
+TABLE_SCHEMAS = {
+    name: value for name, value in vars(schemas).items() if isinstance(value, T.StructType)
+}
 
 
 def test_every_schema_is_a_described_table():
-    assert set(TABLE_SCHEMAS) == {"RAW_ORDERS", "RAW_ORDERS_STORED", "QUARANTINE_ORDERS", "RAW_FX_RATES", "STAGING_ORDERS",
-                                  "DAILY_REVENUE", "CUSTOMER_LTV", "MONTHLY_REVENUE",
-                                  "ENRICHED_ORDERS", "CUSTOMER_SEGMENTS"}
+    assert set(TABLE_SCHEMAS) == {
+        "RAW_ORDERS",
+        "RAW_ORDERS_STORED",
+        "QUARANTINE_ORDERS",
+        "RAW_FX_RATES",
+        "STAGING_ORDERS",
+        "DAILY_REVENUE",
+        "CUSTOMER_LTV",
+        "MONTHLY_REVENUE",
+        "ENRICHED_ORDERS",
+        "CUSTOMER_SEGMENTS",
+    }
     described = [struct for struct, _ in DESCRIPTIONS.values()]
     # RAW_ORDERS: the contract's columns of raw/orders, which the stored table begins with.
     stored = TABLE_SCHEMAS["RAW_ORDERS_STORED"]
-    assert stored.fields[:len(TABLE_SCHEMAS["RAW_ORDERS"].fields)] == TABLE_SCHEMAS["RAW_ORDERS"].fields
-    assert all(f.name.startswith("_") for f in stored.fields[len(TABLE_SCHEMAS["RAW_ORDERS"].fields):])
+    assert (
+        stored.fields[: len(TABLE_SCHEMAS["RAW_ORDERS"].fields)]
+        == TABLE_SCHEMAS["RAW_ORDERS"].fields
+    )
+    assert all(
+        f.name.startswith("_") for f in stored.fields[len(TABLE_SCHEMAS["RAW_ORDERS"].fields) :]
+    )
     for name, struct in TABLE_SCHEMAS.items():
         assert described.count(struct) == (name != "RAW_ORDERS"), name
 

@@ -152,7 +152,7 @@ def test_convert_to_usd_rounds_half_up_in_decimal(spark):
 
 
 def test_the_file_whose_name_sorts_last_wins_by_plain_text_order(spark):
-    """"The file whose name sorts last": fx-9.csv sorts after fx-10.csv as text (a natural sort
+    """ "The file whose name sorts last": fx-9.csv sorts after fx-10.csv as text (a natural sort
     would pick fx-10), and a lower-case name after an upper-case one."""
     raw = [
         _rate(TUE, "fx-10.csv", 2, "DKK", "0.140"),

@@ -52,7 +52,9 @@ CASES = {
     "valid_minute_precision": (record(event_time="2024-01-09T10:00Z"), None),
     "valid_fraction_and_offset": (record(event_time="2024-01-09T10:00:00.123+05:30"), None),
     "valid_nine_fraction_digits": (
-        record(event_time="2024-01-09T10:00:00.123456789Z", updated_at="2024-01-09T23:59:59.999999999Z"),
+        record(
+            event_time="2024-01-09T10:00:00.123456789Z", updated_at="2024-01-09T23:59:59.999999999Z"
+        ),
         None,
     ),
     "valid_extra_fields": (record(channel="web", meta={"amount": 1.234}), None),
@@ -183,11 +185,18 @@ def test_typed_columns_of_valid_records(validated_rows):
 def test_fraction_digits_beyond_the_microsecond_are_dropped_not_rounded(validated):
     """The contract keeps a fraction to the microsecond, further digits dropped: .999999999 stays
     in its second (rounding would carry it into the next day)."""
-    row = validated.filter(F.col("source_file") == "valid_nine_fraction_digits").select(
-        F.date_format("event_time", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("event"),
-        F.date_format("updated_at", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("updated"),
-    ).collect()[0]
-    assert (row["event"], row["updated"]) == ("2024-01-09 10:00:00.123456", "2024-01-09 23:59:59.999999")
+    row = (
+        validated.filter(F.col("source_file") == "valid_nine_fraction_digits")
+        .select(
+            F.date_format("event_time", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("event"),
+            F.date_format("updated_at", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("updated"),
+        )
+        .collect()[0]
+    )
+    assert (row["event"], row["updated"]) == (
+        "2024-01-09 10:00:00.123456",
+        "2024-01-09 23:59:59.999999",
+    )
 
 
 def test_typed_columns_are_null_where_unparseable(validated_rows):
@@ -294,12 +303,24 @@ def test_latest_wins_over_blocks_of_days_keeps_the_latest_version_of_each_order(
     rows, latest = [], {}
     for n, day in enumerate(days):
         for order in (f"o-{n % 3}", f"o-{n % 3 + 1}"):
-            versions = [(minute, pick.choice(["placed", "paid", "cancelled"]))
-                        for minute in pick.sample(range(60), pick.randint(1, 3))]
+            versions = [
+                (minute, pick.choice(["placed", "paid", "cancelled"]))
+                for minute in pick.sample(range(60), pick.randint(1, 3))
+            ]
             for line, (minute, status) in enumerate(versions):
-                rows.append((day + timedelta(days=1), f"{order}.jsonl", line,
-                             _version(order, f"{day}T12:{minute:02d}:00Z", status,
-                                      event_time=f"{day}T08:00:00Z")))
+                rows.append(
+                    (
+                        day + timedelta(days=1),
+                        f"{order}.jsonl",
+                        line,
+                        _version(
+                            order,
+                            f"{day}T12:{minute:02d}:00Z",
+                            status,
+                            event_time=f"{day}T08:00:00Z",
+                        ),
+                    )
+                )
             latest[(order, day)] = max(versions)[1]
     validated = validate_orders(spark.createDataFrame(rows, RAW_ORDERS), max_lateness_days=7)
     kept = latest_wins(valid_orders(validated), days).collect()

@@ -43,8 +43,16 @@ def test_schemas_spell_the_contract():
     ]  # fmt: skip
 
 
-def _row(order_id="o-1", status="paid", amount="12.50", currency="EUR", country="DE", rate="1.1",
-         day=1, customer="c-1"):
+def _row(
+    order_id="o-1",
+    status="paid",
+    amount="12.50",
+    currency="EUR",
+    country="DE",
+    rate="1.1",
+    day=1,
+    customer="c-1",
+):
     at = datetime(2024, 1, day, 10, 0)
     rate_value = None if rate is None else Decimal(rate)
     return (order_id, customer, at, date(2024, 1, day), at, status, Decimal(amount), currency,
@@ -77,7 +85,13 @@ def test_rule_breaks_are_counted_on_their_own_day_and_name_their_columns(spark):
         STAGING_ORDERS,
     )
     stats = staging_stats(df, DAYS)
-    assert broken_columns(stats, 1) == {"currency", "country", "status", "usd_per_unit", "customer_id"}
+    assert broken_columns(stats, 1) == {
+        "currency",
+        "country",
+        "status",
+        "usd_per_unit",
+        "customer_id",
+    }
     assert sum(stats[date(2024, 1, 1)]["rule_violations"].values()) == 5
     assert broken_columns(stats, 2) == set()  # a good day beside a bad one stays good
     assert broken_columns(stats, 3) == {"order_id"}

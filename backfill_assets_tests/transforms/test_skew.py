@@ -26,7 +26,10 @@ def test_hot_means_above_the_share_and_well_above_an_even_share():
 def test_shares_rank_the_top_keys_and_always_show_the_null_bucket():
     counts = {"A": 6, "B": 2, "C": 1, None: 1}
     top, null = shares("customer_id", counts, 0.2, top=2, keys=None)
-    assert [(s.value, s.rows, s.share, s.hot) for s in top] == [("A", 6, 0.6, True), ("B", 2, 0.2, False)]
+    assert [(s.value, s.rows, s.share, s.hot) for s in top] == [
+        ("A", 6, 0.6, True),
+        ("B", 2, 0.2, False),
+    ]
     assert (null.value, null.rows, null.share, null.hot) == (None, 1, 0.1, False)
     top, _ = shares("customer_id", counts, 0.2)  # three customers: 60% is not 3 x an even share
     assert not top[0].hot
@@ -35,9 +38,16 @@ def test_shares_rank_the_top_keys_and_always_show_the_null_bucket():
 
 
 def test_staging_keys_counts_ids_and_records_per_day_and_finds_the_hot_customer(spark):
-    rows = ([(D1, f"o{i}", "HOT") for i in range(6)] + [(D1, "o0", "HOT")]  # o0 twice: 2 versions
-            + [(D2, f"p{i}", f"c{i}") for i in range(3)] + [(D3, "q0", "HOT"), (D3, "q1", "c9")])
-    keys = staging_keys(spark.createDataFrame(rows, "event_date date, order_id string, customer_id string"), [D1, D2, D3])
+    rows = (
+        [(D1, f"o{i}", "HOT") for i in range(6)]
+        + [(D1, "o0", "HOT")]  # o0 twice: 2 versions
+        + [(D2, f"p{i}", f"c{i}") for i in range(3)]
+        + [(D3, "q0", "HOT"), (D3, "q1", "c9")]
+    )
+    keys = staging_keys(
+        spark.createDataFrame(rows, "event_date date, order_id string, customer_id string"),
+        [D1, D2, D3],
+    )
     assert keys.valid_ids == {D1: 6, D2: 3, D3: 2}
     assert keys.rows_per_day == {D1: 7, D2: 3, D3: 2}
     assert keys.heavy_customers == {"HOT": 8}  # the others have fewer rows than days

@@ -31,7 +31,9 @@ def build_automation(
     """``downstream_jobs``: the jobs that build LTV and the monthly report (without them, no
     ``downstream_refresh`` sensor)."""
     auto = auto or AutomationSettings.from_env()
-    downstream = [build_downstream_sensor(settings, auto, downstream_jobs)] if downstream_jobs else []
+    downstream = (
+        [build_downstream_sensor(settings, auto, downstream_jobs)] if downstream_jobs else []
+    )
     return Automation(
         [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto), *downstream],
         [build_daily_schedule(settings, auto), build_maintenance_schedule(auto)],

@@ -50,7 +50,9 @@ from backfill_assets.late_data import Request
 from backfill_assets.settings import Settings
 
 
-def ltv_request(settings: Settings, staging: dict[date, int], ltv: dict[date, int]) -> Request | None:
+def ltv_request(
+    settings: Settings, staging: dict[date, int], ltv: dict[date, int]
+) -> Request | None:
     """LTV from its first stale day to the latest published staging day, or None."""
     if not staging:
         return None
@@ -59,12 +61,19 @@ def ltv_request(settings: Settings, staging: dict[date, int], ltv: dict[date, in
     if first is None:
         return None
     newest = max(staging.values())
-    return Request(CUSTOMER_LTV_STEP, first, last, f"{CUSTOMER_LTV_STEP}:{first}..{last}:staging@{newest}",
-                   f"{STG_ORDERS.to_user_string()} changed from {first} on: "
-                   f"{FCT_CUSTOMER_LTV.to_user_string()} is stale to {last}")
+    return Request(
+        CUSTOMER_LTV_STEP,
+        first,
+        last,
+        f"{CUSTOMER_LTV_STEP}:{first}..{last}:staging@{newest}",
+        f"{STG_ORDERS.to_user_string()} changed from {first} on: "
+        f"{FCT_CUSTOMER_LTV.to_user_string()} is stale to {last}",
+    )
 
 
-def month_request(settings: Settings, fact: dict[date, int], months: dict[date, int]) -> Request | None:
+def month_request(
+    settings: Settings, fact: dict[date, int], months: dict[date, int]
+) -> Request | None:
     """The complete months whose fact changed after they were built (or that never were), as
     one range, or None."""
     last = monthly_partitions(settings).get_last_partition_key()
@@ -81,36 +90,52 @@ def month_request(settings: Settings, fact: dict[date, int], months: dict[date, 
     if not stale:
         return None
     first, last_month = stale[0], stale[-1]
-    return Request(MONTHLY_REVENUE_STEP, first, last_month,
-                   f"{MONTHLY_REVENUE_STEP}:{first}..{last_month}:fact@{newest}",
-                   f"{FCT_DAILY_REVENUE.to_user_string()} changed in {len(stale)} month(s): "
-                   f"{', '.join(f'{m:%Y-%m}' for m in stale)}")
+    return Request(
+        MONTHLY_REVENUE_STEP,
+        first,
+        last_month,
+        f"{MONTHLY_REVENUE_STEP}:{first}..{last_month}:fact@{newest}",
+        f"{FCT_DAILY_REVENUE.to_user_string()} changed in {len(stale)} month(s): "
+        f"{', '.join(f'{m:%Y-%m}' for m in stale)}",
+    )
 
 
-def enrich_request(settings: Settings, staging: dict[date, int], enriched: dict[date, int]) -> Request | None:
+def enrich_request(
+    settings: Settings, staging: dict[date, int], enriched: dict[date, int]
+) -> Request | None:
     """The enrichment from its first stale day to its last, or None (always None while the
     segment service is not configured: the days could only be held)."""
     if settings.segments is None:
         return None
-    stale = sorted(d for d, changed in staging.items() if d not in enriched or enriched[d] < changed)
+    stale = sorted(
+        d for d, changed in staging.items() if d not in enriched or enriched[d] < changed
+    )
     if not stale:
         return None
     first, last = stale[0], stale[-1]
     newest = max(staging[d] for d in stale)
-    return Request(ENRICH_STEP, first, last, f"{ENRICH_STEP}:{first}..{last}:staging@{newest}",
-                   f"{STG_ORDERS.to_user_string()} changed on {len(stale)} day(s) from {first} on: "
-                   f"{STG_ORDERS_ENRICHED.to_user_string()} is stale")
+    return Request(
+        ENRICH_STEP,
+        first,
+        last,
+        f"{ENRICH_STEP}:{first}..{last}:staging@{newest}",
+        f"{STG_ORDERS.to_user_string()} changed on {len(stale)} day(s) from {first} on: "
+        f"{STG_ORDERS_ENRICHED.to_user_string()} is stale",
+    )
 
 
 def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[Request]:
     """The ranged runs that bring LTV and the monthly report up to date with the event days."""
+
     def latest(key: dg.AssetKey) -> dict[date, int]:
         return latest_materializations(instance, key)
 
     staging, fact = latest(STG_ORDERS), latest(FCT_DAILY_REVENUE)
-    requests = [ltv_request(settings, staging, latest(FCT_CUSTOMER_LTV)),
-                month_request(settings, fact, latest(RPT_MONTHLY_REVENUE)),
-                enrich_request(settings, staging, latest(STG_ORDERS_ENRICHED))]
+    requests = [
+        ltv_request(settings, staging, latest(FCT_CUSTOMER_LTV)),
+        month_request(settings, fact, latest(RPT_MONTHLY_REVENUE)),
+        enrich_request(settings, staging, latest(STG_ORDERS_ENRICHED)),
+    ]
     return [r for r in requests if r is not None]
 
 
@@ -119,15 +144,22 @@ def queued_run_covers(instance: dg.DagsterInstance, request: Request) -> bool:
     queued: it has read nothing yet, so it will build from what is published when it starts,
     and another run of the same days would only repeat it."""
     assets = set(STEP_ASSETS[request.step])
-    waiting = instance.get_runs(filters=dg.RunsFilter(
-        statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]))
-    return any(set(run.asset_selection or ()) == assets
-               and run.tags.get(RANGE_START, "9999") <= request.start.isoformat()
-               and run.tags.get(RANGE_END, "") >= request.end.isoformat()
-               for run in waiting)
+    waiting = instance.get_runs(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+        )
+    )
+    return any(
+        set(run.asset_selection or ()) == assets
+        and run.tags.get(RANGE_START, "9999") <= request.start.isoformat()
+        and run.tags.get(RANGE_END, "") >= request.end.isoformat()
+        for run in waiting
+    )
 
 
-def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: list) -> dg.SensorDefinition:
+def build_downstream_sensor(
+    settings: Settings, auto: AutomationSettings, jobs: list
+) -> dg.SensorDefinition:
     def downstream_refresh(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         """Whenever staging or the daily fact changes (late data, the daily refresh, a
         backfill, a correction's cutover or rollback), requests fct_customer_ltv from the first
@@ -135,11 +167,13 @@ def build_downstream_sensor(settings: Settings, auto: AutomationSettings, jobs: 
         month the change touches as one ranged run, and stg_orders_enriched over the changed
         days when the segment service is configured. On by default. Run keys make a re-evaluated
         tick request nothing twice."""
-        requests = [r for r in stale_downstream(settings, context.instance)
-                    if not queued_run_covers(context.instance, r)]
+        requests = [
+            r
+            for r in stale_downstream(settings, context.instance)
+            if not queued_run_covers(context.instance, r)
+        ]
         if not requests:
             return dg.SensorResult(skip_reason="customer LTV and the monthly report are up to date")
         return dg.SensorResult(run_requests=[run_request(r) for r in requests])
 
     return auto.sensor(downstream_refresh, DOWNSTREAM_SENSOR, dg.DefaultSensorStatus.RUNNING, jobs)
-

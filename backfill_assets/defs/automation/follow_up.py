@@ -86,6 +86,8 @@ def build_follow_up_sensor(auto: AutomationSettings) -> dg.SensorDefinition:
                 skip_reason="no daily_refresh raw run ended since the last tick",
                 cursor=dump_mark(mark),
             )
-        return dg.SensorResult(run_requests=[run_request(r) for r in requests], cursor=dump_mark(mark))
+        return dg.SensorResult(
+            run_requests=[run_request(r) for r in requests], cursor=dump_mark(mark)
+        )
 
     return auto.sensor(daily_refresh_follow_up, FOLLOW_UP_SENSOR, dg.DefaultSensorStatus.RUNNING)

@@ -29,24 +29,31 @@ CRON = "0 4 * * 0"  # Sundays 04:00 UTC, clear of the daily refresh at 02:00
 
 
 @dg.op(name=MAINTENANCE_OP)
-def maintain_lake(context, spark: SparkResource,
-                  pipeline: PipelineResource) -> None:
+def maintain_lake(context, spark: SparkResource, pipeline: PipelineResource) -> None:
     """Decommission corrections older than the retention, then vacuum (retention honoured),
     compact and checkpoint every table of the lake."""
     days = retention_days()
     lake = pipeline.lake(spark.spark_session)
     for closed in decommission(lake, days):
         context.log.info(f"correction {closed} decommissioned: older than {days:g} days")
-    done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days,
-                           CommitInfo(run_id=context.run_id, code_version=code_version(),
-                                      extra={"maintenance": "weekly"}))
+    done = maintain_tables(
+        lake,
+        [(t.path, t.partition_column) for t in LAKE_TABLES],
+        days,
+        CommitInfo(
+            run_id=context.run_id, code_version=code_version(), extra={"maintenance": "weekly"}
+        ),
+    )
     for table in done:
         context.log.info(table.summary())
 
 
-@dg.job(name=MAINTENANCE_JOB, description="Lake upkeep: decommission corrections older than "
-        "BACKFILL_RETENTION_DAYS; over every table, expire abandoned staged versions, vacuum "
-        "with that retention honoured, compact small files, write checkpoints.")
+@dg.job(
+    name=MAINTENANCE_JOB,
+    description="Lake upkeep: decommission corrections older than "
+    "BACKFILL_RETENTION_DAYS; over every table, expire abandoned staged versions, vacuum "
+    "with that retention honoured, compact small files, write checkpoints.",
+)
 def maintenance_job():
     maintain_lake()
 

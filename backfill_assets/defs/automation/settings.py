@@ -62,7 +62,9 @@ class AutomationSettings:
                 "BACKFILL_LANDING_RECOUNT_MINUTES >= 0"
             )
         if not is_valid_cron_string(settings.daily_cron):
-            raise ValueError(f"BACKFILL_DAILY_CRON is not a cron expression: {settings.daily_cron!r}")
+            raise ValueError(
+                f"BACKFILL_DAILY_CRON is not a cron expression: {settings.daily_cron!r}"
+            )
         return settings
 
     @property
@@ -75,14 +77,19 @@ class AutomationSettings:
             dg.DefaultScheduleStatus.RUNNING if self.running else dg.DefaultScheduleStatus.STOPPED
         )
 
-    def sensor(self, evaluate, name: str, status: dg.DefaultSensorStatus,
-               jobs: list | None = None) -> dg.SensorDefinition:
+    def sensor(
+        self, evaluate, name: str, status: dg.DefaultSensorStatus, jobs: list | None = None
+    ) -> dg.SensorDefinition:
         """A sensor of the pipeline, evaluated every ``sensor_interval_seconds``, its docstring
         the description the UI shows; it requests runs of ``backfill_job`` unless ``jobs``."""
         target = {"jobs": jobs} if jobs else {"job_name": BACKFILL_JOB}
-        return dg.sensor(name=name, minimum_interval_seconds=self.sensor_interval_seconds,
-                         default_status=status, description=inspect.cleandoc(evaluate.__doc__),
-                         **target)(evaluate)
+        return dg.sensor(
+            name=name,
+            minimum_interval_seconds=self.sensor_interval_seconds,
+            default_status=status,
+            description=inspect.cleandoc(evaluate.__doc__),
+            **target,
+        )(evaluate)
 
     @property
     def settle_ns(self) -> int:

@@ -52,7 +52,9 @@ from backfill_assets.transforms.schemas import CUSTOMER_LTV
 STAGING, LTV = STG_ORDERS.to_user_string(), FCT_CUSTOMER_LTV.to_user_string()
 
 
-def first_stale(first: date, last: date, staging: dict[date, int], ltv: dict[date, int]) -> date | None:
+def first_stale(
+    first: date, last: date, staging: dict[date, int], ltv: dict[date, int]
+) -> date | None:
     """The first day of [first, last] whose LTV is not published, or was published before the
     staging of a day up to it (storage ids of their latest materializations); None if none."""
     newest_staging = 0
@@ -73,13 +75,20 @@ def buildable_days(step: Publication, settings: Settings, days: list[date]) -> l
     staging = latest_materializations(instance, STG_ORDERS)
     missing = first_unpublished(start, days[-1], staging)
     if days[0] > start:
-        stale = first_stale(start, days[0] - timedelta(days=1), staging,
-                            latest_materializations(instance, FCT_CUSTOMER_LTV))
+        stale = first_stale(
+            start,
+            days[0] - timedelta(days=1),
+            staging,
+            latest_materializations(instance, FCT_CUSTOMER_LTV),
+        )
         if stale is not None:
             for d in days:
-                step.hold(d, f"{LTV} {days[0] - timedelta(days=1)} is not published or older than "
-                          f"the staging it sums (first such day {stale}): range held, not widened; "
-                          f"build {LTV} from {stale}")
+                step.hold(
+                    d,
+                    f"{LTV} {days[0] - timedelta(days=1)} is not published or older than "
+                    f"the staging it sums (first such day {stale}): range held, not widened; "
+                    f"build {LTV} from {stale}",
+                )
             return []
     if missing is not None:
         for d in days:
@@ -97,17 +106,27 @@ def publish_ltv(step: Publication, settings: Settings, days: list[date]) -> None
     staging, staging_version = step.read_published(STAGING_TABLE, days, None)
     seed, ltv_version = read_seed(lake, days[0])
     inputs = {STAGING_TABLE.path: staging_version, CUSTOMER_LTV_TABLE.path: ltv_version}
-    staged = step.stage(CUSTOMER_LTV_TABLE, customer_ltv(seed, staging), days,
-                        commit_info(step.context, FCT_CUSTOMER_LTV, days, inputs))
+    staged = step.stage(
+        CUSTOMER_LTV_TABLE,
+        customer_ltv(seed, staging),
+        days,
+        commit_info(step.context, FCT_CUSTOMER_LTV, days, inputs),
+    )
     rows = step.read_staged(staged)
-    fact = fact_totals(step.read_published(FACT_TABLE, days, None)[0]) if lake.exists(FACT_TABLE.path) else {}
+    fact = (
+        fact_totals(step.read_published(FACT_TABLE, days, None)[0])
+        if lake.exists(FACT_TABLE.path)
+        else {}
+    )
     passed = step.audit(days, ltv_outcomes(days, ltv_audit(rows, seed, staging), fact))
-    moved = lake.changed_since(STAGING_TABLE.path, STAGING_TABLE.partition_column, staging_version, days)
+    moved = lake.changed_since(
+        STAGING_TABLE.path, STAGING_TABLE.partition_column, staging_version, days
+    )
     good = []
     for d in days:  # a prefix: every later day was built on a held one
         if d not in passed or d in moved:
             why = f"{STAGING} republished while it was built" if d in moved else None
-            for later in days[days.index(d):]:
+            for later in days[days.index(d) :]:
                 step.hold(later, why or f"built on {LTV} {d}, which is held")
             break
         good.append(d)

@@ -37,7 +37,9 @@ from backfill_assets.transforms.schemas import MONTHLY_REVENUE
 MAX_NAMED = 10
 
 
-def ready_months(step: Publication, settings: Settings, months: list[date]) -> dict[date, list[date]]:
+def ready_months(
+    step: Publication, settings: Settings, months: list[date]
+) -> dict[date, list[date]]:
     """The months whose every day has its fact published, with those days; the others held,
     naming the missing days."""
     published = step.published_days(FCT_DAILY_REVENUE)
@@ -77,23 +79,35 @@ def publish_months(step: Publication, settings: Settings, months: list[date]) ->
     if not ready:
         return
     months = sorted(ready)
-    fact, fact_version = step.read_published(FACT_TABLE, [d for m in months for d in ready[m]], None)
+    fact, fact_version = step.read_published(
+        FACT_TABLE, [d for m in months for d in ready[m]], None
+    )
     inputs = {FACT_TABLE.path: fact_version}
-    staged = step.stage(MONTHLY_REVENUE_TABLE, monthly_revenue(fact), months,
-                        commit_info(step.context, RPT_MONTHLY_REVENUE, months, inputs))
+    staged = step.stage(
+        MONTHLY_REVENUE_TABLE,
+        monthly_revenue(fact),
+        months,
+        commit_info(step.context, RPT_MONTHLY_REVENUE, months, inputs),
+    )
     expected = monthly_sums(fact_totals(fact))
-    actual = totals_by(step.read_staged(staged), MONTHLY_REVENUE_TABLE.partition_column, MONTHLY_FIELDS)
+    actual = totals_by(
+        step.read_staged(staged), MONTHLY_REVENUE_TABLE.partition_column, MONTHLY_FIELDS
+    )
     good = step.audit(months, monthly_outcomes(months, expected, actual))
     if not good:
         return
     before, replaced_version = previous_months(step.lake, good)
     write = step.publish(staged, good)
     for m in good:
-        step.published(RPT_MONTHLY_REVENUE, m, {
-            **write_metadata(write, m, inputs, MONTHLY_REVENUE),
-            **fact_metadata(actual.get(m, {}), before.get(m), replaced_version),
-            "days": dg.MetadataValue.int(len(ready[m])),
-        })
+        step.published(
+            RPT_MONTHLY_REVENUE,
+            m,
+            {
+                **write_metadata(write, m, inputs, MONTHLY_REVENUE),
+                **fact_metadata(actual.get(m, {}), before.get(m), replaced_version),
+                "days": dg.MetadataValue.int(len(ready[m])),
+            },
+        )
 
 
 def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -112,7 +126,11 @@ def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition
                 "summed over the month. Built only when every day of the month is published, "
                 "otherwise held naming the missing days; rebuilt for every month a fact change "
                 "touches, recording the change against the version it replaced.",
-                deps=[dg.AssetDep(FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping())],
+                deps=[
+                    dg.AssetDep(
+                        FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping()
+                    )
+                ],
                 metadata={"table": MONTHLY_REVENUE_TABLE.path},
             ),
         ],

@@ -51,8 +51,11 @@ def publish_enriched(step: Publication, segments: SegmentsResource, days: list[d
     """Build, stage, audit and publish the enrichment of ``days`` in one Spark job."""
     if not segments.configured:
         for d in days:
-            step.hold(d, "the segment service is not configured: set BACKFILL_SEGMENTS_URL "
-                      "(make demo starts one), then re-execute")
+            step.hold(
+                d,
+                "the segment service is not configured: set BACKFILL_SEGMENTS_URL "
+                "(make demo starts one), then re-execute",
+            )
         return
     published = step.published_days(STG_ORDERS)
     for d in days:
@@ -73,18 +76,33 @@ def publish_enriched(step: Publication, segments: SegmentsResource, days: list[d
         for d in days:
             step.hold(d, f"the segment service did not answer: {exc}")
         return
-    lookups = {"lane": lane, "customers": len(customers), "cached_hits": len(customers & known),
-               "fetched": len(fetched), "requests": client.stats.requests,
-               "throttled_429": client.stats.throttled_429,
-               "token_wait_s": round(sum(client.stats.token_waits_s), 3)}
+    lookups = {
+        "lane": lane,
+        "customers": len(customers),
+        "cached_hits": len(customers & known),
+        "fetched": len(fetched),
+        "requests": client.stats.requests,
+        "throttled_429": client.stats.throttled_429,
+        "token_wait_s": round(sum(client.stats.token_waits_s), 3),
+    }
     context.log.info(f"{ENRICHED}: segment lookups {lookups}")
-    cache_version = store_segments(lake, fetched, commit_info(context, STG_ORDERS_ENRICHED, days, {}))
+    cache_version = store_segments(
+        lake, fetched, commit_info(context, STG_ORDERS_ENRICHED, days, {})
+    )
     segs = cached.unionByName(segments_frame(lake.spark, fetched))
     inputs = {STAGING_TABLE.path: staging_version, CUSTOMER_SEGMENTS_TABLE.path: cache_version}
-    staged = step.stage(ENRICHED_TABLE, enrich(staging, segs), days,
-                        commit_info(context, STG_ORDERS_ENRICHED, days, inputs))
-    passed = step.audit(days, enrich_outcomes(days, enrichment_audit(staging, step.read_staged(staged), segs)))
-    moved = lake.changed_since(STAGING_TABLE.path, STAGING_TABLE.partition_column, staging_version, days)
+    staged = step.stage(
+        ENRICHED_TABLE,
+        enrich(staging, segs),
+        days,
+        commit_info(context, STG_ORDERS_ENRICHED, days, inputs),
+    )
+    passed = step.audit(
+        days, enrich_outcomes(days, enrichment_audit(staging, step.read_staged(staged), segs))
+    )
+    moved = lake.changed_since(
+        STAGING_TABLE.path, STAGING_TABLE.partition_column, staging_version, days
+    )
     for d in moved & set(passed):
         step.hold(d, f"{STAGING} republished while it was built")
     good = [d for d in passed if d not in moved]
@@ -92,8 +110,14 @@ def publish_enriched(step: Publication, segments: SegmentsResource, days: list[d
         return
     write = step.publish(staged, good)
     for d in good:
-        step.published(STG_ORDERS_ENRICHED, d, {**write_metadata(write, d, inputs, ENRICHED_ORDERS),
-                                                "segment_lookups": dg.MetadataValue.json(lookups)})
+        step.published(
+            STG_ORDERS_ENRICHED,
+            d,
+            {
+                **write_metadata(write, d, inputs, ENRICHED_ORDERS),
+                "segment_lookups": dg.MetadataValue.json(lookups),
+            },
+        )
 
 
 def build_enrichment_assets(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -121,7 +145,9 @@ def build_enrichment_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         **spark_step(ENRICH_CHECKS, partitions),
     )
     def enrich_orders_step(
-        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource,
+        context: dg.AssetExecutionContext,
+        spark: LazyPySparkResource,
+        pipeline: PipelineResource,
         segments: SegmentsResource,
     ):
         """The enrichment of the range's days that an earlier attempt did not publish."""

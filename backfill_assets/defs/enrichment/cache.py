@@ -35,17 +35,25 @@ def cached_segments(lake: Lake, customers: set[str]) -> tuple[DataFrame, set[str
         return spark.createDataFrame([], CUSTOMER_SEGMENTS), set()
     wanted = spark.createDataFrame([(c,) for c in sorted(customers)], "customer_id STRING")
     table, _ = lake.read_table(TABLE.path)
-    mine = table.join(F.broadcast(wanted), on="customer_id", how="left_semi").select(*CUSTOMER_SEGMENTS.fieldNames())
+    mine = table.join(F.broadcast(wanted), on="customer_id", how="left_semi").select(
+        *CUSTOMER_SEGMENTS.fieldNames()
+    )
     collected = mine.collect()  # pinned: later writes do not move it
     rows_of: dict[str, int] = {}
     for r in collected:
         rows_of[r["customer_id"]] = rows_of.get(r["customer_id"], 0) + 1
-    whole = {r["customer_id"] for r in collected if rows_of[r["customer_id"]] == r["_history_entries"]}
-    rows = spark.createDataFrame([r for r in collected if r["customer_id"] in whole], CUSTOMER_SEGMENTS)
+    whole = {
+        r["customer_id"] for r in collected if rows_of[r["customer_id"]] == r["_history_entries"]
+    }
+    rows = spark.createDataFrame(
+        [r for r in collected if r["customer_id"] in whole], CUSTOMER_SEGMENTS
+    )
     return rows, whole
 
 
-def store_segments(lake: Lake, histories: dict[str, list[tuple[date, str]]], commit: CommitInfo) -> int | None:
+def store_segments(
+    lake: Lake, histories: dict[str, list[tuple[date, str]]], commit: CommitInfo
+) -> int | None:
     """Merge ``histories`` into the cache by key; the version that holds them (None: nothing to
     write and no table yet)."""
     fetched = segments_frame(lake.spark, histories)

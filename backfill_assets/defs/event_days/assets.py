@@ -55,26 +55,41 @@ def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[d
         return done, None
     build = build_staging(spark, step.lake, settings, days)
     if build.hot_keys or build.spread > 1:
-        step.context.log.info(f"{STG_ORDERS.to_user_string()}: hot keys {build.hot_keys or 'none'}; "
-                              f"each day written by up to {build.spread} tasks")
-    staged = step.stage(STAGING_TABLE, build.staging, days,
-                        commit_info(step.context, STG_ORDERS, days, build.input_versions),
-                        spread=build.spread)
+        step.context.log.info(
+            f"{STG_ORDERS.to_user_string()}: hot keys {build.hot_keys or 'none'}; "
+            f"each day written by up to {build.spread} tasks"
+        )
+    staged = step.stage(
+        STAGING_TABLE,
+        build.staging,
+        days,
+        commit_info(step.context, STG_ORDERS, days, build.input_versions),
+        spread=build.spread,
+    )
     outcomes = build.audit(days, step.read_staged(staged))
     good = step.audit(days, outcomes)
-    step.context.log.info(f"{STG_ORDERS.to_user_string()}: publishing {len(good)} of {len(days)} day(s)")
+    step.context.log.info(
+        f"{STG_ORDERS.to_user_string()}: publishing {len(good)} of {len(days)} day(s)"
+    )
     if not good:
         return done, None
     write = step.publish(staged, good)
     figures = plotted(outcomes, STG_ORDERS)
     for d in good:
-        step.published(STG_ORDERS, d, {**write_metadata(write, d, build.input_versions, STAGING_ORDERS),
-                                       **figures.get(d, {})})
+        step.published(
+            STG_ORDERS,
+            d,
+            {
+                **write_metadata(write, d, build.input_versions, STAGING_ORDERS),
+                **figures.get(d, {}),
+            },
+        )
     return set(good) | done, write.version
 
 
-def publish_fact(step: Publication, candidates: list[date], staging_version: int | None,
-                 settings: Settings) -> None:
+def publish_fact(
+    step: Publication, candidates: list[date], staging_version: int | None, settings: Settings
+) -> None:
     """Fact of the published staging days ``candidates``, staged, audited against that
     staging, and published."""
     days = step.days_to_build(FCT_DAILY_REVENUE, candidates)
@@ -83,10 +98,13 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
     lake, source = step.lake, STAGING_TABLE
     staging, version = step.read_published(source, days, staging_version)
     inputs = {source.path: version}
-    history = trailing_published(staging.sparkSession, lake, settings, days, FACT_TABLE, DAILY_REVENUE)
+    history = trailing_published(
+        staging.sparkSession, lake, settings, days, FACT_TABLE, DAILY_REVENUE
+    )
     build = build_fact(staging, history, settings.quality)
-    staged = step.stage(FACT_TABLE, build.fact, days,
-                        commit_info(step.context, FCT_DAILY_REVENUE, days, inputs))
+    staged = step.stage(
+        FACT_TABLE, build.fact, days, commit_info(step.context, FCT_DAILY_REVENUE, days, inputs)
+    )
     outcomes = build.audit(days, step.read_staged(staged))
     good = step.audit(days, outcomes)
     if good and step.publishes:
@@ -101,11 +119,15 @@ def publish_fact(step: Publication, candidates: list[date], staging_version: int
     write = step.publish(staged, good)
     figures = plotted(outcomes, FCT_DAILY_REVENUE)
     for d in good:
-        step.published(FCT_DAILY_REVENUE, d, {
-            **write_metadata(write, d, inputs, DAILY_REVENUE),
-            **fact_metadata(build.expected.get(d, {}), before.get(d), replaced_version),
-            **figures.get(d, {}),
-        })
+        step.published(
+            FCT_DAILY_REVENUE,
+            d,
+            {
+                **write_metadata(write, d, inputs, DAILY_REVENUE),
+                **fact_metadata(build.expected.get(d, {}), before.get(d), replaced_version),
+                **figures.get(d, {}),
+            },
+        )
 
 
 def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, settings: Settings):
@@ -117,7 +139,8 @@ def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, set
                 description=f"{STG_ORDERS.to_user_string()} without "
                 f"{FCT_DAILY_REVENUE.to_user_string()} would leave the fact built from a staging "
                 "that is no longer published: select both (the fact alone is fine)",
-                allow_retries=False)
+                allow_retries=False,
+            )
         staging_version = None
         if STG_ORDERS in selected:
             published, staging_version = publish_staging(step, spark, settings)

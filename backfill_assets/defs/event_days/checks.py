@@ -13,8 +13,10 @@ from backfill_assets.defs.publishing import CheckOutcome
 from backfill_assets.transforms.audit import EMPTY_DAY, ZERO
 
 # Checks that only a bug can fail: the data cannot make them fail, so re-running cannot help.
-CODE_DEFECT = (" A failure means a defect in the code, not in the data: report it with the run "
-               "id; re-executing will fail again.")
+CODE_DEFECT = (
+    " A failure means a defect in the code, not in the data: report it with the run "
+    "id; re-executing will fail again."
+)
 
 UNIQUE_ORDER_IDS = "unique_order_ids"
 ONE_ROW_PER_VALID_ORDER = "one_row_per_valid_order"
@@ -23,27 +25,46 @@ WINDOW_COMPLETE = "window_complete"
 MATCHES_SCHEMA = "matches_contract_schema"
 
 STAGING_CHECKS = [
-    dg.AssetCheckSpec(UNIQUE_ORDER_IDS, asset=STG_ORDERS, blocking=True,
-                      description="staging[D] has unique order_ids." + CODE_DEFECT),
-    dg.AssetCheckSpec(ONE_ROW_PER_VALID_ORDER, asset=STG_ORDERS, blocking=True,
-                      description="staging[D] has one row per distinct order_id among the valid "
-                      "records with event date D in its arrival window." + CODE_DEFECT),
-    dg.AssetCheckSpec(FX_RATE_PRESENT, asset=STG_ORDERS, blocking=True,
-                      description="Every order of D has a USD rate of its currency on D "
-                      "from a rate date at most 7 days before (no rate: the day is held, never "
-                      "published with a guess). Held: land the missing currency's rate in "
-                      "fx_rates/rate_date=R/, materialize raw_fx_rates for R, and re-execute the "
-                      "run from failure (CLI: backfill-assets reexecute <run id>)."),
-    dg.AssetCheckSpec(WINDOW_COMPLETE, asset=STG_ORDERS, blocking=True,
-                      description="staging[D] was built from every landed order file of the "
-                      "arrival dates D .. D + max lateness and every landed rate file of the rate "
-                      "dates D - 7 .. D (the raw layer is up to date; files of zero records "
-                      "count as read). Held: rebuild raw_orders or raw_fx_rates for the dates "
-                      "named in the check's metadata, then re-execute from failure."),
-    dg.AssetCheckSpec(MATCHES_SCHEMA, asset=STG_ORDERS, blocking=True,
-                      description="staging[D] satisfies the contract's pandera schema: its "
-                      "columns and types, and every priced row each of the model's data rules."
-                      + CODE_DEFECT),
+    dg.AssetCheckSpec(
+        UNIQUE_ORDER_IDS,
+        asset=STG_ORDERS,
+        blocking=True,
+        description="staging[D] has unique order_ids." + CODE_DEFECT,
+    ),
+    dg.AssetCheckSpec(
+        ONE_ROW_PER_VALID_ORDER,
+        asset=STG_ORDERS,
+        blocking=True,
+        description="staging[D] has one row per distinct order_id among the valid "
+        "records with event date D in its arrival window." + CODE_DEFECT,
+    ),
+    dg.AssetCheckSpec(
+        FX_RATE_PRESENT,
+        asset=STG_ORDERS,
+        blocking=True,
+        description="Every order of D has a USD rate of its currency on D "
+        "from a rate date at most 7 days before (no rate: the day is held, never "
+        "published with a guess). Held: land the missing currency's rate in "
+        "fx_rates/rate_date=R/, materialize raw_fx_rates for R, and re-execute the "
+        "run from failure (CLI: backfill-assets reexecute <run id>).",
+    ),
+    dg.AssetCheckSpec(
+        WINDOW_COMPLETE,
+        asset=STG_ORDERS,
+        blocking=True,
+        description="staging[D] was built from every landed order file of the "
+        "arrival dates D .. D + max lateness and every landed rate file of the rate "
+        "dates D - 7 .. D (the raw layer is up to date; files of zero records "
+        "count as read). Held: rebuild raw_orders or raw_fx_rates for the dates "
+        "named in the check's metadata, then re-execute from failure.",
+    ),
+    dg.AssetCheckSpec(
+        MATCHES_SCHEMA,
+        asset=STG_ORDERS,
+        blocking=True,
+        description="staging[D] satisfies the contract's pandera schema: its "
+        "columns and types, and every priced row each of the model's data rules." + CODE_DEFECT,
+    ),
 ]
 
 TOTALS_MATCH_STAGING = "totals_match_staging"
@@ -80,36 +101,75 @@ def staging_outcomes(
         violations = s["rule_violations"]
         missing = missing_files.get(day, [])
         outcomes += [
-            CheckOutcome(STG_ORDERS, UNIQUE_ORDER_IDS, day, s["rows"] == s["distinct_ids"],
-                         {"rows": s["rows"], "distinct_order_ids": s["distinct_ids"]}),
-            CheckOutcome(STG_ORDERS, ONE_ROW_PER_VALID_ORDER, day,
-                         s["rows"] == valid_ids.get(day, 0),
-                         {"expected_rows": valid_ids.get(day, 0), "actual_rows": s["rows"]}),
-            CheckOutcome(STG_ORDERS, FX_RATE_PRESENT, day, s["without_rate"] == 0,
-                         {"orders_without_rate": s["without_rate"],
-                          "first_offending_orders": dg.MetadataValue.json(list(s["first_without_rate"]))}),
-            CheckOutcome(STG_ORDERS, WINDOW_COMPLETE, day, not missing,
-                         {"landed_files_missing_from_raw": dg.MetadataValue.json(missing[:10]),
-                          "missing_count": len(missing)}),
-            CheckOutcome(STG_ORDERS, MATCHES_SCHEMA, day, not schema_errors and not violations,
-                         {"schema_errors": dg.MetadataValue.json(schema_errors[:10]),
-                          "rows_breaking_rules": dg.MetadataValue.json(violations)}),
+            CheckOutcome(
+                STG_ORDERS,
+                UNIQUE_ORDER_IDS,
+                day,
+                s["rows"] == s["distinct_ids"],
+                {"rows": s["rows"], "distinct_order_ids": s["distinct_ids"]},
+            ),
+            CheckOutcome(
+                STG_ORDERS,
+                ONE_ROW_PER_VALID_ORDER,
+                day,
+                s["rows"] == valid_ids.get(day, 0),
+                {"expected_rows": valid_ids.get(day, 0), "actual_rows": s["rows"]},
+            ),
+            CheckOutcome(
+                STG_ORDERS,
+                FX_RATE_PRESENT,
+                day,
+                s["without_rate"] == 0,
+                {
+                    "orders_without_rate": s["without_rate"],
+                    "first_offending_orders": dg.MetadataValue.json(list(s["first_without_rate"])),
+                },
+            ),
+            CheckOutcome(
+                STG_ORDERS,
+                WINDOW_COMPLETE,
+                day,
+                not missing,
+                {
+                    "landed_files_missing_from_raw": dg.MetadataValue.json(missing[:10]),
+                    "missing_count": len(missing),
+                },
+            ),
+            CheckOutcome(
+                STG_ORDERS,
+                MATCHES_SCHEMA,
+                day,
+                not schema_errors and not violations,
+                {
+                    "schema_errors": dg.MetadataValue.json(schema_errors[:10]),
+                    "rows_breaking_rules": dg.MetadataValue.json(violations),
+                },
+            ),
         ]
     return outcomes
 
 
 def compared(expected: dict, actual: dict) -> dict:
     """Both sides of a comparison of totals as metadata, revenue as text (exact to the cent)."""
+
     def shown(k, v):
         return str(v) if k == "revenue_usd" else v
-    return {**{f"expected_{k}": shown(k, v) for k, v in expected.items()},
-            **{f"actual_{k}": shown(k, v) for k, v in actual.items()}}
+
+    return {
+        **{f"expected_{k}": shown(k, v) for k, v in expected.items()},
+        **{f"actual_{k}": shown(k, v) for k, v in actual.items()},
+    }
 
 
-def fact_outcomes(days: list[date], expected: dict[date, dict], actual: dict[date, dict]) -> list[CheckOutcome]:
+def fact_outcomes(
+    days: list[date], expected: dict[date, dict], actual: dict[date, dict]
+) -> list[CheckOutcome]:
     outcomes = []
     for day in days:
         exp, act = expected.get(day, ZERO), actual.get(day, ZERO)
-        outcomes.append(CheckOutcome(FCT_DAILY_REVENUE, TOTALS_MATCH_STAGING, day, exp == act,
-                                     compared(exp, act)))
+        outcomes.append(
+            CheckOutcome(
+                FCT_DAILY_REVENUE, TOTALS_MATCH_STAGING, day, exp == act, compared(exp, act)
+            )
+        )
     return outcomes

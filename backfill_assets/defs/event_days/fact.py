@@ -33,16 +33,19 @@ class FactBuild:
         warning checks, from the same aggregation (which reads the trailing days too)."""
         totals = fact_totals(staged, self.history)
         contract = fact_outcomes(days, self.expected, totals)
-        return contract + quality_outcomes(FCT_DAILY_REVENUE, days, fact_figures(totals),
-                                           set(held_days(contract)), self.quality)
+        return contract + quality_outcomes(
+            FCT_DAILY_REVENUE, days, fact_figures(totals), set(held_days(contract)), self.quality
+        )
 
 
-def build_fact(staging: DataFrame, history: DataFrame | None = None,
-               quality: QualitySettings | None = None) -> FactBuild:
+def build_fact(
+    staging: DataFrame, history: DataFrame | None = None, quality: QualitySettings | None = None
+) -> FactBuild:
     """``staging`` is the published staging of the days, read back pinned from the lake;
     ``history`` the published fact of the trailing days (``staging.trailing_published``)."""
-    return FactBuild(daily_revenue(staging), staging_totals(staging), history,
-                     quality or QualitySettings())
+    return FactBuild(
+        daily_revenue(staging), staging_totals(staging), history, quality or QualitySettings()
+    )
 
 
 def stale_fact_days(lake: Lake, days: list[date]) -> set[date]:
@@ -51,15 +54,24 @@ def stale_fact_days(lake: Lake, days: list[date]) -> set[date]:
     if not days or not lake.exists(STAGING_TABLE.path):
         return set()
     wanted = set(days)
-    staging = {p.partition: p.last_written_version
-               for p in lake.partitions(STAGING_TABLE.path, STAGING_TABLE.partition_column)
-               if p.partition in wanted}
+    staging = {
+        p.partition: p.last_written_version
+        for p in lake.partitions(STAGING_TABLE.path, STAGING_TABLE.partition_column)
+        if p.partition in wanted
+    }
     if not lake.exists(FACT_TABLE.path):
         return set(staging)
-    fact = {p.partition: p.last_written_version
-            for p in lake.partitions(FACT_TABLE.path, FACT_TABLE.partition_column) if p.partition in wanted}
-    built_from = {v: lake.commit_metadata(FACT_TABLE.path, v).get("input_versions", {})
-                  .get(STAGING_TABLE.path, -1) for v in set(fact.values())}
+    fact = {
+        p.partition: p.last_written_version
+        for p in lake.partitions(FACT_TABLE.path, FACT_TABLE.partition_column)
+        if p.partition in wanted
+    }
+    built_from = {
+        v: lake.commit_metadata(FACT_TABLE.path, v)
+        .get("input_versions", {})
+        .get(STAGING_TABLE.path, -1)
+        for v in set(fact.values())
+    }
     return {d for d, written in staging.items() if d not in fact or built_from[fact[d]] < written}
 
 
@@ -75,7 +87,9 @@ def change_metadata(new: dict, old: dict | None, replaced_version: int | None) -
     """What a rebuild changed against the version it replaced: orders and revenue deltas."""
     old = old or ZERO
     return {
-        "replaced_delta_version": dg.MetadataValue.int(-1 if replaced_version is None else replaced_version),
+        "replaced_delta_version": dg.MetadataValue.int(
+            -1 if replaced_version is None else replaced_version
+        ),
         "orders_delta": dg.MetadataValue.int(new.get("orders", 0) - old["orders"]),
         "paid_orders_delta": dg.MetadataValue.int(new.get("paid_orders", 0) - old["paid_orders"]),
         "revenue_usd_delta": dg.MetadataValue.text(

@@ -27,11 +27,13 @@ from backfill_assets.transforms.drift import (
 
 ROW_COUNT, STATUS_SHARE, CURRENCY_SHARE, REVENUE_PER_ORDER = QUALITY_CHECK_NAMES
 
-_BAND = ("Its band: the median of the same figure over the trailing published days (28 by "
-         "default), +- k (4) times 1.4826 * MAD, at least +-5% of the median (+-2 points for a "
-         "share); fewer than 7 trailing days with orders: it passes, 'not enough history'. "
-         "Warns by default (the day is published); BACKFILL_BLOCKING_QUALITY_CHECKS can make it "
-         "hold the day. Metadata: actual, band_lower, band_upper, band_median, history_days.")
+_BAND = (
+    "Its band: the median of the same figure over the trailing published days (28 by "
+    "default), +- k (4) times 1.4826 * MAD, at least +-5% of the median (+-2 points for a "
+    "share); fewer than 7 trailing days with orders: it passes, 'not enough history'. "
+    "Warns by default (the day is published); BACKFILL_BLOCKING_QUALITY_CHECKS can make it "
+    "hold the day. Metadata: actual, band_lower, band_upper, band_median, history_days."
+)
 _WHAT = {
     ROW_COUNT: "The day's orders (staging rows; the fact's orders) lie within their band.",
     STATUS_SHARE: "Each status's share of the day's orders lies within its band.",
@@ -45,20 +47,27 @@ FACT_QUALITY = (ROW_COUNT, STATUS_SHARE, REVENUE_PER_ORDER)  # the fact has no c
 def quality_checks(settings: QualitySettings) -> list[dg.AssetCheckSpec]:
     """The warning checks of staging and fact; blocking only where the setting names them."""
     return [
-        dg.AssetCheckSpec(name, asset=asset, blocking=name in settings.blocking,
-                          description=f"{_WHAT[name]} {_BAND}")
+        dg.AssetCheckSpec(
+            name,
+            asset=asset,
+            blocking=name in settings.blocking,
+            description=f"{_WHAT[name]} {_BAND}",
+        )
         for asset, names in ((STG_ORDERS, STAGING_QUALITY), (FCT_DAILY_REVENUE, FACT_QUALITY))
         for name in names
     ]
 
 
-def _verdict(name: str, today: DayFigures, history: list[DayFigures], s: QualitySettings) -> Verdict:
+def _verdict(
+    name: str, today: DayFigures, history: list[DayFigures], s: QualitySettings
+) -> Verdict:
     if name == ROW_COUNT:
         return row_count_verdict(today, history, s.band_k, s.min_history)
     if name == REVENUE_PER_ORDER:
         return revenue_per_order_verdict(today, history, s.band_k, s.min_history)
-    return share_verdict(today, history, "status" if name == STATUS_SHARE else "currency",
-                         s.band_k, s.min_history)
+    return share_verdict(
+        today, history, "status" if name == STATUS_SHARE else "currency", s.band_k, s.min_history
+    )
 
 
 def verdict_metadata(v: Verdict) -> dict:
@@ -68,19 +77,22 @@ def verdict_metadata(v: Verdict) -> dict:
         meta["note"] = dg.MetadataValue.text("not enough history: passes without a band")
         meta["history_days"] = dg.MetadataValue.int(0)
     else:
-        meta.update({
-            "band_lower": dg.MetadataValue.float(v.band.lower),
-            "band_upper": dg.MetadataValue.float(v.band.upper),
-            "band_median": dg.MetadataValue.float(v.band.median),
-            "history_days": dg.MetadataValue.int(v.band.history_days),
-        })
+        meta.update(
+            {
+                "band_lower": dg.MetadataValue.float(v.band.lower),
+                "band_upper": dg.MetadataValue.float(v.band.upper),
+                "band_median": dg.MetadataValue.float(v.band.median),
+                "history_days": dg.MetadataValue.int(v.band.history_days),
+            }
+        )
     if v.worst_key is not None:
         meta["worst"] = dg.MetadataValue.text(v.worst_key)
     for key, share in sorted(v.actuals.items()):
         meta[f"share_{key}"] = dg.MetadataValue.float(share)
     if v.out_of_band:
         meta["out_of_band"] = dg.MetadataValue.json(
-            {k: {"actual": a, "lower": lo, "upper": hi} for k, (a, lo, hi) in v.out_of_band.items()})
+            {k: {"actual": a, "lower": lo, "upper": hi} for k, (a, lo, hi) in v.out_of_band.items()}
+        )
     return meta
 
 
@@ -103,8 +115,16 @@ def quality_outcomes(
     for day in days:
         for name in names:
             v = _verdict(name, figures.get(day, none), histories[day], settings)
-            outcomes.append(CheckOutcome(asset_key, name, day, v.passed, verdict_metadata(v),
-                                         blocking=name in settings.blocking))
+            outcomes.append(
+                CheckOutcome(
+                    asset_key,
+                    name,
+                    day,
+                    v.passed,
+                    verdict_metadata(v),
+                    blocking=name in settings.blocking,
+                )
+            )
     return outcomes
 
 

@@ -57,9 +57,12 @@ class StagingBuild:
         """The staging checks, on ``staged``: the rows as staged, not as computed; then the
         warning checks, from the same aggregations (which read the trailing days too)."""
         stats = staging_stats(staged, days, self.history)
-        contract = staging_outcomes(days, stats, self.valid_ids, self.incomplete, self.schema_errors)
-        return contract + quality_outcomes(STG_ORDERS, days, staging_figures(stats),
-                                           set(held_days(contract)), self.quality)
+        contract = staging_outcomes(
+            days, stats, self.valid_ids, self.incomplete, self.schema_errors
+        )
+        return contract + quality_outcomes(
+            STG_ORDERS, days, staging_figures(stats), set(held_days(contract)), self.quality
+        )
 
 
 def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
@@ -94,14 +97,20 @@ class RawArrivals:
 
 def raw_arrivals(raw: DataFrame) -> RawArrivals:
     """One aggregation over the raw rows staging read, by (arrival date, source file)."""
-    rows = raw.groupBy("arrival_date", "source_file").agg(F.count(F.col("_reason")).alias("rejected")).collect()
+    rows = (
+        raw.groupBy("arrival_date", "source_file")
+        .agg(F.count(F.col("_reason")).alias("rejected"))
+        .collect()
+    )
     rejected: Counter = Counter()
     for r in rows:
         rejected[r["arrival_date"]] += r["rejected"]
     return RawArrivals({(r["arrival_date"], r["source_file"]) for r in rows}, rejected)
 
 
-def unsplit_arrivals(arrivals: list[date], raw: RawArrivals, quarantine: dict[date, int]) -> set[date]:
+def unsplit_arrivals(
+    arrivals: list[date], raw: RawArrivals, quarantine: dict[date, int]
+) -> set[date]:
     """Arrival dates whose rejected records in raw are not its quarantine rows (``quarantine``:
     rows per arrival, from the lake's statistics): a raw rebuild that committed the quarantine
     and stopped before raw. Staging must not build from such a date."""
@@ -110,10 +119,15 @@ def unsplit_arrivals(arrivals: list[date], raw: RawArrivals, quarantine: dict[da
 
 def files_read(raw: DataFrame, column: str) -> set[tuple[date, str]]:
     """(date, source file) of every raw row."""
-    return {(r[column], r["source_file"]) for r in raw.select(column, "source_file").distinct().collect()}
+    return {
+        (r[column], r["source_file"])
+        for r in raw.select(column, "source_file").distinct().collect()
+    }
 
 
-def _landed_and_read(settings: Settings, dataset: str, dates: list[date], read: set[tuple[date, str]]):
+def _landed_and_read(
+    settings: Settings, dataset: str, dates: list[date], read: set[tuple[date, str]]
+):
     """(the landed files of ``dataset`` on ``dates`` that give raw rows, the files raw holds
     (``read``)), each as (date, path). A file of zero records is in raw as no row, so it is
     never missing."""
@@ -132,8 +146,12 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     lateness = settings.max_lateness_days
     arrivals = days_between(first, last + timedelta(days=lateness))
     # Rate dates before the first partition are no raw partition: nothing reads or awaits them.
-    rate_days = days_between(max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last)
-    raw, raw_version = _read_or_empty(spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS_STORED)
+    rate_days = days_between(
+        max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last
+    )
+    raw, raw_version = _read_or_empty(
+        spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS_STORED
+    )
     raw = require_parsed_columns(raw)
     quarantine_version = lake.version(QUARANTINE_TABLE.path)
     rates, rates_version = _read_or_empty(
@@ -150,30 +168,53 @@ def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> St
     staging = convert_to_usd(deduped, rates_on(rates, days, settings.rate_max_age_days))
 
     read = raw_arrivals(raw)
-    quarantined = ({} if quarantine_version is None else
-                   lake.row_counts(QUARANTINE_TABLE.path, QUARANTINE_TABLE.partition_column, quarantine_version))
+    quarantined = (
+        {}
+        if quarantine_version is None
+        else lake.row_counts(
+            QUARANTINE_TABLE.path, QUARANTINE_TABLE.partition_column, quarantine_version
+        )
+    )
     unsplit = unsplit_arrivals(arrivals, read, quarantined)
     order_files = _landed_and_read(settings, ORDERS_DATASET, arrivals, read.files)
-    rate_files = _landed_and_read(settings, FX_RATES_DATASET, rate_days,
-                                  files_read(rates, RAW_FX_RATES_TABLE.partition_column))
+    rate_files = _landed_and_read(
+        settings,
+        FX_RATES_DATASET,
+        rate_days,
+        files_read(rates, RAW_FX_RATES_TABLE.partition_column),
+    )
     max_age = timedelta(days=settings.rate_max_age_days)
     incomplete = {
         d: missing_window_files(d, d + timedelta(days=lateness), *order_files)
         + missing_window_files(d - max_age, d, *rate_files)
-        + [f"{a}: raw's rejected records != quarantine rows" for a in sorted(unsplit)
-           if d <= a <= d + timedelta(days=lateness)]
+        + [
+            f"{a}: raw's rejected records != quarantine rows"
+            for a in sorted(unsplit)
+            if d <= a <= d + timedelta(days=lateness)
+        ]
         for d in days
     }
-    inputs = {RAW_ORDERS_TABLE.path: raw_version, QUARANTINE_TABLE.path: quarantine_version,
-              RAW_FX_RATES_TABLE.path: rates_version}
+    inputs = {
+        RAW_ORDERS_TABLE.path: raw_version,
+        QUARANTINE_TABLE.path: quarantine_version,
+        RAW_FX_RATES_TABLE.path: rates_version,
+    }
     return StagingBuild(
-        staging, inputs, valid_ids, incomplete, schemas.staging_schema_errors(staging),
+        staging,
+        inputs,
+        valid_ids,
+        incomplete,
+        schemas.staging_schema_errors(staging),
         trailing_published(spark, lake, settings, days, STAGING_TABLE, schemas.STAGING_ORDERS),
-        settings.quality, hot, spread,
+        settings.quality,
+        hot,
+        spread,
     )
 
 
-def skew_plan(valid: DataFrame, settings: Settings, days: list[date]) -> tuple[dict[date, int], list[str], int]:
+def skew_plan(
+    valid: DataFrame, settings: Settings, days: list[date]
+) -> tuple[dict[date, int], list[str], int]:
     """(distinct order ids per day, the hot keys, tasks per day of the write). In ``auto`` mode
     the aggregation that counts the ids also finds the hot event days and customers, and a hot
     key salts the write; ``on`` salts it always, ``off`` never."""
@@ -185,8 +226,9 @@ def skew_plan(valid: DataFrame, settings: Settings, days: list[date]) -> tuple[d
     return keys.valid_ids, hot, skew.salt_buckets if hot else 1
 
 
-def trailing_published(spark, lake: Lake, settings: Settings, days: list[date], table: Table,
-                       schema) -> DataFrame | None:
+def trailing_published(
+    spark, lake: Lake, settings: Settings, days: list[date], table: Table, schema
+) -> DataFrame | None:
     """``table``'s published rows of the warning checks' trailing days of ``days`` that are not
     being built (None when there are none): read, not collected, so the checks' one
     aggregation reads them with the days built."""

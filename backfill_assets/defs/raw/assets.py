@@ -1,6 +1,5 @@
 """Raw layer: what landed, verbatim, one Delta partition per arrival (or rate) date."""
 
-
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import date
@@ -62,8 +61,13 @@ def _listed(files) -> dict[date, set[str]]:
     return listed
 
 
-def run_raw_step(context: dg.AssetExecutionContext, spark, pipeline: PipelineResource,
-                 asset_key: dg.AssetKey, build) -> Iterator:
+def run_raw_step(
+    context: dg.AssetExecutionContext,
+    spark,
+    pipeline: PipelineResource,
+    asset_key: dg.AssetKey,
+    build,
+) -> Iterator:
     """The publish protocol around ``build(step, spark, pipeline, days)`` for one raw asset."""
     with Publication(context, pipeline.lake(spark)) as step:
         days = step.days_to_build(asset_key)
@@ -72,7 +76,9 @@ def run_raw_step(context: dg.AssetExecutionContext, spark, pipeline: PipelineRes
         yield from step.finish()
 
 
-def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
+def build_raw_orders(
+    step: Publication, spark, pipeline: PipelineResource, days: list[date]
+) -> None:
     """Copy the landed records of each arrival date verbatim, split off the rejected ones,
     prove what was staged against what was read, then publish the days that passed.
 
@@ -81,10 +87,13 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     columns, which staging reads), and the quarantine is split from raw's staged files."""
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
-    read = validate_orders(read_order_lines(spark, pipeline.landing, files), pipeline.max_lateness_days)
+    read = validate_orders(
+        read_order_lines(spark, pipeline.landing, files), pipeline.max_lateness_days
+    )
     in_flight = Observation("raw_orders_read")
     observed = read.withColumn("line_hash", line_hash()).observe(
-        in_flight, F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum"))
+        in_flight, F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum")
+    )
     commit = commit_info(step.context, RAW_ORDERS, days, {})
     raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit)
     stored = parsed_view(step.read_staged(raw))
@@ -94,7 +103,12 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     expected, expected_reasons, actual = stored_fingerprints(stored, column, "reason")
     actual_reasons = counts_by(step.read_staged(quarantine), column, "reason")
     outcomes = landing_outcomes(
-        RAW_ORDERS, RAW_MATCHES_LANDING, days, listed, expected, actual,
+        RAW_ORDERS,
+        RAW_MATCHES_LANDING,
+        days,
+        listed,
+        expected,
+        actual,
         read_totals=in_flight.get if files else None,
     ) + quarantine_outcomes(days, rows_per_partition(actual), expected_reasons, actual_reasons)
     good = step.audit(days, outcomes)
@@ -106,27 +120,39 @@ def build_raw_orders(step: Publication, spark, pipeline: PipelineResource, days:
     raw_write = step.publish(raw, good)
     for day in good:
         reasons = actual_reasons.get(day, {})
-        step.published(RAW_ORDERS, day, {
-            **write_metadata(raw_write, day, {}, schemas.RAW_ORDERS_STORED),
-            "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
-            "valid_records": dg.MetadataValue.int(expected_reasons.get(day, {}).get(None, 0)),
-            "quarantined": dg.MetadataValue.int(sum(reasons.values())),
-            "quarantined_too_late": dg.MetadataValue.int(reasons.get("too_late", 0)),
-            "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
-            "quarantine_delta_version": dg.MetadataValue.int(q_write.version),
-        })
+        step.published(
+            RAW_ORDERS,
+            day,
+            {
+                **write_metadata(raw_write, day, {}, schemas.RAW_ORDERS_STORED),
+                "landing_files": dg.MetadataValue.int(len(listed.get(day, ()))),
+                "valid_records": dg.MetadataValue.int(expected_reasons.get(day, {}).get(None, 0)),
+                "quarantined": dg.MetadataValue.int(sum(reasons.values())),
+                "quarantined_too_late": dg.MetadataValue.int(reasons.get("too_late", 0)),
+                "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
+                "quarantine_delta_version": dg.MetadataValue.int(q_write.version),
+            },
+        )
 
 
-def build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, days: list[date]) -> None:
+def build_raw_fx_rates(
+    step: Publication, spark, pipeline: PipelineResource, days: list[date]
+) -> None:
     """Copy the rate lines of each rate date as landed, proven against the landing files
     before they are published."""
     files = list_landing_files(pipeline.landing, FX_RATES_DATASET, days)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
-    staged = step.stage(RAW_FX_RATES_TABLE, lines, days, commit_info(step.context, RAW_FX_RATES, days, {}))
+    staged = step.stage(
+        RAW_FX_RATES_TABLE, lines, days, commit_info(step.context, RAW_FX_RATES, days, {})
+    )
     column = RAW_FX_RATES_TABLE.partition_column
     outcomes = landing_outcomes(
-        RAW_FX_RATES, RATES_MATCH_LANDING, days, _listed(files),
-        line_fingerprints(lines, column), line_fingerprints(step.read_staged(staged), column),
+        RAW_FX_RATES,
+        RATES_MATCH_LANDING,
+        days,
+        _listed(files),
+        line_fingerprints(lines, column),
+        line_fingerprints(step.read_staged(staged), column),
     )
     lines.unpersist()
     good = step.audit(days, outcomes)
@@ -138,6 +164,7 @@ def build_raw_fx_rates(step: Publication, spark, pipeline: PipelineResource, day
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     partitions = daily_partitions(settings)
+
     @dg.multi_asset(
         name=RAW_ORDERS_STEP,
         specs=[
@@ -158,8 +185,12 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         ],
         **spark_step(RAW_ORDERS_CHECKS, partitions),
     )
-    def raw_orders(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
-        yield from run_raw_step(context, spark.spark_session, pipeline, RAW_ORDERS, build_raw_orders)
+    def raw_orders(
+        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
+    ):
+        yield from run_raw_step(
+            context, spark.spark_session, pipeline, RAW_ORDERS, build_raw_orders
+        )
 
     @dg.multi_asset(
         name=RAW_FX_RATES_STEP,
@@ -179,8 +210,11 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         ],
         **spark_step(RAW_FX_RATES_CHECKS, partitions),
     )
-    def raw_fx_rates(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
-        yield from run_raw_step(context, spark.spark_session, pipeline, RAW_FX_RATES,
-                                build_raw_fx_rates)
+    def raw_fx_rates(
+        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
+    ):
+        yield from run_raw_step(
+            context, spark.spark_session, pipeline, RAW_FX_RATES, build_raw_fx_rates
+        )
 
     return [raw_orders, raw_fx_rates]

@@ -62,7 +62,10 @@ def landing_outcomes(
     read but never stored (lost between the read and the files) fail every day of the run,
     since nothing stored says which day they belonged to."""
     stored = (sum(v[0] for v in expected.values()), sum(int(v[1]) for v in expected.values()))
-    lost = read_totals is not None and stored != (read_totals["records"], int(read_totals["checksum"] or 0))
+    lost = read_totals is not None and stored != (
+        read_totals["records"],
+        int(read_totals["checksum"] or 0),
+    )
     outcomes = []
     for day in days:
         passed, metadata = compare_files(day, listed.get(day, set()), expected, actual)
