@@ -84,7 +84,8 @@ STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
 }
 RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX_RATES_STEP}
 
-# The one job, the job that builds corrections beside production, and the sensors and schedule that request its runs.
+# The asset job, the job that builds corrections beside production, and the sensors and schedule
+# that request their runs.
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
 MONTHLY_JOB = "monthly_report_job"  # a job's assets share one partitioning: the months apart

@@ -77,7 +77,7 @@ def checked_jars() -> list[str]:
             f"{pyspark.__version__}: update JARS in {__name__} (and the `native` extra), then "
             "run `make setup`"
         )
-    for name, path in zip(sorted(JARS), jar_paths()):
+    for name, path in zip(sorted(JARS), jar_paths(), strict=True):
         if not os.path.exists(path):
             raise DeltaJarsError(f"Delta's jar {name} is missing from {jar_dir()}: {FIX}")
         stat = os.stat(path)

@@ -76,7 +76,7 @@ def spark_config(
 
 
 def check_delta_jars(conf: dict[str, str]) -> None:
-    """Before a session starts with Delta: DeltaJarsError naming the fix if its jars are not right."""
+    """Before a session starts with Delta: a DeltaJarsError naming the fix if the jars are wrong."""
     if (
         DELTA_SESSION_CONF["spark.sql.extensions"] in conf.get("spark.sql.extensions", "")
         and "spark.jars" in conf

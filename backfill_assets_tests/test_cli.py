@@ -36,13 +36,17 @@ def test_plan_lists_partitions_inputs_and_missing_days_and_changes_nothing(tmp_p
     raw_bytes_jan_2 = _sizes(landing / "orders" / "arrival_date=2024-01-02")
     assert raw_bytes_jan_2 > 0
     lines = out.splitlines()
-    assert any(l.startswith("raw_orders") and "2024-01-02..2024-01-02" in l for l in lines), out
-    assert any(l.startswith("raw_orders") and "2024-01-04.." in l for l in lines), out
     assert any(
-        l.startswith("stg_orders+fct_daily_revenue") and "2024-01-02..2024-01-04 (3)" in l
-        for l in lines
+        line.startswith("raw_orders") and "2024-01-02..2024-01-02" in line for line in lines
+    ), out
+    assert any(line.startswith("raw_orders") and "2024-01-04.." in line for line in lines), out
+    assert any(
+        line.startswith("stg_orders+fct_daily_revenue") and "2024-01-02..2024-01-04 (3)" in line
+        for line in lines
     )
-    assert any(l.startswith("raw_fx_rates") and "2023-12-26..2024-01-04 (10)" in l for l in lines)
+    assert any(
+        line.startswith("raw_fx_rates") and "2023-12-26..2024-01-04 (10)" in line for line in lines
+    )
     assert "without landing files:" in out and "estimated total" in out
 
 

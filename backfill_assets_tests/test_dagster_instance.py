@@ -1,5 +1,6 @@
-"""The instance's dagster.yaml: the project's file, plus PostgreSQL storage iff BACKFILL_DAGSTER_PG_URL is
-set, else the SQLite event log with its engines kept, in Dagster's own folder of this home."""
+"""The instance's dagster.yaml: the project's file, plus PostgreSQL storage iff
+BACKFILL_DAGSTER_PG_URL is set, else the SQLite event log with its engines kept, in Dagster's own
+folder of this home."""
 
 from __future__ import annotations
 

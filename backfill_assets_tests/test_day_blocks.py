@@ -1,4 +1,5 @@
-"""Shuffles by blocks of consecutive days: which task each day's rows reach, counted in plain Python."""
+"""Shuffles by blocks of consecutive days: which task each day's rows reach, counted in plain
+Python."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Delta's jars: set-up fetches once and then works offline; a bad jar stops a Delta session before it starts."""
+"""Delta's jars: set-up fetches once and then works offline; a bad jar stops a Delta session before
+it starts."""
 
 from __future__ import annotations
 
@@ -64,16 +65,16 @@ def test_delta_session_conf_names_the_jars_extension_and_catalog(jar_folder):
 
 def test_missing_or_corrupt_jar_stops_the_session_naming_the_fix(jar_folder):
     conf = spark_config(master="local[1]", lake_engine="delta-spark")
-    with pytest.raises(DeltaJarsError, match="missing.*make setup"):
+    with pytest.raises(DeltaJarsError, match=r"missing.*make setup"):
         build_session(conf)
     jar_folder.mkdir()
     for name in JARS:
         (jar_folder / name).write_bytes(b"not a jar")
-    with pytest.raises(DeltaJarsError, match="corrupt.*make setup"):
+    with pytest.raises(DeltaJarsError, match=r"corrupt.*make setup"):
         check_delta_jars(conf)
 
 
 def test_a_pyspark_the_jars_were_not_built_for_is_refused(jar_folder, monkeypatch):
     monkeypatch.setattr(sys.modules["pyspark"], "__version__", "4.1.0")
-    with pytest.raises(DeltaJarsError, match="built for Spark 4.2, this is pyspark 4.1.0"):
+    with pytest.raises(DeltaJarsError, match=r"built for Spark 4\.2, this is pyspark 4\.1\.0"):
         checked_jars()

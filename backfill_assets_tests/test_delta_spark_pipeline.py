@@ -1,4 +1,5 @@
-"""The pipeline on the native engine: BACKFILL_LAKE_ENGINE=delta-spark backfills a feed equal to the contract."""
+"""The pipeline on the native engine: BACKFILL_LAKE_ENGINE=delta-spark backfills a feed equal to the
+contract."""
 
 from __future__ import annotations
 

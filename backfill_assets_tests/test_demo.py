@@ -1,5 +1,6 @@
 """`backfill-assets demo`: by default the 60 days ending yesterday (UTC), that first day the first
-partition, recorded where `make ui` reads it; a configured start date and --start/--end still decide."""
+partition, recorded where `make ui` reads it; a configured start date and --start/--end still
+decide."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _yesterday() -> date:
 
 @pytest.fixture
 def demo_env(tmp_path, monkeypatch):
-    """The demo's environment in tmp_path, its backfill replaced by a recorder of what it was asked."""
+    """The demo's environment in tmp_path, its backfill a recorder of what it is asked."""
     # Set first so that undoing the patch also removes what the demo itself sets.
     monkeypatch.setenv("BACKFILL_START_DATE", "")
     monkeypatch.delenv("BACKFILL_START_DATE")
@@ -104,7 +105,7 @@ def test_a_weekend_first_day_begins_on_the_friday_before():
 
 
 def test_make_ui_takes_the_demo_first_partition_unless_one_is_set(tmp_path):
-    """The command `make ui` runs, with `dagster dev` swapped for printing the start date it gets."""
+    """The command `make ui` runs, `dagster dev` swapped for printing the start date it gets."""
     (tmp_path / "backfill_start_date").write_text("2026-01-02\n")
     dry = subprocess.run(
         ["make", "-s", "-n", "ui", f"DAGSTER_HOME={tmp_path}"],

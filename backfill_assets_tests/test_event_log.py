@@ -105,7 +105,7 @@ class ConnectionsOpened:
 
 
 def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list, dict]:
-    """The run's materialized partitions, and each partition's check verdict, as Dagster reads them."""
+    """The run's materialized partitions and each one's check verdict, as Dagster reads them."""
     logs = instance.all_logs(run_id)
     materialized = sorted(
         e.dagster_event.partition

@@ -109,7 +109,7 @@ def test_resends_status_updates_and_ties(feed):
     copies = Counter(line for _, _, _, line in order_lines(root))
     assert sum(1 for n in copies.values() if n > 1) >= 20
     versions = defaultdict(list)
-    for arrival, name, n, obj in objects(root):
+    for arrival, _name, _n, obj in objects(root):
         versions[obj.get("order_id")].append((arrival, obj.get("status"), obj.get("updated_at")))
     statuses = Counter(frozenset(s for _, s, _ in v) for v in versions.values())
     assert statuses[frozenset({"placed", "paid", "cancelled"})] > 50

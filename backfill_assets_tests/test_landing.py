@@ -78,7 +78,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
 
     lines = read_order_lines(spark, str(tmp_path), files)
 
-    assert _names(lines.schema) == _names(RAW_ORDERS) + [("_utf8", "boolean")]
+    assert _names(lines.schema) == [*_names(RAW_ORDERS), ("_utf8", "boolean")]
     assert lines.filter("not _utf8").count() == 0
     raw = lines.select(*RAW_ORDERS.fieldNames())
     assert sorted(tuple(r) for r in raw.collect()) == sorted(
@@ -99,7 +99,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
 def test_readers_return_empty_tables_for_no_files(spark, tmp_path):
     orders = read_order_lines(spark, tmp_path, [])
     rates = read_rate_lines(spark, tmp_path, [])
-    assert _names(orders.schema) == _names(RAW_ORDERS) + [("_utf8", "boolean")]
+    assert _names(orders.schema) == [*_names(RAW_ORDERS), ("_utf8", "boolean")]
     assert _names(rates.schema) == _names(RAW_FX_RATES)
     assert orders.count() == 0 and rates.count() == 0
 

@@ -26,7 +26,8 @@ def test_the_outcome_is_read_whole_whatever_the_page_size(tmp_path, page):
     assert outcome.published == {PROBE: dict.fromkeys(days, 0)}  # no row counts in its metadata
     assert outcome.failed_checks == {PROBE: {date(2024, 1, 5): ["probe_check"]}}
     assert outcome.warnings == {} and outcome.held == {}
-    # Dagster fails the step on the blocking check: its STEP_FAILURE, the run's last events, is read too.
+    # Dagster fails the step on the blocking check: its STEP_FAILURE, among the run's last events,
+    # is read too.
     assert (
         "1 blocking asset check failed" in outcome.error and "probe: probe_check" in outcome.error
     )

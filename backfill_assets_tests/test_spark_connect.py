@@ -1,4 +1,5 @@
-"""The pipeline on a Spark Connect server (started from the pyspark wheel on 127.0.0.1) via BACKFILL_SPARK_REMOTE."""
+"""The pipeline on a Spark Connect server (started from the pyspark wheel on 127.0.0.1) via
+BACKFILL_SPARK_REMOTE."""
 
 from __future__ import annotations
 

@@ -54,7 +54,9 @@ from backfill_assets.transforms.orders import latest_wins, valid_orders, validat
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
 from backfill_assets.transforms.revenue import daily_revenue
 
-landing, out, start, end, lateness = sys.argv[1], sys.argv[2], date.fromisoformat(sys.argv[3]), date.fromisoformat(sys.argv[4]), int(sys.argv[5])
+landing, out = sys.argv[1], sys.argv[2]
+start, end = date.fromisoformat(sys.argv[3]), date.fromisoformat(sys.argv[4])
+lateness = int(sys.argv[5])
 spark = build_session(spark_config())
 days = [start + timedelta(days=i) for i in range((end - start).days + 1)]
 arrivals = days + [end + timedelta(days=i + 1) for i in range(lateness)]
@@ -181,7 +183,8 @@ def ours(work: Path, name: str, landing: Path, feed_start: date, start: date, en
     if code != 0:
         print(f"warning: {name} exited {code}; see {work / (name + '.log')}")
     print(
-        f"{name}: {seconds:.1f}s, peak RSS {rss.peak / 2**20:.0f} MiB ({rss.split()} MiB at the peak)"
+        f"{name}: {seconds:.1f}s, peak RSS {rss.peak / 2**20:.0f} MiB ({rss.split()} MiB at the "
+        "peak)"
     )
     print("\n".join(run_breakdown(env)), flush=True)
     return seconds, rss.peak
@@ -410,9 +413,11 @@ def main() -> None:
     print(f"naive: {naive_s:.1f}s per partition (sample of {len(sample)})", flush=True)
 
     print(
-        f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} ours_s={ours_s:.1f} "
+        f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} "
+        f"ours_s={ours_s:.1f} "
         f"naive_per_partition_s={naive_s:.1f} ours_over_floor={ours_s / floor_s:.2f} "
-        f"naive_over_ours={naive_s * args.days / ours_s:.1f} rss_365_over_30={ours_rss / rss30:.2f} "
+        f"naive_over_ours={naive_s * args.days / ours_s:.1f} "
+        f"rss_365_over_30={ours_rss / rss30:.2f} "
         f"duckdb_s={duckdb_s:.1f} ours_over_duckdb={ours_s / duckdb_s:.2f}"
     )
 

@@ -31,8 +31,8 @@ delta-rs: nothing of the pipeline under test computes an expected value.
 ``crashes`` counts commands that ended other than with 0 (all published) or 1 (days held),
 or hung past their time limit. The last line is exactly::
 
-    CHAOS kills=<n> torn=<n> duplicate_keys=<n> lost_rows=<n> mismatched_partitions=<n> live_conflicts_retried=<n> fuzz_cases=<n> crashes=<n>
-"""
+    CHAOS kills=<n> torn=<n> duplicate_keys=<n> lost_rows=<n> mismatched_partitions=<n>
+    live_conflicts_retried=<n> fuzz_cases=<n> crashes=<n>"""
 
 from __future__ import annotations
 
@@ -450,7 +450,8 @@ def dagster_disagreements(
                 in_lake = date.fromisoformat(key) in published
                 if in_lake != (shown == "MATERIALIZED"):
                     wrong.append(
-                        f"{asset}[{key}]: Dagster shows {shown}, lake {'has' if in_lake else 'lacks'} it"
+                        f"{asset}[{key}]: Dagster shows {shown}, lake "
+                        f"{'has' if in_lake else 'lacks'} it"
                     )
     return wrong
 
@@ -583,7 +584,11 @@ def live(
     disagreements = dagster_disagreements(root / "home", root / "lake", span.first_partition, days)
     counts.mismatched_partitions += len(disagreements)
     print(
-        f"live: {'; '.join(problems + disagreements) or 'every partition equals the reference, and Dagster shows each materialized'}",
+        "live: "
+        + (
+            "; ".join(problems + disagreements)
+            or "every partition equals the reference, and Dagster shows each materialized"
+        ),
         flush=True,
     )
 

@@ -264,7 +264,8 @@ def _rates_table(con: duckdb.DuckDBPyConnection) -> None:
            arg_max(try_cast(parts[2] AS DECIMAL(18, 8)), (source_file, line_number)) AS usd_per_unit
     FROM listed
     WHERE len(parts) = 2 AND regexp_full_match(parts[1], '[A-Z]{3}')
-      AND regexp_full_match(parts[2], '\d{1,6}(\.\d{1,8})?') AND try_cast(parts[2] AS DECIMAL(18, 8)) > 0
+      AND regexp_full_match(parts[2], '\d{1,6}(\.\d{1,8})?')
+      AND try_cast(parts[2] AS DECIMAL(18, 8)) > 0
     GROUP BY rate_date, currency
     """)
 

@@ -1,4 +1,5 @@
-"""The rate-limited enrichment: a year of stg_orders_enriched against the segment service; run by hand.
+"""The rate-limited enrichment: a year of stg_orders_enriched against the segment service; run by
+hand.
 
     .venv/bin/python bench/enrich_bench.py --days 365 --orders-per-day 50
 
@@ -44,7 +45,8 @@ from backfill_assets.settings import Settings
 ensure_dagster_home()
 settings = Settings.from_env()
 with dg.DagsterInstance.get() as instance:
-    for plan in plan_backfill(settings, date.fromisoformat(sys.argv[1]), date.fromisoformat(sys.argv[2])):
+    first, last = date.fromisoformat(sys.argv[1]), date.fromisoformat(sys.argv[2])
+    for plan in plan_backfill(settings, first, last):
         outcome = execute(plan, instance)
         print(plan.assets, plan.start, plan.end, outcome.success, flush=True)
 """
@@ -54,13 +56,15 @@ import json, pathlib, sys, time
 from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.settings import Settings
 s = Settings.from_env().segments
-client = SegmentClient(s.url, SharedBucket(s.bucket_path, s.rps, s.live_share), "live", batch_size=1)
+bucket = SharedBucket(s.bucket_path, s.rps, s.live_share)
+client = SegmentClient(s.url, bucket, "live", batch_size=1)
 stop, k = pathlib.Path(sys.argv[1]), 0
 while not stop.exists():
     client.histories([f"LIVE-{k}"])
     k += 1
     time.sleep(0.2)
-print(json.dumps({"waits": client.stats.token_waits_s, "throttled_429": client.stats.throttled_429}))
+stats = client.stats
+print(json.dumps({"waits": stats.token_waits_s, "throttled_429": stats.throttled_429}))
 """
 
 
@@ -120,7 +124,8 @@ def main() -> None:
         text=True,
     )
     print(
-        f"setup: raw, staging and fact built in {time.monotonic() - began:.0f}s (exit {setup.returncode})",
+        f"setup: raw, staging and fact built in {time.monotonic() - began:.0f}s (exit "
+        f"{setup.returncode})",
         flush=True,
     )
     if setup.returncode != 0 or "False" in setup.stdout:
@@ -182,7 +187,8 @@ def main() -> None:
             lookups = lookups_of_last_run(env)
             runs.append(lookups)
             print(
-                f"run {n}: {seconds:.1f}s; requests={lookups['requests']} (service counted {served} "
+                f"run {n}: {seconds:.1f}s; requests={lookups['requests']} (service counted "
+                f"{served} "
                 f"besides the live caller) cached_hits={lookups['cached_hits']} "
                 f"fetched={lookups['fetched']} customers={lookups['customers']}",
                 flush=True,
@@ -200,8 +206,10 @@ def main() -> None:
         f"second_run_requests={runs[1]['requests']} second_run_cached_hits={runs[1]['cached_hits']}"
     )
     print(
-        f"ENRICH days={args.days} requests={runs[0]['requests']} cached_hits={runs[0]['cached_hits']} "
-        f"throttled_429={stats['throttled_429']} max_rps={stats['max_rps']} limit_rps={stats['limit_rps']} "
+        f"ENRICH days={args.days} requests={runs[0]['requests']} "
+        f"cached_hits={runs[0]['cached_hits']} "
+        f"throttled_429={stats['throttled_429']} max_rps={stats['max_rps']} "
+        f"limit_rps={stats['limit_rps']} "
         f"live_wait_p95_s={p95(waits):.3f}"
     )
 

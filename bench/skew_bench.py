@@ -2,17 +2,16 @@
 mitigation (the salted write, ``transforms.skew``); run by hand.
 
     .venv/bin/python bench/skew_bench.py --days 30 --orders-per-day 5000 --hot-share 0.6
-    .venv/bin/python bench/skew_bench.py --days 11 --orders-per-day 2000 --hot-share 0 --hot-day-orders 40000
+    .venv/bin/python bench/skew_bench.py --days 11 --orders-per-day 2000 --hot-share 0
+    --hot-day-orders 40000
 
-It generates the feed (``--hot-customer-share``; with ``--hot-day-orders`` the middle day
-has that many orders instead, a hot event date), builds raw once (not timed), prints the
-plan's key distribution, then rebuilds the event days' step (staging and fact) over the whole
-range, alternating BACKFILL_SKEW_MITIGATION=off and auto (auto finds the hot customer or day
-and salts the write), ``--repeats`` times each, after one warm-up run, all in one process and one Spark
-session. ``staging_s`` is the time from the step's start to its last staging materialization:
-build, stage, audit, publish of stg_orders, without the fact. The last line is the SKEW line
-the README quotes.
-"""
+It generates the feed (``--hot-customer-share``; with ``--hot-day-orders`` the middle day has that
+many orders instead, a hot event date), builds raw once (not timed), prints the plan's key
+distribution, then rebuilds the event days' step (staging and fact) over the whole range,
+alternating BACKFILL_SKEW_MITIGATION=off and auto (auto finds the hot customer or day and salts the
+write), ``--repeats`` times each, after one warm-up run, all in one process and one Spark session.
+``staging_s`` is the time from the step's start to its last staging materialization: build, stage,
+audit, publish of stg_orders, without the fact. The last line is the SKEW line the README quotes."""
 
 from __future__ import annotations
 

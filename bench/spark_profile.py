@@ -2,8 +2,8 @@
 
 Record an event log by giving the driver these settings, then summarise it:
 
-    export PYSPARK_SUBMIT_ARGS="--conf spark.eventLog.enabled=true \\
-        --conf spark.eventLog.compress=false --conf spark.eventLog.dir=file:///tmp/spark-events pyspark-shell"
+    export PYSPARK_SUBMIT_ARGS="--conf spark.eventLog.enabled=true \\ --conf
+    spark.eventLog.compress=false --conf spark.eventLog.dir=file:///tmp/spark-events pyspark-shell"
     .venv/bin/python -m backfill_assets.cli backfill --start 2024-03-01 --end 2024-04-29
     .venv/bin/python bench/spark_profile.py /tmp/spark-events
 
@@ -58,7 +58,8 @@ def summarise(path: Path, min_seconds: float) -> list[str]:
         task = sum(stage_task_ms.get(s, 0) for s in stages) / 1000
         shuffled = sum(stage_shuffle.get(s, 0) for s in stages) / 2**20
         out.append(
-            f"job {job:4d} at {(begin - (started or begin)) / 1000:7.1f}s  wall {(end - begin) / 1000:6.1f}s  "
+            f"job {job:4d} at {(begin - (started or begin)) / 1000:7.1f}s  wall "
+            f"{(end - begin) / 1000:6.1f}s  "
             f"tasks {task:7.1f}s  shuffle {shuffled:6.0f} MiB  {site}"
         )
     return out

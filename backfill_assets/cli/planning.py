@@ -267,7 +267,8 @@ def render_plan(plan: BackfillPlan) -> str:
         names = "+".join(k.to_user_string() for k in run.assets)
         lines.append(
             f"{names:<34}{f'{run.start}..{run.end} ({len(run.days)})':<26}{layer.input_files:>7}"
-            f"{layer.input_bytes / 1e6:>9.2f}{len(layer.missing_inputs):>10}{layer.estimate_s:>8.0f}"
+            f"{layer.input_bytes / 1e6:>9.2f}{len(layer.missing_inputs):>10}"
+            f"{layer.estimate_s:>8.0f}"
         )
         if layer.missing_inputs:
             shown = ", ".join(d.isoformat() for d in layer.missing_inputs[:8])

@@ -80,7 +80,7 @@ def execute(
 
 
 def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
-    """Re-execute a failed ranged run's failed steps; its published days are kept, the held redone."""
+    """Re-execute a failed ranged run's failed steps: published days are kept, held ones redone."""
     parent = instance.get_run_by_id(run_id)
     if parent is None:
         raise ValueError(f"no run {run_id!r} in this Dagster instance")

@@ -113,7 +113,8 @@ def _from_landing(settings: Settings, start: date, end: date, arrivals: list[dat
                     counts[key][value if isinstance(value, str) and value else None] += 1
     return (
         counts,
-        f"landing files (up to {per_file:,} lines of each of {len(files)} files, not yet validated)",
+        f"landing files (up to {per_file:,} lines of each of {len(files)} files, not yet "
+        "validated)",
     )
 
 

@@ -28,7 +28,7 @@ CHECK_SPECS = (
 
 
 def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str]]:
-    """(asset, partition) -> names of checks whose latest evaluation failed ('' list = all passed)."""
+    """(asset, partition) -> the checks whose latest evaluation failed (none: all passed)."""
     keys = [spec.key for spec in CHECK_SPECS]
     status: dict[tuple[str, str], list[str]] = {}
     for info in instance.event_log_storage.get_asset_check_partition_info(keys):

@@ -162,7 +162,8 @@ def rollback(lake: Lake, correction_id: str) -> Outcome:
     c = registry.get(lake.root, correction_id)
     if c.state == State.DECOMMISSIONED:
         raise CorrectionError(
-            f"correction {c.id} was decommissioned ({_last(c, 'decommissioned')}) after the retention "
+            f"correction {c.id} was decommissioned ({_last(c, 'decommissioned')}) after the "
+            "retention "
             "window (BACKFILL_RETENTION_DAYS): its pre-cutover files may be vacuumed, so it cannot "
             "be rolled back. Correct the range again instead"
         )

@@ -27,7 +27,8 @@ def render(diff: Diff) -> str:
         + ", ".join(f"{t} v{v}" for t, v in diff.versions.items()),
         "",
         (
-            "| day | orders before | orders after | paid before | paid after | revenue before (USD) "
+            "| day | orders before | orders after | paid before | paid after | revenue before "
+            "(USD) "
             "| revenue after (USD) | delta (USD) | change | staging rows +/-/~ |"
         ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -38,7 +39,8 @@ def render(diff: Diff) -> str:
         lines.append(
             f"| {d.day} | {b['orders']} | {a['orders']} | {b['paid_orders']} | {a['paid_orders']} "
             f"| {b['revenue_usd']} | {a['revenue_usd']} | {a['revenue_usd'] - b['revenue_usd']} "
-            f"| {_pct(d.revenue_pct)} | +{rows['added']} / -{rows['removed']} / ~{rows['changed']} |"
+            f"| {_pct(d.revenue_pct)} | +{rows['added']} / -{rows['removed']} / "
+            f"~{rows['changed']} |"
         )
     lines.append(
         f"| **total** | {before['orders']} | {after['orders']} | {before['paid_orders']} "

@@ -305,7 +305,7 @@ class Publication:
         yield from events
 
     def finish(self) -> Iterator:
-        """The rest of the events, the check outputs, then ``end``: a failure naming any held day."""
+        """The other events, the check outputs, then ``end``: a failure naming each held day."""
         yield from self.drain()
         yield from close_check_outputs(self.context)
         self.end()

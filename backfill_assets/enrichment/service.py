@@ -139,7 +139,7 @@ def handler_for(limiter: Limiter) -> type[BaseHTTPRequestHandler]:
 
 
 class SegmentService:
-    """The service in a background thread of this process (tests, the demo): ``url`` once started."""
+    """The service on a background thread of this process (tests, the demo): ``url``."""
 
     def __init__(self, rps: int, port: int = 0) -> None:
         self.limiter = Limiter(rps)

@@ -427,13 +427,16 @@ def _active_files(table: DeltaTable, column: str | None, detail: bool = False):
         zip(
             actions.column("size_bytes").to_pylist(),
             actions.column("modification_time").to_pylist(),
+            strict=True,
         )
         if detail
         else [None] * actions.num_rows
     )
     return [
         (path, _as_date(day), more, rec)
-        for path, day, more, rec in zip(actions.column("path").to_pylist(), days, extra, records)
+        for path, day, more, rec in zip(
+            actions.column("path").to_pylist(), days, extra, records, strict=True
+        )
     ]
 
 

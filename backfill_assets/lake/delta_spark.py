@@ -82,7 +82,7 @@ def _predicate(column: str, dates: list[dt.date]) -> str:
 
 
 class DeltaSparkEngine:
-    """Delta tables through the session's delta-spark: replaceWhere, versionAsOf, DESCRIBE HISTORY."""
+    """Delta tables through the session's delta-spark: replaceWhere, versionAsOf, history."""
 
     name = "delta-spark"
 
@@ -207,7 +207,7 @@ class DeltaSparkEngine:
         ]
 
     def restore(self, name, table_dir, column, dates, version, commit: CommitInfo):
-        """Rewrite the partitions from a versionAsOf read of ``version``: one replaceWhere commit."""
+        """Rewrite the partitions as of ``version`` (versionAsOf) in one replaceWhere commit."""
         # Safe to read lazily: an overwrite only tombstones the old version's files.
         old, _ = self.read(name, table_dir, column, dates, version)
         return self.replace(

@@ -1,4 +1,5 @@
-"""Executor-side writer: Parquet files straight into the table directory, metadata back to the driver.
+"""Executor-side writer: Parquet files straight into the table directory, metadata back to the
+driver.
 
 ``write_files`` runs one Spark job. Each task receives a block of consecutive
 partitions (``day_blocks``) as Arrow batches sorted by the partition column,
@@ -127,7 +128,9 @@ class _FileTask:
                 [
                     dict(
                         zip(
-                            ("path", "size", "partition", "rows", "modification_time", "outside"), r
+                            ("path", "size", "partition", "rows", "modification_time", "outside"),
+                            r,
+                            strict=True,
                         )
                     )
                     for r in rows

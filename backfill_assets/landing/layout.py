@@ -56,7 +56,9 @@ def dataset(name: str) -> Dataset:
     try:
         return DATASETS[name]
     except KeyError:
-        raise ValueError(f"unknown landing dataset {name!r}; expected one of {sorted(DATASETS)}")
+        raise ValueError(
+            f"unknown landing dataset {name!r}; expected one of {sorted(DATASETS)}"
+        ) from None
 
 
 def folder_day(name: str, ds: Dataset) -> date | None:

@@ -1,4 +1,5 @@
-"""Read landed files' lines with Spark, as raw rows: the only Spark code that touches the landing zone.
+"""Read landed files' lines with Spark, as raw rows: the only Spark code that touches the landing
+zone.
 
 Lines are split on ``\\n``, one trailing ``\\r`` is dropped, whitespace-only
 lines are skipped but still counted, so ``line_number`` is the 1-based
@@ -18,7 +19,10 @@ from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS, UTF8_COLUMN
 
 # Whitespace as Python's str.isspace() knows it (Java's \s alone misses NBSP and friends).
-_BLANK_LINE = r"^[\s\x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*\z"
+_BLANK_LINE = (
+    r"^[\s\x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+    r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*\z"
+)
 # Hadoop reads paths as globs: escape its metacharacters so odd file names are read literally.
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
 

@@ -29,7 +29,7 @@ _visits: dict[str, int] = {}
 
 
 def armed(name: str) -> bool:
-    """True when a test asked to pause or fail at ``name``: for hooks that cost something to set up."""
+    """True when a test asked to pause or fail at ``name``: for hooks that cost something to set."""
     return bool(os.environ.get("BACKFILL_LAKE_PAUSE_DIR")) and (
         name in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(",")
         or name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(",")

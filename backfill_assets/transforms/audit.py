@@ -30,7 +30,7 @@ def line_hash():
 
 
 def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tuple[int, Decimal]]:
-    """(partition, source_file) -> (records, order-independent checksum of line numbers + payloads)."""
+    """(partition, source_file) -> (records, order-free checksum of line numbers and payloads)."""
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), F.col("source_file"))
         .agg(F.count(F.lit(1)).alias("records"), F.sum(line_hash()).alias("checksum"))

@@ -15,7 +15,7 @@ USD = "USD"
 
 
 def valid_rates(raw_rates: DataFrame) -> DataFrame:
-    """Rate lines whose currency and usd_per_unit obey the contract, usd_per_unit as DECIMAL(18,8)."""
+    """Rate lines whose currency and usd_per_unit obey the contract; usd_per_unit DECIMAL(18,8)."""
     rate = F.col("usd_per_unit").try_cast(RATE)
     return raw_rates.filter(
         F.col("currency").rlike(CURRENCY)

@@ -87,7 +87,8 @@ def _record(payload: Column) -> Column:
 
 
 def _json_type(name: str) -> Column:
-    """schema_of_variant of a field: STRING, BIGINT, DECIMAL(p,s), DOUBLE, VOID (null), ...; NULL if absent."""
+    """schema_of_variant of a field: STRING, BIGINT, DECIMAL(p,s), DOUBLE, VOID (null), ...; NULL if
+    absent."""
     return F.schema_of_variant(F.try_variant_get(F.col("_record"), f"$.{name}", "variant"))
 
 
@@ -219,14 +220,15 @@ def quarantine_rows(validated: DataFrame) -> DataFrame:
 
 
 def valid_orders(validated: DataFrame) -> DataFrame:
-    """Valid records with their lineage (arrival_date, source_file, line_number) and typed fields."""
+    """Valid records with lineage (arrival_date, source_file, line_number) and typed fields."""
     return validated.filter(F.col("reason").isNull()).select(
         "arrival_date", "source_file", "line_number", *VALIDATED_TYPED_COLUMNS
     )
 
 
 def latest_wins(valid: DataFrame, days: Collection[date] | None = None) -> DataFrame:
-    """One row per (event_date, order_id): the greatest by (updated_at, arrival_date, source_file, line_number).
+    """One row per (event_date, order_id): the greatest by (updated_at, arrival_date, source_file,
+    line_number).
 
     With ``days``, the rows go by blocks of those days (``day_blocks``) and each task sorts one
     block; without, by a hash of (event_date, order_id) into the session's shuffle partitions,

@@ -87,7 +87,7 @@ def scenario(tmp_path_factory, spark):
                 order("late-2", "2024-01-02T23:30:00-01:00", amount="40.00"),
             ],
         )  # Jan 3 in UTC
-        new_files = sorted((landing / "orders" / LATE_FOLDER).glob("*.jsonl")) + [late_file]
+        new_files = [*sorted((landing / "orders" / LATE_FOLDER).glob("*.jsonl")), late_file]
         runs = [len(env.instance.get_runs())]
         first = catch_up()  # the sensor never ran: a cold start, against the pre-built lake
         runs.append(len(env.instance.get_runs()))

@@ -56,7 +56,10 @@ def expected_rows(reference: Reference, days) -> dict[str, set]:
     staging, held = reference.staging(days)
     assert not held
     fact = reference.fact(days)
-    as_set = lambda rows: {tuple(sorted(vars(r).items())) for r in rows}
+
+    def as_set(rows):
+        return {tuple(sorted(vars(r).items())) for r in rows}
+
     return {"staging/orders": as_set(staging), "fact/daily_revenue": as_set(fact)}
 
 
@@ -282,7 +285,7 @@ def test_rollback_restores_production_then_cutover_again(env, original, restated
 
 def test_corrections_lists_each_with_its_state(env, capsys):
     assert main(["corrections"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith(CID))
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith(CID))
     assert "cut over" in line and "provider restated EUR" in line
 
 
@@ -314,10 +317,15 @@ def test_the_demos_correction_tour_prints_the_references_numbers(env, spark, cap
     assert changed and out.split("changed days: ")[1].splitlines()[0] == ", ".join(
         map(str, changed)
     )
-    total = lambda ref, field: sum(getattr(f, field) for f in ref.fact(fix_days))
+
+    def total(ref, field):
+        return sum(getattr(f, field) for f in ref.fact(fix_days))
+
     assert (
-        f"| **total** | {total(old, 'orders')} | {total(new, 'orders')} | {total(old, 'paid_orders')} "
-        f"| {total(new, 'paid_orders')} | {total(old, 'revenue_usd')} | {total(new, 'revenue_usd')} |"
+        f"| **total** | {total(old, 'orders')} | {total(new, 'orders')} | "
+        f"{total(old, 'paid_orders')} "
+        f"| {total(new, 'paid_orders')} | {total(old, 'revenue_usd')} | "
+        f"{total(new, 'revenue_usd')} |"
     ) in out
     assert_tables_equal(env, new, _days(START, END))
     assert out.count("cut over:") == 2 and "rolled back:" in out

@@ -85,6 +85,7 @@ def test_each_order_gets_its_segment_as_of_its_event_day(env, monkeypatch):
                 zip(
                     ("customer_segment", "_segment_as_of"),
                     as_of(histories[r["customer_id"]], r["event_date"]),
+                    strict=True,
                 )
             ),
         }

@@ -1,4 +1,5 @@
-"""Dagster end to end on real Spark and Delta: a ranged backfill, a held day, idempotency, re-execution."""
+"""Dagster end to end on real Spark and Delta: a ranged backfill, a held day, idempotency,
+re-execution."""
 
 from __future__ import annotations
 
@@ -177,7 +178,8 @@ def test_raw_keeps_each_records_verdict_and_typed_fields_as_the_contract_gives_t
     assert {key[3] is None for key in expected} == {True, False}  # valid and rejected records both
 
 
-# docs/contract.md "The tables (output)", spelled in Delta's type names: the tables as written on disk.
+# docs/contract.md "The tables (output)", spelled in Delta's type names: the tables as written
+# on disk.
 CONTRACT_TABLES = {
     "raw/orders": (
         "arrival_date",
@@ -246,7 +248,10 @@ def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, firs
     assert held == set()
     actual = [r for r in env.rows("staging/orders")]
     assert HELD not in {r["event_date"] for r in actual}
-    key = lambda r: (r["event_date"], r["order_id"])
+
+    def key(r):
+        return (r["event_date"], r["order_id"])
+
     by_key = {key(r): r for r in actual}
     assert len(by_key) == len(actual) == len(expected)
     for row in expected:
@@ -394,7 +399,10 @@ def test_a_late_order_rebuilds_the_fact_and_reports_its_delta(env, first_backfil
         limit=1,
     ).records
     metadata = records[0].asset_materialization.metadata
-    revenue = lambda facts: sum((f.revenue_usd for f in facts.values()), Decimal(0))
+
+    def revenue(facts):
+        return sum((f.revenue_usd for f in facts.values()), Decimal(0))
+
     assert metadata["orders_delta"].value == 1
     assert (
         Decimal(metadata["revenue_usd_delta"].value)

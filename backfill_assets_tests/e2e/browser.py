@@ -94,7 +94,7 @@ class Ui:
     def body_text(self) -> str:
         try:
             return self.page.inner_text("body", timeout=5_000)
-        except Exception as exc:  # noqa: BLE001 - reporting a failure must not fail
+        except Exception as exc:
             return f"(page text unavailable: {exc})"
 
     @contextlib.contextmanager
@@ -106,7 +106,7 @@ class Ui:
             slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
             try:
                 shot = self.screenshot(f"FAILED-{slug}")
-            except Exception as shot_exc:  # noqa: BLE001
+            except Exception as shot_exc:
                 shot = f"(no screenshot: {shot_exc})"
             text = re.sub(r"\n\s*\n+", "\n", self.body_text()).strip()
             raise UiStepFailed(
@@ -122,7 +122,8 @@ PARTITION_STATUSES = ("Failed", "Materialized", "Materializing", "Missing")
 
 
 def partition_counts(page) -> dict[str, int]:
-    """The partition bar's counts as the Partitions tab writes them: "Failed (1)", "Missing (7)", ..."""
+    """The partition bar's counts as the Partitions tab writes them: "Failed (1)", "Missing (7)",
+    ..."""
     from playwright.sync_api import expect
 
     labels = page.get_by_text(re.compile(rf"^({'|'.join(PARTITION_STATUSES)}) \(\d+\)$"))

@@ -107,7 +107,8 @@ def scenario_env(scenario: Scenario):
 
 
 def build_raw(scenario: Scenario, instance: dg.DagsterInstance) -> None:
-    """raw_orders and raw_fx_rates for what staging of the range reads, as real runs in the instance."""
+    """raw_orders and raw_fx_rates for what staging of the range reads, as real runs in the
+    instance."""
     arrivals, rates = raw_ranges(scenario.reference.arrival_dates)
     with scenario_env(scenario):
         for plan in (RunPlan((RAW_ORDERS,), *arrivals), RunPlan((RAW_FX_RATES,), *rates)):

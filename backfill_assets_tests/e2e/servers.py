@@ -1,4 +1,4 @@
-"""The real Dagster webserver and daemon (`dagster dev`) on 127.0.0.1, and a small GraphQL client."""
+"""The real Dagster webserver and daemon (`dagster dev`) on 127.0.0.1, and a GraphQL client."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ class DagsterUI:
         return "\n".join(text.splitlines()[-lines:])
 
     def wait_until_ready(self, timeout: float) -> None:
-        """The webserver answers, the code location's assets are loaded, the backfill daemon is healthy."""
+        """The webserver answers, the code location's assets are loaded, the backfill daemon is
+        healthy."""
         deadline = time.monotonic() + timeout
         last = "nothing yet"
         while time.monotonic() < deadline:
@@ -81,7 +82,8 @@ class DagsterUI:
         )
 
     def stop(self) -> None:
-        """SIGTERM to the whole process group (webserver, daemon, code server, run workers), then SIGKILL."""
+        """SIGTERM to the whole process group (webserver, daemon, code server, run workers), then
+        SIGKILL."""
         if self.process.poll() is None:
             _signal_group(self.process.pid, signal.SIGTERM)
             try:
@@ -127,7 +129,8 @@ def running_dagster_dev(
     ready_timeout: float,
     meanwhile: Callable[[], None] | None = None,
 ) -> Iterator[DagsterUI]:
-    """`dagster dev` from start until it is ready, ``meanwhile`` done while it starts; stopped after."""
+    """`dagster dev` from start until it is ready, ``meanwhile`` done while it starts; stopped
+    after."""
     ui = start_dagster_dev(env, log_path)
     try:
         if meanwhile is not None:

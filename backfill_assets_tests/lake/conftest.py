@@ -1,4 +1,5 @@
-"""Lake test fixtures: engine-parametrised ``lake`` and ``engine``, and the native delta-spark delegation.
+"""Lake test fixtures: engine-parametrised ``lake`` and ``engine``, and the native delta-spark
+delegation.
 
 The native engine needs a Spark session with Delta's jars, which the shared
 session has not. When set-up fetched them, every selected ``delta-spark`` test of
@@ -176,7 +177,7 @@ def lake(request, tmp_path):
 
 @pytest.fixture(scope="module", params=ENGINES)
 def engine(request):
-    """The engine a module's multi-process tests write with (a twin for delta-spark in the parent)."""
+    """The engine a module's multi-process tests write with (delta-spark: a twin in the parent)."""
     return engine_or_twin(request, request.param)
 
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the lake tests: the native session's conf, subprocess Spark scripts, markers."""
+"""Helpers of the lake tests: the native session's conf, subprocess Spark scripts, markers."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ NO_JARS = (
 
 
 def native_spark_conf(master: str = "local[2]") -> dict[str, str]:
-    """The pipeline's own delta-spark session conf, test-sized (DeltaJarsError if the jars are bad)."""
+    """The pipeline's delta-spark session conf, test-sized (DeltaJarsError if the jars are bad)."""
     from backfill_assets.spark_session import spark_config
 
     return spark_config(

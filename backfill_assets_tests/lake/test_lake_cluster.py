@@ -1,4 +1,5 @@
-"""A real Spark standalone cluster (master + one worker on 127.0.0.1) writing and reading through the lake."""
+"""A real Spark standalone cluster (master + one worker on 127.0.0.1) writing and reading through
+the lake."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def test_cluster_write_and_read_through_lake(cluster, tmp_path):
                     "spark.driver.host": "127.0.0.1",
                     "spark.driver.bindAddress": "127.0.0.1",
                     "spark.executor.memory": "1g",
-                    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC -XX:TieredStopAtLevel=1",
+                    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC "
+                    "-XX:TieredStopAtLevel=1",
                 },
             }
         )

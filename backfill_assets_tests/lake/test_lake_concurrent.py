@@ -1,4 +1,5 @@
-"""Two real writer processes committing at the same moment: disjoint sets both land, overlapping ones serialise."""
+"""Two real writer processes committing at the same moment: disjoint sets both land, overlapping
+ones serialise."""
 
 from __future__ import annotations
 

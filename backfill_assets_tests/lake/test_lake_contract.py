@@ -1,4 +1,5 @@
-"""The lake contract, run against every engine: replace, empty partitions, rejects, pins, restore, metadata."""
+"""The lake contract, run against every engine: replace, empty partitions, rejects, pins, restore,
+metadata."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""delta-rs engine specifics: stray files stay invisible, unsupported reader features are refused."""
+"""delta-rs specifics: stray files stay invisible, unsupported reader features are refused."""
 
 from __future__ import annotations
 

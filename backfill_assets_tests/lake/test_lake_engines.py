@@ -1,4 +1,5 @@
-"""One table, two engines: each reads, replaces, restores and reads the history of what the other wrote."""
+"""One table, two engines: each reads, replaces, restores and reads the history of what the other
+wrote."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Validation of partition keys, table and column names, and commit info before anything reaches Delta."""
+"""Validation of partition keys, table and column names, and commit info before anything reaches
+Delta."""
 
 from __future__ import annotations
 

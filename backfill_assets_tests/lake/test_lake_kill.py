@@ -1,5 +1,6 @@
-"""SIGKILL of a writing process at each pause point: the table stays at the old or the new version, never
-between; killed between stage and publish, it keeps the old version and an open staged version."""
+"""SIGKILL of a writing process at each pause point: the table stays at the old or the new version,
+never between; killed between stage and publish, it keeps the old version and an open staged
+version."""
 
 from __future__ import annotations
 

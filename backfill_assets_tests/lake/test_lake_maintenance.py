@@ -44,7 +44,9 @@ def write_in_pieces(lake, rows, days, pieces: int, table=TABLE, run_id="w"):
             schema = pa.schema([("d", pa.date32()), ("id", pa.int64()), ("tag", pa.string())])
             write_deltalake(
                 str(lake.path(table)),
-                pa.Table.from_pylist([dict(zip(("d", "id", "tag"), r)) for r in chunk], schema),
+                pa.Table.from_pylist(
+                    [dict(zip(("d", "id", "tag"), r, strict=True)) for r in chunk], schema
+                ),
                 mode="append",
             )
         else:

@@ -111,7 +111,7 @@ def postgres_server(database: str = "dagster", timeout: float = 60) -> Iterator[
                 "max_connections=100",
             ]
         )
-        log = open(root / "server.log", "wb")  # noqa: SIM115 - closed with the server
+        log = open(root / "server.log", "wb")
         server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         admin = f"postgresql://dagster@127.0.0.1:{port}/postgres"

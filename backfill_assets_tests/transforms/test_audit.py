@@ -1,4 +1,4 @@
-"""The checks' Spark aggregations on inline rows, against the same figures counted in plain Python."""
+"""The checks' Spark aggregations on inline rows, against the figures counted in plain Python."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def test_fingerprints_count_records_per_file_and_ignore_row_order(spark):
 
 def test_fingerprints_change_with_a_payload_or_a_line_number(spark):
     base = line_fingerprints(spark.createDataFrame(LINES, SCHEMA), "arrival_date")
-    edited = [LINES[0][:3] + ('{"x": 9}', None), *LINES[1:]]
-    moved = [LINES[0][:2] + (7,) + LINES[0][3:], *LINES[1:]]
+    edited = [(*LINES[0][:3], '{"x": 9}', None), *LINES[1:]]
+    moved = [(*LINES[0][:2], 7, *LINES[0][3:]), *LINES[1:]]
     for rows in (edited, moved):
         other = line_fingerprints(spark.createDataFrame(rows, SCHEMA), "arrival_date")
         key = (A, "orders/a/1.jsonl")

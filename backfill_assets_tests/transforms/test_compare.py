@@ -45,7 +45,9 @@ def by_python(before, after) -> dict:
 
 
 def test_row_changes_counts_added_removed_and_changed_keys_per_partition(spark):
-    dec = lambda rows: [(d, k, Decimal(a), n) for d, k, a, n in rows]
+    def dec(rows):
+        return [(d, k, Decimal(a), n) for d, k, a, n in rows]
+
     before, after = dec(BEFORE), dec(AFTER)
     got = row_changes(
         spark.createDataFrame(before, SCHEMA), spark.createDataFrame(after, SCHEMA), "d", ("k",)

@@ -56,7 +56,7 @@ def test_each_order_gets_the_segment_valid_on_its_event_day(spark):
     out = enrich(staging(spark), segs)
     got = {r["order_id"]: (r["customer_segment"], r["_segment_as_of"]) for r in out.collect()}
     assert got == EXPECTED
-    assert out.columns == STAGING_ORDERS.fieldNames() + ["customer_segment", "_segment_as_of"]
+    assert out.columns == [*STAGING_ORDERS.fieldNames(), "customer_segment", "_segment_as_of"]
 
 
 def test_the_audit_counts_missing_extra_and_wrong_rows_per_day(spark):
@@ -67,7 +67,8 @@ def test_the_audit_counts_missing_extra_and_wrong_rows_per_day(spark):
         for v in enrichment_audit(staging(spark), good, segs).values()
     )
     day = date(2024, 3, 1)
-    # o2 loses its row, o4 takes A's later segment (today's, not the event day's), a stray row appears.
+    # o2 loses its row, o4 takes A's later segment (today's, not the event day's), a stray row
+    # appears.
     bad = (
         good.where(F.col("order_id") != "o2")
         .withColumn(

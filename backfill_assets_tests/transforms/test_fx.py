@@ -1,4 +1,5 @@
-"""FX rates: valid rate lines, the as-of rule (weekends, 7-day cut-off, corrections, USD) and USD conversion."""
+"""FX rates: valid rate lines, the as-of rule (weekends, 7-day cut-off, corrections, USD) and USD
+conversion."""
 
 from __future__ import annotations
 

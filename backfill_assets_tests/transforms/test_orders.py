@@ -1,4 +1,5 @@
-"""Order validation (rejection reasons and their precedence), quarantine split and latest-wins dedupe."""
+"""Order validation (rejection reasons and their precedence), quarantine split and latest-wins
+dedupe."""
 
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
 """The daily schedule's second half: staging and fact of the event days its raw run reaches.
 
-A tick cannot order two runs, and one run cannot build a raw range and a different event-day
-range (see ``schedules.py``). So the schedule requests the raw run, tagged with its event
-days, and this sensor requests staging + fact for those days once that run has ended,
-whether it succeeded or held some days (staging's ``window_complete`` then holds the event
-days whose raw did not land). A failed run that Dagster will retry is skipped: its retry
-carries the same tags and is followed up when it ends. It is on by default and independent of ``late_data_sensor``:
-with the late-data sensor stopped, the schedule still rebuilds every layer. It only ever
-acts on runs the schedule started, so it does nothing while the schedule is stopped.
-"""
+A tick cannot order two runs, and one run cannot build a raw range and a different event-day range
+(see ``schedules.py``). So the schedule requests the raw run, tagged with its event days, and this
+sensor requests staging + fact for those days once that run has ended, whether it succeeded or held
+some days (staging's ``window_complete`` then holds the event days whose raw did not land). A failed
+run that Dagster will retry is skipped: its retry carries the same tags and is followed up when it
+ends. It is on by default and independent of ``late_data_sensor``: with the late-data sensor
+stopped, the schedule still rebuilds every layer. It only ever acts on runs the schedule started, so
+it does nothing while the schedule is stopped."""
 
 from __future__ import annotations
 

@@ -61,8 +61,9 @@ def maintenance_job():
 def build_maintenance_schedule(auto: AutomationSettings) -> dg.ScheduleDefinition:
     def weekly_lake_maintenance(context: dg.ScheduleEvaluationContext):
         """Sundays at 04:00 UTC (registered running with BACKFILL_AUTOMATION=on, like the daily
-        refresh): decommission corrections older than the retention, vacuum every table with BACKFILL_RETENTION_DAYS (default 14,
-        never below 7: in-flight writers' files), compact small files, write checkpoints."""
+        refresh): decommission corrections older than the retention, vacuum every table with
+        BACKFILL_RETENTION_DAYS (default 14, never below 7: in-flight writers' files), compact small
+        files, write checkpoints."""
         day = context.scheduled_execution_time.date().isoformat()
         key = f"maintenance:{day}"
         return dg.RunRequest(run_key=key, tags={WHY_TAG: f"weekly lake maintenance {day}"})

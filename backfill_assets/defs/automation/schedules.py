@@ -41,9 +41,9 @@ def daily_ranges(
 
 def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.ScheduleDefinition:
     def daily_refresh(context: dg.ScheduleEvaluationContext):
-        """At 02:00 UTC (BACKFILL_DAILY_CRON): raw orders and rates of yesterday and the N - 1 days before it
-        (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of every
-        event day those arrivals reach. An empty day is still published, with zero rows.
+        """At 02:00 UTC (BACKFILL_DAILY_CRON): raw orders and rates of yesterday and the N - 1 days
+        before it (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of
+        every event day those arrivals reach. An empty day is still published, with zero rows.
 
         Two phases, because a tick cannot order two runs (and in one run the staging step
         would be skipped as soon as a raw step publishes by partition): this schedule requests

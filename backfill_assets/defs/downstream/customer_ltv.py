@@ -160,8 +160,10 @@ def build_customer_ltv_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 kinds=KINDS,
                 description=f"Customer lifetime value (Delta table {CUSTOMER_LTV_TABLE.path}): per "
                 "as_of_date D, one row per customer with a staging order that day, their orders, "
-                "paid orders and paid revenue from the first partition to D. A range is one run and "
-                "one Spark job, seeded from each customer's latest earlier row. A day is held while "
+                "paid orders and paid revenue from the first partition to D. A range is one run "
+                "and "
+                "one Spark job, seeded from each customer's latest earlier row. A day is held "
+                "while "
                 "a staging day up to it is not published; a range is held while the LTV before it "
                 "is not current (the failure names the day to build from).",
                 deps=[

@@ -121,11 +121,12 @@ def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition
                 skippable=True,
                 group_name="reports",
                 kinds=KINDS,
-                description=f"Monthly revenue (Delta table {MONTHLY_REVENUE_TABLE.path}): per month "
-                "(its first day) and country, the daily fact's orders, paid orders and paid revenue "
-                "summed over the month. Built only when every day of the month is published, "
-                "otherwise held naming the missing days; rebuilt for every month a fact change "
-                "touches, recording the change against the version it replaced.",
+                description=f"Monthly revenue (Delta table {MONTHLY_REVENUE_TABLE.path}): per "
+                "month (its first day) and country, the daily fact's orders, paid orders and "
+                "paid revenue summed over the month. Built only when every day of the month "
+                "is published, otherwise held naming the missing days; rebuilt for every "
+                "month a fact change touches, recording the change against the version it "
+                "replaced.",
                 deps=[
                     dg.AssetDep(
                         FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping()

@@ -53,8 +53,8 @@ def publish_enriched(step: Publication, segments: SegmentsResource, days: list[d
         for d in days:
             step.hold(
                 d,
-                "the segment service is not configured: set BACKFILL_SEGMENTS_URL "
-                "(make demo starts one), then re-execute",
+                "the segment service is not configured: set BACKFILL_SEGMENTS_URL (make demo "
+                "starts one), then re-execute",
             )
         return
     published = step.published_days(STG_ORDERS)
@@ -131,13 +131,14 @@ def build_enrichment_assets(settings: Settings) -> list[dg.AssetsDefinition]:
                 skippable=True,
                 group_name="staging",
                 kinds=KINDS,
-                description=f"Staging orders with the customer's segment as of the event day (Delta "
-                f"table {ENRICHED_TABLE.path}): per event_date D, one row per stg_orders row of D "
-                "plus customer_segment and _segment_as_of, the customer's latest segment-history "
-                "entry valid from D or earlier, never today's. Histories come from the segment "
-                "service through one rate-limited client shared by every process (a share of it "
-                f"reserved for the live runs) and are cached in {CUSTOMER_SEGMENTS_TABLE.path}, so "
-                "a re-run asks the service nothing. Held while the service is not configured.",
+                description="Staging orders with the customer's segment as of the event day "
+                f"(Delta table {ENRICHED_TABLE.path}): per event_date D, one row per "
+                "stg_orders row of D plus customer_segment and _segment_as_of, the "
+                "customer's latest segment-history entry valid from D or earlier, never "
+                "today's. Histories come from the segment service through one rate-limited "
+                "client shared by every process (a share of it reserved for the live runs) "
+                f"and are cached in {CUSTOMER_SEGMENTS_TABLE.path}, so a re-run asks the "
+                "service nothing. Held while the service is not configured.",
                 deps=[STG_ORDERS],
                 metadata={"table": ENRICHED_TABLE.path},
             ),

@@ -79,9 +79,9 @@ def require_parsed_columns(raw: DataFrame) -> DataFrame:
     missing = [f.name for f in schemas.RAW_ORDERS_PARSED if f.name not in raw.columns]
     if missing:
         raise dg.Failure(
-            description=f"{RAW_ORDERS_TABLE.path} predates its parsed columns ({', '.join(missing[:3])}, "
-            "...; docs/contract.md): rebuild it into an empty lake, or delete it and backfill "
-            "raw_orders for its days again, then staging.",
+            description=f"{RAW_ORDERS_TABLE.path} predates its parsed columns "
+            f"({', '.join(missing[:3])}, ...; docs/contract.md): rebuild it into an empty lake, "
+            "or delete it and backfill raw_orders for its days again, then staging.",
             allow_retries=False,
         )
     return raw

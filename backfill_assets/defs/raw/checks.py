@@ -1,4 +1,4 @@
-"""Raw-layer checks: raw equals the landing zone, and quarantine accounts for every rejected record."""
+"""Raw checks: raw equals the landing zone, and quarantine accounts for every rejected record."""
 
 from __future__ import annotations
 
