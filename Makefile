@@ -6,7 +6,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export BACKFILL_LANDING_DIR ?= $(CURDIR)/data/landing
 export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 
-.PHONY: setup demo test screenshots ui status clean
+.PHONY: setup demo test test-fast lint screenshots ui status clean
 setup:
 	@./scripts/bootstrap.sh
 	@$(PY) -m backfill_assets.cli.instance dagster.yaml "$(DAGSTER_HOME)"
@@ -22,6 +22,15 @@ demo: setup  ## generate the 60 days ending yesterday and backfill them through 
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	@./scripts/test-deps.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`, no apt installs
+	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+
+lint: setup  ## the type checker, ruff's rules, the format check and Dagster's definitions check
+	.venv/bin/mypy
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	VIRTUAL_ENV=$(CURDIR)/.venv .venv/bin/dg check defs
 
 screenshots: setup  ## refresh README's pictures in docs/img/: the browser tests copy them from their runs
 	BACKFILL_E2E_DOCS_IMG=$(CURDIR)/docs/img $(PY) -m pytest backfill_assets_tests/e2e -q
