@@ -113,9 +113,21 @@ class LandingCursor:
         """The cursor, or None for no cursor (a cold start); a foreign cursor is an error."""
         if not text:
             return None
-        data = json.loads(text)
+        foreign = f"not a late-data cursor of version {VERSION}: {text[:80]!r}"
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ValueError(foreign) from None
         if not isinstance(data, dict) or data.get("v") != VERSION:
-            raise ValueError(f"not a late-data cursor of version {VERSION}: {text[:80]!r}")
+            raise ValueError(foreign)
+        # Version 1 by its tag, yet fields missing or of another shape: someone else's text.
+        try:
+            return cls._from_json(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{foreign} ({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def _from_json(cls, data: dict) -> LandingCursor:
         counts: dict[str, dict[date, int]] = {}
         for dataset, (first, values) in data["counts"].items():
             start = date.fromisoformat(first)

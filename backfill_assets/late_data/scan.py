@@ -47,10 +47,6 @@ class LandedFile:
     path: str
     stamp_ns: int
 
-    @property
-    def name(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
-
 
 @dataclass(frozen=True)
 class FolderScan:
