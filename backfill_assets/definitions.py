@@ -13,12 +13,12 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.defs.automation import build_automation
-from backfill_assets.defs.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
 from backfill_assets.defs.enrichment.assets import build_enrichment_assets
 from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
+from backfill_assets.publishing.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.resources import build_resources
 from backfill_assets.settings import Settings
 

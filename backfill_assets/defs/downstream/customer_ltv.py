@@ -33,16 +33,16 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.days import days_between
 from backfill_assets.defs.downstream.checks import LTV_CHECKS, ltv_outcomes
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions, previous_day
-from backfill_assets.defs.publishing import (
+from backfill_assets.lake import Lake
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import (
     KINDS,
     Publication,
     latest_materializations,
     partition_dates,
     spark_step,
 )
-from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.audit import fact_totals, ltv_audit

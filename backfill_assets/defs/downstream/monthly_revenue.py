@@ -23,11 +23,11 @@ from backfill_assets.catalog import (
     RPT_MONTHLY_REVENUE,
 )
 from backfill_assets.defs.downstream.checks import MONTHLY_CHECKS, monthly_outcomes
-from backfill_assets.defs.event_days.fact import fact_metadata
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import days_of_month, month_of, monthly_partitions
-from backfill_assets.defs.publishing import KINDS, Publication, spark_step
+from backfill_assets.event_days.fact import fact_metadata
 from backfill_assets.lake import Lake
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import KINDS, Publication, spark_step
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.audit import MONTHLY_FIELDS, ZERO, fact_totals, totals_by

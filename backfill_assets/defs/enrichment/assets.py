@@ -27,12 +27,12 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.defs.enrichment.cache import cached_segments, store_segments
 from backfill_assets.defs.enrichment.checks import ENRICH_CHECKS, enrich_outcomes
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.publishing import KINDS, Publication, spark_step
+from backfill_assets.enrichment.cache import cached_segments, store_segments
 from backfill_assets.enrichment.client import BACKFILL, LIVE, SegmentServiceError
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import KINDS, Publication, spark_step
 from backfill_assets.resources import PipelineResource, SegmentsResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.enrichment import enrich, enrichment_audit, segments_frame

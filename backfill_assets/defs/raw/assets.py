@@ -21,9 +21,7 @@ from backfill_assets.catalog import (
     RAW_ORDERS_STEP,
     RAW_ORDERS_TABLE,
 )
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.publishing import KINDS, Publication, spark_step
 from backfill_assets.defs.raw.checks import (
     RATES_MATCH_LANDING,
     RAW_FX_RATES_CHECKS,
@@ -34,6 +32,8 @@ from backfill_assets.defs.raw.checks import (
 )
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import KINDS, Publication, spark_step
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas

@@ -33,8 +33,8 @@ from dagster._core.events import DagsterEventType
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import Table
-from backfill_assets.defs.run_workers import record_worker
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
+from backfill_assets.publishing.run_workers import record_worker
 
 RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
