@@ -57,11 +57,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         + build_customer_ltv_assets(settings)
         + build_monthly_revenue_assets(settings)
     )
-    jobs = build_jobs()
-    automation = build_automation(settings, downstream_jobs=list(jobs[:2]))
+    jobs = {job.name: job for job in build_jobs()}
+    # the jobs downstream_refresh requests runs of: LTV and enrichment, and the monthly report
+    automation = build_automation(settings, downstream_jobs=[jobs[BACKFILL_JOB], jobs[MONTHLY_JOB]])
     return dg.Definitions(
         assets=assets,
-        jobs=list(jobs),
+        jobs=list(jobs.values()),
         resources=build_resources(settings),
         sensors=automation.sensors,
         schedules=automation.schedules,
