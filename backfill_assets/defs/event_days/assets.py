@@ -35,12 +35,8 @@ from backfill_assets.event_days.staging import build_staging, trailing_published
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.correcting import publication_for
 from backfill_assets.publishing.lineage import commit_info, write_metadata
-from backfill_assets.publishing.publication import (
-    KINDS,
-    Publication,
-    partition_dates,
-    spark_step,
-)
+from backfill_assets.publishing.publication import Publication, partition_dates
+from backfill_assets.publishing.steps import KINDS, spark_step
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
