@@ -1,7 +1,7 @@
-"""Every name the pipeline shares, spelled once: asset keys, tables, layers, the job, run tags.
+"""Every name the pipeline shares, spelled once: asset keys, tables, layers, jobs, run tags.
 
 A leaf module: it imports nothing of the project, so everything may import it. No other
-module spells a table path, an asset key, the job's name or a run tag.
+module spells a table path, an asset key, a job's name or a run tag.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
 }
 RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX_RATES_STEP}
 
-# The asset job, the job that builds corrections beside production, and the sensors and schedule
-# that request their runs.
+# The three asset jobs: every daily layer's, the monthly report's and the one that builds
+# corrections beside production; then the sensors and schedules that request their runs.
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
 MONTHLY_JOB = "monthly_report_job"  # a job's assets share one partitioning: the months apart

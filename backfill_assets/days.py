@@ -1,13 +1,19 @@
-"""Calendar days and months: how every layer spells out an inclusive range of partitions."""
+"""Calendar days and months: how every layer spells out an inclusive range of partitions, and
+the last day that is a partition."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 
 def days_between(first: date, last: date) -> list[date]:
     """Every day from ``first`` to ``last``, both included; empty when ``last`` < ``first``."""
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def last_partition() -> date:
+    """Daily partitions end with yesterday (UTC): today is not complete yet."""
+    return datetime.now(UTC).date() - timedelta(days=1)
 
 
 def next_month(day: date) -> date:

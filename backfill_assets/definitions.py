@@ -13,12 +13,12 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.defs.automation import build_automation
-from backfill_assets.defs.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
 from backfill_assets.defs.enrichment.assets import build_enrichment_assets
 from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
+from backfill_assets.publishing.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.resources import build_resources
 from backfill_assets.settings import Settings
 
@@ -57,11 +57,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         + build_customer_ltv_assets(settings)
         + build_monthly_revenue_assets(settings)
     )
-    jobs = build_jobs()
-    automation = build_automation(settings, downstream_jobs=list(jobs[:2]))
+    jobs = {job.name: job for job in build_jobs()}
+    # the jobs downstream_refresh requests runs of: LTV and enrichment, and the monthly report
+    automation = build_automation(settings, downstream_jobs=[jobs[BACKFILL_JOB], jobs[MONTHLY_JOB]])
     return dg.Definitions(
         assets=assets,
-        jobs=list(jobs),
+        jobs=list(jobs.values()),
         resources=build_resources(settings),
         sensors=automation.sensors,
         schedules=automation.schedules,

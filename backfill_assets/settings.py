@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-# The warning checks' names (defs/event_days/quality.py) that BACKFILL_BLOCKING_QUALITY_CHECKS
+# The warning checks' names (event_days/quality.py) that BACKFILL_BLOCKING_QUALITY_CHECKS
 # may name; spelled here so a typo in the variable is an error, not a silently warning check.
 QUALITY_CHECK_NAMES = (
     "row_count_band",

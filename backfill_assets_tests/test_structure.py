@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle, definitions apart from the CLI, names spelled once."""
+"""The package's shape: no import cycle, definitions apart from the CLI and from the machinery,
+names spelled once."""
 
 from __future__ import annotations
 
@@ -9,8 +10,62 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "backfill_assets"
 CATALOG = "backfill_assets.catalog"
+DEFS = "backfill_assets.defs"
 # The packages the command line drives; none of them may import it.
-DEFINITIONS_AND_MACHINERY = ("defs", "lake", "transforms", "late_data", "landing", "testing")
+DEFINITIONS_AND_MACHINERY = (
+    "defs",
+    "publishing",
+    "event_days",
+    "automation",
+    "lake",
+    "transforms",
+    "late_data",
+    "landing",
+    "enrichment",
+    "corrections",
+    "testing",
+)
+# The modules above the definitions, which may import them: the one Definitions, and the
+# command line (which nothing imports).
+ABOVE_DEFS = ("backfill_assets.definitions", "backfill_assets.cli")
+# What declares a Dagster definition: ``dg.<maker>`` called or used as a decorator, or a
+# function that returns ``dg.<definition>`` (the factories that take the settings).
+DEFINITION_MAKERS = frozenset(
+    {
+        "asset",
+        "multi_asset",
+        "asset_check",
+        "AssetSpec",
+        "AssetCheckSpec",
+        "sensor",
+        "asset_sensor",
+        "run_status_sensor",
+        "schedule",
+        "ScheduleDefinition",
+        "define_asset_job",
+        "job",
+        "op",
+        "graph",
+        "DailyPartitionsDefinition",
+        "MonthlyPartitionsDefinition",
+        "TimeWindowPartitionMapping",
+    }
+)
+DEFINITIONS = frozenset(
+    {
+        "AssetsDefinition",
+        "AssetChecksDefinition",
+        "AssetCheckSpec",
+        "SensorDefinition",
+        "ScheduleDefinition",
+        "JobDefinition",
+        "UnresolvedAssetJobDefinition",
+        "PartitionsDefinition",
+        "DailyPartitionsDefinition",
+        "MonthlyPartitionsDefinition",
+        "TimeWindowPartitionMapping",
+    }
+)
 TABLE_PATHS = (
     "raw/orders",
     "raw/fx_rates",
@@ -111,6 +166,90 @@ def test_definitions_and_machinery_never_import_the_cli(package):
         if name.startswith(prefix)
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def _importers_of_defs(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Modules below the definitions (neither in defs/ nor above it) that import defs/."""
+    offenders = {}
+    for name, imports in graph.items():
+        if _within(name, DEFS) or any(_within(name, top) for top in ABOVE_DEFS):
+            continue
+        wrong = sorted(i for i in imports if _within(i, DEFS))
+        if wrong:
+            offenders[name] = wrong
+    return offenders
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_defs_rule_finds_a_machinery_module_importing_defs():
+    graph = {
+        "backfill_assets.defs.raw.assets": {"backfill_assets.publishing.publication"},
+        "backfill_assets.publishing.publication": {"backfill_assets.defs.partitions"},
+        "backfill_assets.definitions": {"backfill_assets.defs.raw.assets"},
+        "backfill_assets.cli.status": {"backfill_assets.defs.raw.checks"},
+        "backfill_assets.defsx": {"backfill_assets.lake"},
+    }
+    assert _importers_of_defs(graph) == {
+        "backfill_assets.publishing.publication": ["backfill_assets.defs.partitions"]
+    }
+
+
+def test_nothing_below_the_definitions_imports_them():
+    """defs/ declares; the machinery it calls never imports it back (only definitions.py and
+    the command line, above it, do)."""
+    assert _importers_of_defs(GRAPH) == {}
+
+
+def _dagster_names(node: ast.AST) -> set[str]:
+    """The ``X`` of every ``dg.X`` under ``node``."""
+    return {
+        n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "dg"
+    }
+
+
+def _declares_definitions(source: str) -> bool:
+    """Whether the module calls, or decorates with, one of Dagster's definition makers, or
+    has a function that returns a Dagster definition."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _dagster_names(node.func) & DEFINITION_MAKERS:
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(_dagster_names(d) & DEFINITION_MAKERS for d in node.decorator_list):
+                return True
+            if node.returns is not None and _dagster_names(node.returns) & DEFINITIONS:
+                return True
+    return False
+
+
+def test_the_definitions_rule_tells_a_definition_from_machinery():
+    assert _declares_definitions("@dg.sensor(job_name='j')\ndef s(context): ...")
+    assert _declares_definitions("@dg.sensor\ndef s(context): ...")
+    assert _declares_definitions("CHECKS = [dg.AssetCheckSpec('c', asset=KEY)]")
+    assert _declares_definitions("def build(s) -> list[dg.AssetsDefinition]:\n    return []")
+    # Dagster imported and used, but nothing declared: machinery.
+    assert not _declares_definitions(
+        "import dagster as dg\ndef latest(i: dg.DagsterInstance) -> dg.AssetKey:\n"
+        "    return dg.AssetKey('x')\n"
+    )
+
+
+def test_defs_holds_definitions_only():
+    """Every module of defs/ but a package's ``__init__`` declares a Dagster definition: an
+    asset, a check, a job, a sensor, a schedule or a partitioning. Machinery goes to a package
+    named for what it is (publishing/, event_days/, automation/, ...)."""
+    offenders = sorted(
+        name
+        for name, path in MODULES.items()
+        if _within(name, DEFS)
+        and path.name != "__init__.py"
+        and not _declares_definitions(path.read_text())
+    )
+    assert offenders == []
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:

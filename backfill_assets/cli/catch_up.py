@@ -22,13 +22,7 @@ import time
 
 import dagster as dg
 
-from backfill_assets.catalog import CLI_TAG, LATE_DATA_SENSOR, REQUEST_TAG, STEP_ASSETS, WHY_TAG
-from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.cli.planning import RunPlan
-from backfill_assets.cli.report import report_outcomes
-from backfill_assets.cli.runner import RunOutcome, execute
-from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import (
+from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,
     group_ready,
@@ -37,6 +31,12 @@ from backfill_assets.defs.automation.state import (
     save_cursor,
     sensor_is_running,
 )
+from backfill_assets.catalog import CLI_TAG, LATE_DATA_SENSOR, REQUEST_TAG, STEP_ASSETS, WHY_TAG
+from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.cli.planning import RunPlan
+from backfill_assets.cli.report import report_outcomes
+from backfill_assets.cli.runner import RunOutcome, execute
+from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.late_data import Detection, Request, release
 from backfill_assets.settings import Settings
 

@@ -79,7 +79,7 @@ def cmd_demo(args, settings: Settings) -> int:
         segment_service,
         use_first_partition,
     )
-    from backfill_assets.defs.partitions import last_partition
+    from backfill_assets.days import last_partition
     from backfill_assets.generate import generate_feed
 
     configured = settings.start_date if os.environ.get("BACKFILL_START_DATE") else None

@@ -33,13 +33,13 @@ from backfill_assets.catalog import (
     STG_ORDERS,
 )
 from backfill_assets.cli.skew import SkewReport, key_distribution, render_skew
-from backfill_assets.days import days_between, months_between, next_month
+from backfill_assets.days import days_between, last_partition, months_between, next_month
 from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
-from backfill_assets.defs.partitions import days_of_month, last_partition, monthly_partitions
-from backfill_assets.defs.publishing import latest_materializations
+from backfill_assets.defs.partitions import days_of_month, monthly_partitions
 from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import landed_partitions, list_landing_files
 from backfill_assets.late_data import day_ranges
+from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings
 
 # Until a run has been measured here: ~10 s to start a run and its Spark session,

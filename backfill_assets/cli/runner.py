@@ -19,8 +19,8 @@ from dagster._core.events import DagsterEventType
 from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.definitions import backfill_job, correction_job, monthly_job
-from backfill_assets.defs.publishing import EVENT_PAGE, run_events
-from backfill_assets.defs.run_workers import release_orphaned_runs, worker_identity
+from backfill_assets.publishing.publication import EVENT_PAGE, run_events
+from backfill_assets.publishing.run_workers import release_orphaned_runs, worker_identity
 
 # The full event log is in the instance (and the UI); the terminal shows warnings and errors.
 QUIET = {
@@ -114,8 +114,8 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
 
 
 def release_orphans(instance: dg.DagsterInstance) -> None:
-    """Release the runs a killed process left unfinished (``defs.run_workers``): they would hold
-    the ``spark`` pool's slot, and every run started now would wait for it for ever."""
+    """Release the runs a killed process left unfinished (``publishing.run_workers``): they
+    would hold the ``spark`` pool's slot, and every run started now would wait for it for ever."""
     for run_id in release_orphaned_runs(instance):
         print(
             f"released run {run_id}: its process is gone (killed?); it is marked failed and its "

@@ -9,10 +9,9 @@ import dagster as dg
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from backfill_assets.catalog import ASSET_TABLES, LAYERS, MONTHLY_ASSETS
-from backfill_assets.days import months_between
+from backfill_assets.days import last_partition, months_between
 from backfill_assets.defs.downstream.checks import LTV_CHECKS, MONTHLY_CHECKS
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
-from backfill_assets.defs.partitions import last_partition
 from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings

@@ -10,7 +10,7 @@ The life of a correction (``registry.State``):
 2. **diffed**: ``diff`` compares each staged partition with production's, row by row by key,
    and the fact's totals before and after (``diff.py``).
 3. **cut over**: ``cutover`` publishes the passing days, one commit per table, staging before
-   fact: a metadata swap, no data copied (``cutover.py``).
+   fact: a metadata swap, no data copied (``lifecycle.py``, as are rollback and discard).
 4. **rolled back**: ``rollback`` points exactly those partitions back at their pre-cutover
    files, one commit per table. A rolled-back correction can be cut over again.
 5. **discarded** / **decommissioned**: its staged files are deleted, by hand or by maintenance

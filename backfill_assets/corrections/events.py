@@ -15,7 +15,7 @@ import dagster as dg
 from backfill_assets.catalog import ASSET_TABLES, FCT_DAILY_REVENUE
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
-from backfill_assets.defs.lineage import write_metadata
+from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
 ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}

@@ -4,11 +4,11 @@ between layers."""
 from __future__ import annotations
 
 import warnings
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import dagster as dg
 
-from backfill_assets.days import days_between, next_month
+from backfill_assets.days import days_between, last_partition, next_month
 from backfill_assets.settings import Settings
 
 
@@ -40,11 +40,6 @@ def days_of_month(month: date, settings: Settings) -> list[date]:
 def months_touched(days) -> list[date]:
     """The months (first days) of ``days``, in order."""
     return sorted({month_of(d) for d in days})
-
-
-def last_partition() -> date:
-    """Daily partitions end with yesterday (UTC): today is not complete yet."""
-    return datetime.now(UTC).date() - timedelta(days=1)
 
 
 def arrivals_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:

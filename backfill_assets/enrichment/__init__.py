@@ -1,2 +1,3 @@
-"""Customer segments from an HTTP service: the service the project ships (``service``) and the
-one client every run and process calls it through (``client``)."""
+"""Customer segments from an HTTP service: the service the project ships (``service``), the
+one client every run and process calls it through (``client``), and the lake table that caches
+its answers (``cache``)."""

@@ -5,8 +5,8 @@ its data (``<column>=<date>/part-*.parquet``) and records them in a manifest,
 ``<table>/_staged/<id>.json``. The Delta log does not change, so no reader of the table sees
 them. ``Lake.read_staged`` lets the checks read exactly what would be published;
 ``Lake.publish`` then makes one commit that removes the current files of the chosen partitions
-and adds the staged ones (a metadata swap: no data is copied), and ``Lake.close`` deletes the
-files of partitions left unpublished and the manifest.
+and adds the staged ones (a metadata swap: no data is copied), and ``Lake.discard`` deletes
+the files of partitions left unpublished and the manifest.
 
 A manifest is written after its files and before anything can publish them; a writer killed
 in between leaves files no manifest or log names, which vacuum removes like any orphan. An

@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from backfill_assets.defs.automation.state import load_cursor
+from backfill_assets.automation.state import load_cursor
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,

@@ -11,14 +11,14 @@ from decimal import Decimal
 import dagster as dg
 import pytest
 
-from backfill_assets.defs.event_days.checks import ONE_ROW_PER_VALID_ORDER, UNIQUE_ORDER_IDS
-from backfill_assets.defs.event_days.staging import (
+from backfill_assets.event_days.outcomes import ONE_ROW_PER_VALID_ORDER, UNIQUE_ORDER_IDS
+from backfill_assets.event_days.staging import (
     StagingBuild,
     raw_arrivals,
     require_parsed_columns,
     unsplit_arrivals,
 )
-from backfill_assets.defs.publishing import held_days
+from backfill_assets.publishing.publication import held_days
 from backfill_assets.transforms.schemas import RAW_ORDERS, RAW_ORDERS_STORED, STAGING_ORDERS
 
 GOOD, DUPLICATED, SHORT = date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3)

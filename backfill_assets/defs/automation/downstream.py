@@ -27,6 +27,7 @@ from datetime import date
 
 import dagster as dg
 
+from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
     DOWNSTREAM_SENSOR,
@@ -42,11 +43,10 @@ from backfill_assets.catalog import (
     STG_ORDERS_ENRICHED,
 )
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import run_request
 from backfill_assets.defs.downstream.customer_ltv import first_stale
 from backfill_assets.defs.partitions import days_of_month, monthly_partitions
-from backfill_assets.defs.publishing import latest_materializations
 from backfill_assets.late_data import Request
+from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings
 
 

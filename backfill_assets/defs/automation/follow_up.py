@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime
 import dagster as dg
 from dagster._core.storage.tags import WILL_RETRY_TAG
 
+from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
     EVENT_DAYS_TAG,
@@ -26,7 +27,6 @@ from backfill_assets.catalog import (
     WHY_TAG,
 )
 from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import run_request
 from backfill_assets.late_data import Request
 
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from backfill_assets.catalog import LATE_DATA_SENSOR
-from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.defs.automation.state import (
+from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,
     group_ready,
     run_request,
 )
+from backfill_assets.catalog import LATE_DATA_SENSOR
+from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.late_data import Detection, LandingCursor, Request, release
 from backfill_assets.settings import Settings
 

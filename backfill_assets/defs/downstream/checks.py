@@ -8,8 +8,8 @@ from datetime import date
 import dagster as dg
 
 from backfill_assets.catalog import FCT_CUSTOMER_LTV, RPT_MONTHLY_REVENUE
-from backfill_assets.defs.event_days.checks import CODE_DEFECT, compared
-from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.event_days.outcomes import CODE_DEFECT, compared
+from backfill_assets.publishing.publication import CheckOutcome
 from backfill_assets.transforms.audit import EMPTY_LTV_DAY, MONTHLY_FIELDS, ZERO
 
 PREVIOUS_PLUS_DAY = "previous_plus_day"

@@ -17,12 +17,10 @@ Held days, named in the run's failure:
 - a day whose staging was republished while it was built is held, and the days after it.
 """
 
-# No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
-# the asset is defined, and cannot read a postponed annotation.
 from datetime import date, timedelta
+from typing import Any
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_TABLE,
@@ -33,17 +31,15 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.days import days_between
 from backfill_assets.defs.downstream.checks import LTV_CHECKS, ltv_outcomes
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions, previous_day
-from backfill_assets.defs.publishing import (
-    KINDS,
+from backfill_assets.lake import Lake
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import (
     Publication,
     latest_materializations,
     partition_dates,
-    spark_step,
 )
-from backfill_assets.lake import Lake
-from backfill_assets.resources import PipelineResource
+from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.audit import fact_totals, ltv_audit
 from backfill_assets.transforms.ltv import customer_ltv, latest_rows
@@ -148,42 +144,29 @@ def read_seed(lake: Lake, start: date):
 
 
 def build_customer_ltv_assets(settings: Settings) -> list[dg.AssetsDefinition]:
-    partitions = daily_partitions(settings)
+    def build(step: Publication, todo: list[date], resources: Any) -> None:
+        # from the first day an earlier attempt did not publish to the range's end
+        publish_ltv(step, settings, days_between(todo[0], partition_dates(step.context)[-1]))
 
-    @dg.multi_asset(
-        name="customer_ltv",
-        specs=[
-            dg.AssetSpec(
-                FCT_CUSTOMER_LTV,
-                skippable=True,
-                group_name="fact",
-                kinds=KINDS,
-                description=f"Customer lifetime value (Delta table {CUSTOMER_LTV_TABLE.path}): per "
-                "as_of_date D, one row per customer with a staging order that day, their orders, "
-                "paid orders and paid revenue from the first partition to D. A range is one run "
-                "and "
-                "one Spark job, seeded from each customer's latest earlier row. A day is held "
-                "while "
-                "a staging day up to it is not published; a range is held while the LTV before it "
-                "is not current (the failure names the day to build from).",
-                deps=[
-                    STG_ORDERS,
-                    dg.AssetDep(FCT_CUSTOMER_LTV, partition_mapping=previous_day()),
-                ],
-                metadata={"table": CUSTOMER_LTV_TABLE.path},
-            ),
-        ],
-        **spark_step(LTV_CHECKS, partitions),
+    spec = dg.AssetSpec(
+        FCT_CUSTOMER_LTV,
+        group_name="fact",
+        description=f"Customer lifetime value (Delta table {CUSTOMER_LTV_TABLE.path}): per "
+        "as_of_date D, one row per customer with a staging order that day, their orders, "
+        "paid orders and paid revenue from the first partition to D. A range is one run and "
+        "one Spark job, seeded from each customer's latest earlier row. A day is held while "
+        "a staging day up to it is not published; a range is held while the LTV before it "
+        "is not current (the failure names the day to build from).",
+        deps=[STG_ORDERS, dg.AssetDep(FCT_CUSTOMER_LTV, partition_mapping=previous_day())],
+        metadata={"table": CUSTOMER_LTV_TABLE.path},
     )
-    def customer_ltv_step(
-        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
-        """LTV of the range's days, from the first one an earlier attempt did not publish."""
-        session = spark.spark_session
-        with Publication(context, pipeline.lake(session)) as step:
-            todo = step.days_to_build(FCT_CUSTOMER_LTV)
-            if todo:
-                publish_ltv(step, settings, days_between(todo[0], partition_dates(context)[-1]))
-            yield from step.finish()
-
-    return [customer_ltv_step]
+    step = publishing_step(
+        "customer_ltv",
+        spec,
+        LTV_CHECKS,
+        daily_partitions(settings),
+        build,
+        description="LTV of the range's days, from the first one an earlier attempt did not "
+        "publish.",
+    )
+    return [step]

@@ -8,13 +8,11 @@ they changed against the version it replaced (``orders_delta``, ``paid_orders_de
 ``revenue_usd_delta``, ``replaced_delta_version``).
 """
 
-# No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
-# the asset is defined, and cannot read a postponed annotation.
 from collections import defaultdict
 from datetime import date
+from typing import Any
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 
 from backfill_assets.catalog import (
     FACT_TABLE,
@@ -23,12 +21,12 @@ from backfill_assets.catalog import (
     RPT_MONTHLY_REVENUE,
 )
 from backfill_assets.defs.downstream.checks import MONTHLY_CHECKS, monthly_outcomes
-from backfill_assets.defs.event_days.fact import fact_metadata
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import days_of_month, month_of, monthly_partitions
-from backfill_assets.defs.publishing import KINDS, Publication, spark_step
+from backfill_assets.event_days.fact import fact_metadata
 from backfill_assets.lake import Lake
-from backfill_assets.resources import PipelineResource
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import Publication
+from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.audit import MONTHLY_FIELDS, ZERO, fact_totals, totals_by
 from backfill_assets.transforms.ltv import monthly_revenue
@@ -111,41 +109,28 @@ def publish_months(step: Publication, settings: Settings, months: list[date]) ->
 
 
 def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition]:
-    partitions = monthly_partitions(settings)
+    def build(step: Publication, months: list[date], resources: Any) -> None:
+        publish_months(step, settings, months)
 
-    @dg.multi_asset(
-        name="monthly_revenue",
-        specs=[
-            dg.AssetSpec(
-                RPT_MONTHLY_REVENUE,
-                skippable=True,
-                group_name="reports",
-                kinds=KINDS,
-                description=f"Monthly revenue (Delta table {MONTHLY_REVENUE_TABLE.path}): per "
-                "month (its first day) and country, the daily fact's orders, paid orders and "
-                "paid revenue summed over the month. Built only when every day of the month "
-                "is published, otherwise held naming the missing days; rebuilt for every "
-                "month a fact change touches, recording the change against the version it "
-                "replaced.",
-                deps=[
-                    dg.AssetDep(
-                        FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping()
-                    )
-                ],
-                metadata={"table": MONTHLY_REVENUE_TABLE.path},
-            ),
-        ],
-        **spark_step(MONTHLY_CHECKS, partitions),
+    spec = dg.AssetSpec(
+        RPT_MONTHLY_REVENUE,
+        group_name="reports",
+        description=f"Monthly revenue (Delta table {MONTHLY_REVENUE_TABLE.path}): per "
+        "month (its first day) and country, the daily fact's orders, paid orders and "
+        "paid revenue summed over the month. Built only when every day of the month "
+        "is published, otherwise held naming the missing days; rebuilt for every "
+        "month a fact change touches, recording the change against the version it "
+        "replaced.",
+        deps=[dg.AssetDep(FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping())],
+        metadata={"table": MONTHLY_REVENUE_TABLE.path},
     )
-    def monthly_revenue_step(
-        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
-        """The range's months whose days are all published, each audited before publishing."""
-        session = spark.spark_session
-        with Publication(context, pipeline.lake(session)) as step:
-            months = step.days_to_build(RPT_MONTHLY_REVENUE)
-            if months:
-                publish_months(step, settings, months)
-            yield from step.finish()
-
-    return [monthly_revenue_step]
+    step = publishing_step(
+        "monthly_revenue",
+        spec,
+        MONTHLY_CHECKS,
+        monthly_partitions(settings),
+        build,
+        description="The range's months whose days are all published, each audited before "
+        "publishing.",
+    )
+    return [step]

@@ -11,12 +11,10 @@ while it was built; every day when the service is not configured (``BACKFILL_SEG
 does not answer after the client's retries.
 """
 
-# No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
-# the asset is defined, and cannot read a postponed annotation.
 from datetime import date
+from typing import Any
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 
 from backfill_assets.catalog import (
     CLI_TAG,
@@ -27,13 +25,14 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.defs.enrichment.cache import cached_segments, store_segments
 from backfill_assets.defs.enrichment.checks import ENRICH_CHECKS, enrich_outcomes
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.publishing import KINDS, Publication, spark_step
+from backfill_assets.enrichment.cache import cached_segments, store_segments
 from backfill_assets.enrichment.client import BACKFILL, LIVE, SegmentServiceError
-from backfill_assets.resources import PipelineResource, SegmentsResource
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import Publication
+from backfill_assets.publishing.steps import publishing_step
+from backfill_assets.resources import SegmentsResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.enrichment import enrich, enrichment_audit, segments_frame
 from backfill_assets.transforms.schemas import ENRICHED_ORDERS
@@ -121,41 +120,30 @@ def publish_enriched(step: Publication, segments: SegmentsResource, days: list[d
 
 
 def build_enrichment_assets(settings: Settings) -> list[dg.AssetsDefinition]:
-    partitions = daily_partitions(settings)
+    def build(step: Publication, todo: list[date], resources: Any) -> None:
+        publish_enriched(step, resources.segments, todo)
 
-    @dg.multi_asset(
-        name="enrich_orders",
-        specs=[
-            dg.AssetSpec(
-                STG_ORDERS_ENRICHED,
-                skippable=True,
-                group_name="staging",
-                kinds=KINDS,
-                description="Staging orders with the customer's segment as of the event day "
-                f"(Delta table {ENRICHED_TABLE.path}): per event_date D, one row per "
-                "stg_orders row of D plus customer_segment and _segment_as_of, the "
-                "customer's latest segment-history entry valid from D or earlier, never "
-                "today's. Histories come from the segment service through one rate-limited "
-                "client shared by every process (a share of it reserved for the live runs) "
-                f"and are cached in {CUSTOMER_SEGMENTS_TABLE.path}, so a re-run asks the "
-                "service nothing. Held while the service is not configured.",
-                deps=[STG_ORDERS],
-                metadata={"table": ENRICHED_TABLE.path},
-            ),
-        ],
-        **spark_step(ENRICH_CHECKS, partitions),
+    spec = dg.AssetSpec(
+        STG_ORDERS_ENRICHED,
+        group_name="staging",
+        description="Staging orders with the customer's segment as of the event day "
+        f"(Delta table {ENRICHED_TABLE.path}): per event_date D, one row per "
+        "stg_orders row of D plus customer_segment and _segment_as_of, the "
+        "customer's latest segment-history entry valid from D or earlier, never "
+        "today's. Histories come from the segment service through one rate-limited "
+        "client shared by every process (a share of it reserved for the live runs) "
+        f"and are cached in {CUSTOMER_SEGMENTS_TABLE.path}, so a re-run asks the "
+        "service nothing. Held while the service is not configured.",
+        deps=[STG_ORDERS],
+        metadata={"table": ENRICHED_TABLE.path},
     )
-    def enrich_orders_step(
-        context: dg.AssetExecutionContext,
-        spark: LazyPySparkResource,
-        pipeline: PipelineResource,
-        segments: SegmentsResource,
-    ):
-        """The enrichment of the range's days that an earlier attempt did not publish."""
-        with Publication(context, pipeline.lake(spark.spark_session)) as step:
-            todo = step.days_to_build(STG_ORDERS_ENRICHED)
-            if todo:
-                publish_enriched(step, segments, todo)
-            yield from step.finish()
-
-    return [enrich_orders_step]
+    step = publishing_step(
+        "enrich_orders",
+        spec,
+        ENRICH_CHECKS,
+        daily_partitions(settings),
+        build,
+        description="The enrichment of the range's days that an earlier attempt did not publish.",
+        resources=("segments",),
+    )
+    return [step]

@@ -8,8 +8,8 @@ from datetime import date
 import dagster as dg
 
 from backfill_assets.catalog import STG_ORDERS_ENRICHED
-from backfill_assets.defs.event_days.checks import CODE_DEFECT
-from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.event_days.outcomes import CODE_DEFECT
+from backfill_assets.publishing.publication import CheckOutcome
 from backfill_assets.transforms.enrichment import EMPTY_DAY
 
 ONE_ROW_PER_STAGING_ORDER = "one_row_per_staging_order"

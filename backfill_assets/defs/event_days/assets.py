@@ -18,29 +18,25 @@ from backfill_assets.catalog import (
     STAGING_TABLE,
     STG_ORDERS,
 )
-from backfill_assets.defs.correcting import publication_for
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
-from backfill_assets.defs.event_days.fact import (
-    build_fact,
-    fact_metadata,
-    previous_fact_totals,
-    stale_fact_days,
-)
-from backfill_assets.defs.event_days.quality import plotted, quality_checks
-from backfill_assets.defs.event_days.staging import build_staging, trailing_published
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import (
     arrivals_of_event_day,
     daily_partitions,
     rates_of_event_day,
 )
-from backfill_assets.defs.publishing import (
-    KINDS,
-    Publication,
-    partition_dates,
-    spark_step,
+from backfill_assets.event_days.fact import (
+    build_fact,
+    fact_metadata,
+    previous_fact_totals,
+    stale_fact_days,
 )
+from backfill_assets.event_days.quality import plotted, quality_checks
+from backfill_assets.event_days.staging import build_staging, trailing_published
 from backfill_assets.lake import Lake
+from backfill_assets.publishing.correcting import publication_for
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import Publication, partition_dates
+from backfill_assets.publishing.steps import KINDS, spark_step
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS

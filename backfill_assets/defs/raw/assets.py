@@ -1,11 +1,10 @@
 """Raw layer: what landed, verbatim, one Delta partition per arrival (or rate) date."""
 
 from collections import defaultdict
-from collections.abc import Iterator
 from datetime import date
+from typing import Any
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -21,9 +20,7 @@ from backfill_assets.catalog import (
     RAW_ORDERS_STEP,
     RAW_ORDERS_TABLE,
 )
-from backfill_assets.defs.lineage import commit_info, write_metadata
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.publishing import KINDS, Publication, spark_step
 from backfill_assets.defs.raw.checks import (
     RATES_MATCH_LANDING,
     RAW_FX_RATES_CHECKS,
@@ -34,7 +31,9 @@ from backfill_assets.defs.raw.checks import (
 )
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
-from backfill_assets.resources import PipelineResource
+from backfill_assets.publishing.lineage import commit_info, write_metadata
+from backfill_assets.publishing.publication import Publication
+from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import (
@@ -61,30 +60,14 @@ def _listed(files) -> dict[date, set[str]]:
     return listed
 
 
-def run_raw_step(
-    context: dg.AssetExecutionContext,
-    spark,
-    pipeline: PipelineResource,
-    asset_key: dg.AssetKey,
-    build,
-) -> Iterator:
-    """The publish protocol around ``build(step, spark, pipeline, days)`` for one raw asset."""
-    with Publication(context, pipeline.lake(spark)) as step:
-        days = step.days_to_build(asset_key)
-        if days:
-            build(step, spark, pipeline, days)
-        yield from step.finish()
-
-
-def build_raw_orders(
-    step: Publication, spark, pipeline: PipelineResource, days: list[date]
-) -> None:
+def build_raw_orders(step: Publication, days: list[date], resources: Any) -> None:
     """Copy the landed records of each arrival date verbatim, split off the rejected ones,
     prove what was staged against what was read, then publish the days that passed.
 
     The landing text is read once and every record parsed once, in the job that stages raw:
     raw stores each record's verdict, typed fields and line checksum beside it (the ``_``
     columns, which staging reads), and the quarantine is split from raw's staged files."""
+    spark, pipeline = step.lake.spark, resources.pipeline
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
     read = validate_orders(
@@ -135,11 +118,10 @@ def build_raw_orders(
         )
 
 
-def build_raw_fx_rates(
-    step: Publication, spark, pipeline: PipelineResource, days: list[date]
-) -> None:
+def build_raw_fx_rates(step: Publication, days: list[date], resources: Any) -> None:
     """Copy the rate lines of each rate date as landed, proven against the landing files
     before they are published."""
+    spark, pipeline = step.lake.spark, resources.pipeline
     files = list_landing_files(pipeline.landing, FX_RATES_DATASET, days)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
     staged = step.stage(
@@ -164,57 +146,38 @@ def build_raw_fx_rates(
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     partitions = daily_partitions(settings)
-
-    @dg.multi_asset(
-        name=RAW_ORDERS_STEP,
-        specs=[
-            dg.AssetSpec(
-                RAW_ORDERS,
-                skippable=True,
-                group_name="raw",
-                kinds=KINDS,
-                description="Every order record that landed on arrival date A, verbatim "
-                f"(Delta table {RAW_ORDERS_TABLE.path}), and the rejected ones with their reason "
-                f"({QUARANTINE_TABLE.path}); raw keeps each record's verdict and typed fields "
-                "in `_` columns, which staging reads. Partitioned by arrival date; columns "
-                "and rules in docs/contract.md. New or late files for A: materialize this "
-                "partition (or run `backfill-assets catch-up`), then staging and fact of the "
-                "event days they carry.",
-                metadata={"tables": ", ".join(t.path for t in ORDER_TABLES)},
-            )
-        ],
-        **spark_step(RAW_ORDERS_CHECKS, partitions),
+    raw_orders = publishing_step(
+        RAW_ORDERS_STEP,
+        dg.AssetSpec(
+            RAW_ORDERS,
+            group_name="raw",
+            description="Every order record that landed on arrival date A, verbatim "
+            f"(Delta table {RAW_ORDERS_TABLE.path}), and the rejected ones with their reason "
+            f"({QUARANTINE_TABLE.path}); raw keeps each record's verdict and typed fields "
+            "in `_` columns, which staging reads. Partitioned by arrival date; columns "
+            "and rules in docs/contract.md. New or late files for A: materialize this "
+            "partition (or run `backfill-assets catch-up`), then staging and fact of the "
+            "event days they carry.",
+            metadata={"tables": ", ".join(t.path for t in ORDER_TABLES)},
+        ),
+        RAW_ORDERS_CHECKS,
+        partitions,
+        build_raw_orders,
     )
-    def raw_orders(
-        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
-        yield from run_raw_step(
-            context, spark.spark_session, pipeline, RAW_ORDERS, build_raw_orders
-        )
-
-    @dg.multi_asset(
-        name=RAW_FX_RATES_STEP,
-        specs=[
-            dg.AssetSpec(
-                RAW_FX_RATES,
-                skippable=True,
-                group_name="raw",
-                kinds=KINDS,
-                description="Every exchange-rate line published for rate date R, as landed "
-                f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date. A missing "
-                "or wrong rate: land a CSV in fx_rates/rate_date=R/ (the file whose name sorts "
-                "last wins), materialize this partition, then re-execute the held staging run "
-                "from failure.",
-                metadata={"tables": RAW_FX_RATES_TABLE.path},
-            )
-        ],
-        **spark_step(RAW_FX_RATES_CHECKS, partitions),
+    raw_fx_rates = publishing_step(
+        RAW_FX_RATES_STEP,
+        dg.AssetSpec(
+            RAW_FX_RATES,
+            group_name="raw",
+            description="Every exchange-rate line published for rate date R, as landed "
+            f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date. A missing "
+            "or wrong rate: land a CSV in fx_rates/rate_date=R/ (the file whose name sorts "
+            "last wins), materialize this partition, then re-execute the held staging run "
+            "from failure.",
+            metadata={"tables": RAW_FX_RATES_TABLE.path},
+        ),
+        RAW_FX_RATES_CHECKS,
+        partitions,
+        build_raw_fx_rates,
     )
-    def raw_fx_rates(
-        context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
-        yield from run_raw_step(
-            context, spark.spark_session, pipeline, RAW_FX_RATES, build_raw_fx_rates
-        )
-
     return [raw_orders, raw_fx_rates]

@@ -8,7 +8,7 @@ from decimal import Decimal
 import dagster as dg
 
 from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.publishing.publication import CheckOutcome
 from backfill_assets.transforms.audit import FileKey
 
 RAW_MATCHES_LANDING = "raw_matches_landing"

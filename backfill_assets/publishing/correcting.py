@@ -31,13 +31,13 @@ from backfill_assets.catalog import (
     Table,
 )
 from backfill_assets.corrections import registry
-from backfill_assets.defs.publishing import (
+from backfill_assets.lake import Lake, StagedVersion, WriteResult
+from backfill_assets.publishing.publication import (
     CheckOutcome,
     Publication,
     ancestor_run_ids,
     partition_dates,
 )
-from backfill_assets.lake import Lake, StagedVersion, WriteResult
 from backfill_assets.resources import code_version
 
 CORRECTION_JOB_DESCRIPTION = (

@@ -29,9 +29,7 @@ from backfill_assets.catalog import (
     STEP_JOBS,
     WHY_TAG,
 )
-from backfill_assets.days import days_between
-from backfill_assets.defs.partitions import last_partition
-from backfill_assets.defs.publishing import latest_materializations
+from backfill_assets.days import days_between, last_partition
 from backfill_assets.late_data import (
     Detection,
     LandingCursor,
@@ -40,6 +38,7 @@ from backfill_assets.late_data import (
     detect,
 )
 from backfill_assets.late_data.scan import clock_ns
+from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings
 
 # A raw run that never appeared this long after its request (the daemon dropped it, the

@@ -14,7 +14,7 @@ from datetime import date
 import dagster as dg
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, STG_ORDERS
-from backfill_assets.defs.publishing import CheckOutcome
+from backfill_assets.publishing.publication import CheckOutcome
 from backfill_assets.settings import QUALITY_CHECK_NAMES, QualitySettings
 from backfill_assets.transforms.drift import (
     DayFigures,

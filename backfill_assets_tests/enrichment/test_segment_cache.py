@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import date
 
 from backfill_assets.catalog import CUSTOMER_SEGMENTS_TABLE
-from backfill_assets.defs.enrichment.cache import cached_segments, store_segments
+from backfill_assets.enrichment.cache import cached_segments, store_segments
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.transforms.enrichment import segments_frame
 

@@ -22,7 +22,6 @@ the asset bodies call:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -33,10 +32,8 @@ from dagster._core.events import DagsterEventType
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import Table
-from backfill_assets.defs.run_workers import record_worker
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
-
-RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
+from backfill_assets.publishing.run_workers import record_worker
 
 
 @dataclass(frozen=True)
@@ -61,42 +58,6 @@ class CheckOutcome:
             severity=dg.AssetCheckSeverity.ERROR if self.blocking else dg.AssetCheckSeverity.WARN,
             metadata=dict(self.metadata),
         )
-
-
-# What every asset of the pipeline is made of: Spark compute, Delta tables.
-KINDS = {"spark", "delta"}
-
-
-def spark_step(checks: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition) -> dict:
-    """How every Spark step of the pipeline is declared (``dg.multi_asset`` keywords): its
-    partitions and per-partition checks, a range as one run, transient failures retried with
-    backoff, and the ``spark`` pool that bounds how many run at once (dagster.yaml)."""
-    return {
-        "partitions_def": partitions,
-        "check_specs": partitioned(checks, partitions),
-        "backfill_policy": dg.BackfillPolicy.single_run(),
-        "retry_policy": RETRY_TRANSIENT,
-        "pool": "spark",
-    }
-
-
-def partitioned(
-    specs: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinition
-) -> list[dg.AssetCheckSpec]:
-    """The checks bound to the daily partitions, so Dagster keeps (and the UI shows) one result
-    per partition instead of the latest evaluation of the whole check."""
-    with warnings.catch_warnings():  # partitioned checks are a preview feature in Dagster 1.13
-        warnings.simplefilter("ignore", dg.PreviewWarning)
-        return [
-            dg.AssetCheckSpec(
-                spec.name,
-                asset=spec.asset_key,
-                description=spec.description,
-                blocking=spec.blocking,
-                partitions_def=partitions,
-            )
-            for spec in specs
-        ]
 
 
 def partition_dates(context: dg.AssetExecutionContext) -> list[date]:

@@ -25,11 +25,11 @@ from backfill_assets.catalog import (
     Table,
 )
 from backfill_assets.days import days_between
-from backfill_assets.defs.event_days.checks import missing_window_files, staging_outcomes
-from backfill_assets.defs.event_days.quality import quality_outcomes
-from backfill_assets.defs.publishing import CheckOutcome, held_days
+from backfill_assets.event_days.outcomes import missing_window_files, staging_outcomes
+from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake, LakeTableMissing
 from backfill_assets.landing.layout import DATASETS, has_records, list_landing_files
+from backfill_assets.publishing.publication import CheckOutcome, held_days
 from backfill_assets.settings import QualitySettings, Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import staging_stats, valid_order_ids

@@ -9,10 +9,10 @@ import dagster as dg
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import FACT_TABLE, FCT_DAILY_REVENUE, STAGING_TABLE
-from backfill_assets.defs.event_days.checks import fact_outcomes
-from backfill_assets.defs.event_days.quality import quality_outcomes
-from backfill_assets.defs.publishing import CheckOutcome, held_days
+from backfill_assets.event_days.outcomes import fact_outcomes
+from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake
+from backfill_assets.publishing.publication import CheckOutcome, held_days
 from backfill_assets.settings import QualitySettings
 from backfill_assets.transforms.audit import ZERO, fact_totals, staging_totals
 from backfill_assets.transforms.drift import fact_figures
