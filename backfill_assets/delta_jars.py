@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from backfill_assets.settings import SparkSettings
+
 SPARK_LINE = "4.2"  # the Spark minor version the jars were built for (delta-spark_4.2_2.13)
 DELTA_VERSION = "4.4.0"  # also the Python delta-spark pinned in pyproject.toml's `native` extra
 # File name -> (Maven coordinates, sha256 of the file Central serves). delta-spark's other
@@ -51,9 +53,9 @@ class DeltaJarsError(RuntimeError):
 
 def jar_dir() -> Path:
     """``BACKFILL_DELTA_JARS`` when set, else the project's ``.jars/delta``."""
-    folder = os.environ.get("BACKFILL_DELTA_JARS")
-    if folder:
-        return Path(folder).absolute()
+    folder = SparkSettings.from_env().delta_jars
+    if folder is not None:
+        return folder
     return Path(__file__).resolve().parent.parent / ".jars" / "delta"
 
 
