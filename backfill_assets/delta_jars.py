@@ -51,17 +51,18 @@ class DeltaJarsError(RuntimeError):
     """Delta's jars are missing, altered, or built for another Spark."""
 
 
-def jar_dir() -> Path:
-    """``BACKFILL_DELTA_JARS`` when set, else the project's ``.jars/delta``."""
-    folder = SparkSettings.from_env().delta_jars
+def jar_dir(settings: SparkSettings | None = None) -> Path:
+    """``BACKFILL_DELTA_JARS`` (``settings.delta_jars``) when set, else the project's
+    ``.jars/delta``."""
+    folder = (SparkSettings.from_env() if settings is None else settings).delta_jars
     if folder is not None:
         return folder
     return Path(__file__).resolve().parent.parent / ".jars" / "delta"
 
 
-def jar_paths() -> list[str]:
+def jar_paths(settings: SparkSettings | None = None) -> list[str]:
     """Where the jars are expected, whether or not they are there."""
-    return [str(jar_dir() / name) for name in sorted(JARS)]
+    return [str(jar_dir(settings) / name) for name in sorted(JARS)]
 
 
 def jars_present() -> bool:

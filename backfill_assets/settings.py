@@ -5,8 +5,10 @@ the part that needs it runs, so that a bad value fails that part and nothing els
 error naming the variable: ``Settings.from_env`` when Dagster loads the definitions or the CLI
 starts; ``AutomationSettings.from_env`` when the automation is declared or ``catch-up`` runs;
 ``retention_days`` when maintenance runs; ``SparkSettings.from_env`` when a Spark conf is built;
-``pg_url`` when an instance's ``dagster.yaml`` is written; ``fault_settings`` at a test's pause
-point. Every loader takes an ``env`` mapping (default: the process's environment) for tests.
+``RunSettings.from_env`` when a commit records its code version, a correction its author, or the
+CLI starts a run; ``pg_url`` and ``dagster_home`` when the Dagster instance is set up;
+``fault_settings`` at a test's pause point. Every loader takes an ``env`` mapping (default: the
+process's environment), for tests.
 
 Each variable is documented here, next to where it is read; README's "Configuration" table
 lists them all with their defaults (``test_settings.py`` keeps the table complete, and keeps

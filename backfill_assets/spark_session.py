@@ -5,8 +5,8 @@ pipeline uses: UTC everywhere, ANSI mode on (untrusted input goes through
 ``try_`` functions), no UI, and a fixed driver heap (2 GiB by default): a long range
 spills to disk instead of growing the driver, so its memory does not depend on the range.
 
-The driver's JVM collects with the serial collector (``DRIVER_GC``). Java's default, G1, sizes
-its heap by the share of time it spends collecting rather than by what is live: it grew a
+The driver's JVM collects with the serial collector (``settings.DRIVER_GC``). Java's default,
+G1, sizes its heap by the share of time it spends collecting rather than by what is live: it grew a
 30-day run's heap to 1.7 GiB with under 250 MiB live, and a year's to the cap. The serial
 collector grows the heap as the live data needs, and the shuffles by blocks of days
 (``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM
@@ -25,9 +25,7 @@ import os
 import sys
 
 from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
-from backfill_assets.settings import DEFAULT_MASTER, DRIVER_GC, SparkSettings
-
-__all__ = ["DEFAULT_MASTER", "DRIVER_GC", "build_session", "check_delta_jars", "spark_config"]
+from backfill_assets.settings import SparkSettings
 
 
 def spark_config(
@@ -44,7 +42,7 @@ def spark_config(
     ``BACKFILL_SPARK_MASTER`` selects a cluster master (``spark://host:7077``),
     ``BACKFILL_SPARK_REMOTE`` a Spark Connect URL (``sc://host:15002``),
     ``BACKFILL_LAKE_ENGINE`` (or ``lake_engine``) ``delta-spark`` adds Delta to the session,
-    ``BACKFILL_SPARK_DRIVER_GC`` (or ``driver_gc``) replaces ``DRIVER_GC``'s JVM option.
+    ``BACKFILL_SPARK_DRIVER_GC`` (or ``driver_gc``) replaces ``settings.DRIVER_GC``'s JVM option.
     """
     s = SparkSettings.from_env() if settings is None else settings
     gc = driver_gc or s.driver_gc
@@ -67,7 +65,7 @@ def spark_config(
     engine = lake_engine or s.lake_engine
     # A Connect server's Delta is the server's own configuration, not the client's.
     if engine == "delta-spark" and not s.remote:
-        conf.update(delta_conf(jar_paths()))
+        conf.update(delta_conf(jar_paths(s)))
         # Delta rebuilds a snapshot's file list with 50 tasks by default: far more than one
         # machine's tables need; as many as a shuffle has here.
         conf["spark.databricks.delta.snapshotPartitions"] = conf["spark.sql.shuffle.partitions"]
