@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from backfill_assets.settings import SparkSettings
+
 SPARK_LINE = "4.2"  # the Spark minor version the jars were built for (delta-spark_4.2_2.13)
 DELTA_VERSION = "4.4.0"  # also the Python delta-spark pinned in pyproject.toml's `native` extra
 # File name -> (Maven coordinates, sha256 of the file Central serves). delta-spark's other
@@ -49,17 +51,18 @@ class DeltaJarsError(RuntimeError):
     """Delta's jars are missing, altered, or built for another Spark."""
 
 
-def jar_dir() -> Path:
-    """``BACKFILL_DELTA_JARS`` when set, else the project's ``.jars/delta``."""
-    folder = os.environ.get("BACKFILL_DELTA_JARS")
-    if folder:
-        return Path(folder).absolute()
+def jar_dir(settings: SparkSettings | None = None) -> Path:
+    """``BACKFILL_DELTA_JARS`` (``settings.delta_jars``) when set, else the project's
+    ``.jars/delta``."""
+    folder = (SparkSettings.from_env() if settings is None else settings).delta_jars
+    if folder is not None:
+        return folder
     return Path(__file__).resolve().parent.parent / ".jars" / "delta"
 
 
-def jar_paths() -> list[str]:
+def jar_paths(settings: SparkSettings | None = None) -> list[str]:
     """Where the jars are expected, whether or not they are there."""
-    return [str(jar_dir() / name) for name in sorted(JARS)]
+    return [str(jar_dir(settings) / name) for name in sorted(JARS)]
 
 
 def jars_present() -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +9,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.lake import Lake
-from backfill_assets.settings import Settings
+from backfill_assets.settings import RunSettings, Settings, SparkSettings
 from backfill_assets.spark_session import (
     check_delta_jars,
     spark_config,
@@ -64,8 +63,9 @@ class SegmentsResource(dg.ConfigurableResource):
 
 
 def code_version() -> str:
-    """The code version recorded in every commit: the git sha when deployed from a checkout."""
-    return os.environ.get("BACKFILL_CODE_VERSION") or _git_sha() or "unversioned"
+    """The code version recorded in every commit: ``BACKFILL_CODE_VERSION``, else the git sha
+    when deployed from a checkout."""
+    return RunSettings.from_env().code_version or _git_sha() or "unversioned"
 
 
 def _git_sha() -> str | None:
@@ -80,13 +80,14 @@ def _git_sha() -> str | None:
 
 
 def build_resources(settings: Settings) -> dict:
+    spark = SparkSettings.from_env()
     return {
-        "spark": SparkResource(spark_config=spark_config()),
+        "spark": SparkResource(spark_config=spark_config(settings=spark)),
         "pipeline": PipelineResource(
             landing_dir=str(settings.landing_dir),
             lake_dir=str(settings.lake_dir),
             max_lateness_days=settings.max_lateness_days,
-            lake_engine=os.environ.get("BACKFILL_LAKE_ENGINE", "auto"),
+            lake_engine=spark.lake_engine,
         ),
         "segments": segments_resource(settings),
     }

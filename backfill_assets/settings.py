@@ -1,14 +1,31 @@
-"""Pipeline settings from the environment, per docs/contract.md's Settings table.
+"""The one place the environment is read: every ``BACKFILL_*`` variable, and ``DAGSTER_HOME``.
 
-Read once, when Dagster loads the definitions or the CLI starts; never at import.
+Nothing is read at import. Each group of settings is a frozen dataclass with a loader, run when
+the part that needs it runs, so that a bad value fails that part and nothing else, with the
+error naming the variable: ``Settings.from_env`` when Dagster loads the definitions or the CLI
+starts; ``AutomationSettings.from_env`` when the automation is declared or ``catch-up`` runs;
+``retention_days`` when maintenance runs; ``SparkSettings.from_env`` when a Spark conf is built;
+``RunSettings.from_env`` when a commit records its code version, a correction its author, or the
+CLI starts a run; ``pg_url`` and ``dagster_home`` when the Dagster instance is set up;
+``fault_settings`` at a test's pause point. Every loader takes an ``env`` mapping (default: the
+process's environment), for tests.
+
+Each variable is documented here, next to where it is read; README's "Configuration" table
+lists them all with their defaults (``test_settings.py`` keeps the table complete, and keeps
+every other module from reading the environment). Only this module reads it: code that starts
+another process still writes the variables that process's settings are read from.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
+
+Env = Mapping[str, str]
 
 # The warning checks' names (event_days/quality.py) that BACKFILL_BLOCKING_QUALITY_CHECKS
 # may name; spelled here so a typo in the variable is an error, not a silently warning check.
@@ -21,39 +38,53 @@ QUALITY_CHECK_NAMES = (
 SKEW_MODES = ("auto", "on", "off")
 
 
+def _environ(env: Env | None) -> Env:
+    return os.environ if env is None else env
+
+
+def dagster_home(env: Env | None = None) -> Path:
+    """``DAGSTER_HOME``, the Dagster instance's folder (default ``.dagster_home``)."""
+    return Path(_environ(env).get("DAGSTER_HOME", ".dagster_home"))
+
+
 @dataclass(frozen=True)
 class QualitySettings:
     """The warning checks' bands (docs/contract.md, "Warning checks")."""
 
-    band_k: float = 4.0  # half-width in robust standard deviations (1.4826 * MAD)
-    trailing_days: int = 28
-    min_history: int = 7  # fewer trailing days with figures: the check passes, "not enough history"
-    blocking: frozenset[str] = frozenset()  # checks that hold the day instead of warning
+    band_k: float = 4.0  # BACKFILL_BAND_K: half-width in robust standard deviations (1.4826 * MAD)
+    trailing_days: int = 28  # BACKFILL_BAND_TRAILING_DAYS
+    # BACKFILL_BAND_MIN_HISTORY: fewer trailing days with figures: "not enough history", passes
+    min_history: int = 7
+    # BACKFILL_BLOCKING_QUALITY_CHECKS (comma-separated): checks that hold the day, not warn
+    blocking: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class SkewSettings:
     """Partition-key skew: when a key is hot, and whether staging salts its write."""
 
-    hot_key_share: float = 0.2
-    mitigation: str = "auto"  # auto: when a key is hot; on: always; off: never
-    salt_buckets: int = 8
+    hot_key_share: float = 0.2  # BACKFILL_HOT_KEY_SHARE, below 1
+    mitigation: str = "auto"  # BACKFILL_SKEW_MITIGATION; auto: when a key is hot; on; off
+    salt_buckets: int = 8  # BACKFILL_SALT_BUCKETS
 
 
 @dataclass(frozen=True)
 class Settings:
-    landing_dir: Path
-    lake_dir: Path
-    start_date: date
-    max_lateness_days: int
+    """The pipeline's settings, read when the definitions load or the CLI starts."""
+
+    landing_dir: Path  # BACKFILL_LANDING_DIR (data/landing), the input, only read
+    lake_dir: Path  # BACKFILL_LAKE_DIR (data/lake), the Delta tables
+    start_date: date  # BACKFILL_START_DATE (2024-01-01), the first daily partition
+    max_lateness_days: int  # BACKFILL_MAX_LATENESS_DAYS (7): how late an order may still count
     rate_max_age_days: int = 7  # the contract's fixed as-of window for FX rates
     segments: SegmentSettings | None = None  # the segment service; None: not configured
     quality: QualitySettings = field(default_factory=QualitySettings)
     skew: SkewSettings = field(default_factory=SkewSettings)
+    start_date_configured: bool = False  # BACKFILL_START_DATE is set (the demo keeps to it)
 
     @classmethod
-    def from_env(cls, env: os._Environ | dict | None = None) -> Settings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Env | None = None) -> Settings:
+        env = _environ(env)
         try:
             start = date.fromisoformat(env.get("BACKFILL_START_DATE", "2024-01-01"))
             lateness = int(env.get("BACKFILL_MAX_LATENESS_DAYS", "7"))
@@ -71,6 +102,7 @@ class Settings:
             segments=SegmentSettings.from_env(env),
             quality=quality_from_env(env),
             skew=skew_from_env(env),
+            start_date_configured=bool(env.get("BACKFILL_START_DATE")),
         )
 
 
@@ -78,15 +110,17 @@ class Settings:
 class SegmentSettings:
     """How ``stg_orders_enriched`` reaches the customer-segment service (``enrichment.client``)."""
 
-    url: str
-    rps: int = 20  # the service's limit, which the shared bucket keeps to
-    live_share: float = 0.4  # of the bucket, reserved for the live lane
-    batch_size: int = 50  # customers per request
+    url: str  # BACKFILL_SEGMENTS_URL; unset: not configured, the enrichment's days are held
+    rps: int = 20  # BACKFILL_SEGMENTS_RPS: the service's limit, which the shared bucket keeps to
+    live_share: float = 0.4  # BACKFILL_SEGMENTS_LIVE_SHARE: of the bucket, for the live lane
+    batch_size: int = 50  # BACKFILL_SEGMENTS_BATCH: customers per request
+    # BACKFILL_SEGMENTS_BUCKET: the shared bucket's state ($DAGSTER_HOME/segments_bucket.json)
     bucket_path: Path = Path(".dagster_home/segments_bucket.json")
 
     @classmethod
-    def from_env(cls, env) -> SegmentSettings | None:
+    def from_env(cls, env: Env | None = None) -> SegmentSettings | None:
         """None when ``BACKFILL_SEGMENTS_URL`` is unset: the enrichment's days are then held."""
+        env = _environ(env)
         url = env.get("BACKFILL_SEGMENTS_URL", "").strip()
         if not url:
             return None
@@ -101,14 +135,18 @@ class SegmentSettings:
                 "need BACKFILL_SEGMENTS_RPS >= 2, 0 <= BACKFILL_SEGMENTS_LIVE_SHARE < 1, "
                 "BACKFILL_SEGMENTS_BATCH >= 1"
             )
-        home = Path(env.get("DAGSTER_HOME", ".dagster_home"))
         bucket = Path(
-            env.get("BACKFILL_SEGMENTS_BUCKET", str(home / "segments_bucket.json"))
+            env.get("BACKFILL_SEGMENTS_BUCKET", str(dagster_home(env) / "segments_bucket.json"))
         ).resolve()
         return cls(url=url, rps=rps, live_share=share, batch_size=batch, bucket_path=bucket)
 
+    @classmethod
+    def service_rps(cls, env: Env | None = None) -> int:
+        """The rate a service started here (the demo's, before it has a URL) allows."""
+        return int(_environ(env).get("BACKFILL_SEGMENTS_RPS", str(cls.rps)))
 
-def _number(env, name: str, default: str, kind=float, low: float = 0.0):
+
+def _number(env: Env, name: str, default: str, kind: type = float, low: float = 0.0) -> Any:
     try:
         value = kind(env.get(name, default))
     except ValueError as exc:
@@ -118,7 +156,7 @@ def _number(env, name: str, default: str, kind=float, low: float = 0.0):
     return value
 
 
-def quality_from_env(env) -> QualitySettings:
+def quality_from_env(env: Env) -> QualitySettings:
     names = frozenset(
         n.strip() for n in env.get("BACKFILL_BLOCKING_QUALITY_CHECKS", "").split(",") if n.strip()
     )
@@ -136,7 +174,7 @@ def quality_from_env(env) -> QualitySettings:
     )
 
 
-def skew_from_env(env) -> SkewSettings:
+def skew_from_env(env: Env) -> SkewSettings:
     mode = env.get("BACKFILL_SKEW_MITIGATION", "auto")
     if mode not in SKEW_MODES:
         raise ValueError(
@@ -149,4 +187,198 @@ def skew_from_env(env) -> SkewSettings:
         hot_key_share=share,
         mitigation=mode,
         salt_buckets=_number(env, "BACKFILL_SALT_BUCKETS", "8", int, 1),
+    )
+
+
+RECOUNT_MINUTES = 10.0  # how often the late-data scan counts every folder's files, by default
+
+
+@dataclass(frozen=True)
+class AutomationSettings:
+    """How the late-data automation runs (``defs/automation``, ``backfill-assets catch-up``).
+
+    ``BACKFILL_AUTOMATION=on`` (or ``1``, ``true``) starts the sensor and the schedules as
+    RUNNING. Off by default: switching on a sensor that rebuilds history is an operator's
+    decision (in the UI, or with this variable in a deployment), not a side effect of loading
+    the code in a laptop's ``dagster dev`` or a test.
+    """
+
+    running: bool = False  # BACKFILL_AUTOMATION
+    sensor_interval_seconds: int = 60  # BACKFILL_SENSOR_INTERVAL_SECONDS, >= 1
+    # BACKFILL_LANDING_SETTLE_SECONDS, >= 0: a landing folder changed this recently is left alone
+    settle_seconds: float = 2.0
+    rerun_days: int = 3  # BACKFILL_RERUN_DAYS, >= 1: the days daily_refresh rebuilds
+    # BACKFILL_LANDING_RECOUNT_MINUTES, >= 0 (0: every tick): how often the sensor counts every
+    # landing folder's files, whatever the folder's change time (late_data/scan.py)
+    recount_minutes: float = RECOUNT_MINUTES
+    daily_cron: str = "0 2 * * *"  # BACKFILL_DAILY_CRON, UTC: when daily_refresh ticks
+
+    @classmethod
+    def from_env(cls, env: Env | None = None) -> AutomationSettings:
+        env = _environ(env)
+        try:
+            settings = cls(
+                running=env.get("BACKFILL_AUTOMATION", "off").strip().lower()
+                in ("on", "1", "true"),
+                sensor_interval_seconds=int(env.get("BACKFILL_SENSOR_INTERVAL_SECONDS", "60")),
+                settle_seconds=float(env.get("BACKFILL_LANDING_SETTLE_SECONDS", "2")),
+                rerun_days=int(env.get("BACKFILL_RERUN_DAYS", "3")),
+                recount_minutes=float(
+                    env.get("BACKFILL_LANDING_RECOUNT_MINUTES", str(RECOUNT_MINUTES))
+                ),
+                daily_cron=env.get("BACKFILL_DAILY_CRON", cls.daily_cron).strip(),
+            )
+        except ValueError as exc:
+            raise ValueError(f"bad late-data automation setting: {exc}") from exc
+        if (
+            settings.sensor_interval_seconds < 1
+            or settings.settle_seconds < 0
+            or settings.rerun_days < 1
+            or not settings.recount_minutes >= 0
+        ):
+            raise ValueError(
+                "need BACKFILL_SENSOR_INTERVAL_SECONDS >= 1, "
+                "BACKFILL_LANDING_SETTLE_SECONDS >= 0, BACKFILL_RERUN_DAYS >= 1, "
+                "BACKFILL_LANDING_RECOUNT_MINUTES >= 0"
+            )
+        # Imported here: cli/instance.py reads this module before Dagster may be imported.
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(settings.daily_cron):
+            raise ValueError(
+                f"BACKFILL_DAILY_CRON is not a cron expression: {settings.daily_cron!r}"
+            )
+        return settings
+
+    @property
+    def settle_ns(self) -> int:
+        return int(self.settle_seconds * 1e9)
+
+    @property
+    def recount_ns(self) -> int:
+        return int(self.recount_minutes * 60e9)
+
+
+DEFAULT_MASTER = "local[*]"
+DRIVER_GC = "-XX:+UseSerialGC"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """The Spark session the pipeline runs with and the lake engine on it (``spark_session.py``).
+
+    Read each time a Spark conf is built; no checks here: Spark and ``Lake`` name a bad value.
+    """
+
+    master: str = DEFAULT_MASTER  # BACKFILL_SPARK_MASTER, e.g. spark://host:7077
+    remote: str | None = None  # BACKFILL_SPARK_REMOTE, a Spark Connect URL (sc://host:15002)
+    driver_memory: str = "2g"  # BACKFILL_SPARK_DRIVER_MEMORY, the local driver's fixed heap
+    driver_gc: str = DRIVER_GC  # BACKFILL_SPARK_DRIVER_GC, the driver JVM's collector option
+    shuffle_partitions: str = "8"  # BACKFILL_SPARK_SHUFFLE_PARTITIONS
+    lake_engine: str = "auto"  # BACKFILL_LAKE_ENGINE: auto, delta-rs or delta-spark
+    delta_jars: Path | None = None  # BACKFILL_DELTA_JARS; None: the project's .jars/delta
+
+    @classmethod
+    def from_env(cls, env: Env | None = None) -> SparkSettings:
+        env = _environ(env)
+        jars = env.get("BACKFILL_DELTA_JARS")
+        return cls(
+            master=env.get("BACKFILL_SPARK_MASTER", DEFAULT_MASTER),
+            remote=env.get("BACKFILL_SPARK_REMOTE") or None,
+            driver_memory=env.get("BACKFILL_SPARK_DRIVER_MEMORY", "2g"),
+            driver_gc=env.get("BACKFILL_SPARK_DRIVER_GC", DRIVER_GC),
+            shuffle_partitions=env.get("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "8"),
+            lake_engine=env.get("BACKFILL_LAKE_ENGINE", "auto"),
+            delta_jars=Path(jars).absolute() if jars else None,
+        )
+
+
+RETENTION_ENV = "BACKFILL_RETENTION_DAYS"
+DEFAULT_RETENTION_DAYS = 14.0
+RETENTION_FLOOR_DAYS = 7.0
+FLOOR_REASON = (
+    "the floor protects in-flight writers' files: vacuum deletes files no version "
+    "names once they are older than the retention, and that includes the files a "
+    "running or retried backfill has written but not committed yet"
+)
+
+
+def retention_days(env: Env | None = None) -> float:
+    """``BACKFILL_RETENTION_DAYS`` (default 14): how long vacuum keeps files no current version
+    needs, and after which a correction is decommissioned; ValueError below the floor or not a
+    number (``lake/maintenance.py``)."""
+    text = _environ(env).get(RETENTION_ENV, str(DEFAULT_RETENTION_DAYS))
+    try:
+        days = float(text)
+    except ValueError:
+        raise ValueError(f"{RETENTION_ENV} must be a number of days, got {text!r}") from None
+    check_retention(days)
+    return days
+
+
+def check_retention(days: float) -> None:
+    if not days >= RETENTION_FLOOR_DAYS:  # also refuses NaN
+        raise ValueError(
+            f"refusing a retention of {days:g} days: {RETENTION_ENV} must be at "
+            f"least {RETENTION_FLOOR_DAYS:g} days; {FLOOR_REASON}"
+        )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Who and what a run records, and how much the CLI shows of it; read where they are used."""
+
+    code_version: str | None = None  # BACKFILL_CODE_VERSION; None: the checkout's git sha
+    user: str | None = None  # BACKFILL_USER; None: the login name (a correction's author)
+    log_level: str = "WARNING"  # BACKFILL_LOG_LEVEL: the CLI's console log of its runs
+
+    @classmethod
+    def from_env(cls, env: Env | None = None) -> RunSettings:
+        env = _environ(env)
+        return cls(
+            code_version=env.get("BACKFILL_CODE_VERSION") or None,
+            user=env.get("BACKFILL_USER") or None,
+            log_level=env.get("BACKFILL_LOG_LEVEL", "WARNING"),
+        )
+
+
+PG_URL_ENV = "BACKFILL_DAGSTER_PG_URL"
+
+
+def pg_url(env: Env | None = None) -> str | None:
+    """``BACKFILL_DAGSTER_PG_URL``: the PostgreSQL URL of the Dagster instance's storage, or None
+    for the embedded SQLite storage (``cli/instance.py``)."""
+    url = _environ(env).get(PG_URL_ENV, "").strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"{PG_URL_ENV} must be a postgresql://user@host:port/db URL")
+    return url
+
+
+@dataclass(frozen=True)
+class FaultSettings:
+    """A test's pause and failure points in the lake's write path (``testing/faults.py``)."""
+
+    pause_dir: str  # BACKFILL_LAKE_PAUSE_DIR: unset, the points are inert
+    pause_at: tuple[str, ...] = ()  # BACKFILL_LAKE_PAUSE_AT, comma-separated points
+    fail_at: tuple[str, ...] = ()  # BACKFILL_LAKE_FAIL_AT, comma-separated points
+    fail_times_text: str = "1"  # BACKFILL_LAKE_FAIL_TIMES: failures per point, over processes
+
+    @property
+    def fail_times(self) -> int:
+        return int(self.fail_times_text)
+
+
+def fault_settings(env: Env | None = None) -> FaultSettings | None:
+    """None (after one look-up) unless a test set ``BACKFILL_LAKE_PAUSE_DIR``."""
+    env = _environ(env)
+    folder = env.get("BACKFILL_LAKE_PAUSE_DIR")
+    if not folder:
+        return None
+    return FaultSettings(
+        pause_dir=folder,
+        pause_at=tuple(env.get("BACKFILL_LAKE_PAUSE_AT", "").split(",")),
+        fail_at=tuple(env.get("BACKFILL_LAKE_FAIL_AT", "").split(",")),
+        fail_times_text=env.get("BACKFILL_LAKE_FAIL_TIMES", "1"),
     )

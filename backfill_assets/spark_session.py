@@ -5,8 +5,8 @@ pipeline uses: UTC everywhere, ANSI mode on (untrusted input goes through
 ``try_`` functions), no UI, and a fixed driver heap (2 GiB by default): a long range
 spills to disk instead of growing the driver, so its memory does not depend on the range.
 
-The driver's JVM collects with the serial collector (``DRIVER_GC``). Java's default, G1, sizes
-its heap by the share of time it spends collecting rather than by what is live: it grew a
+The driver's JVM collects with the serial collector (``settings.DRIVER_GC``). Java's default,
+G1, sizes its heap by the share of time it spends collecting rather than by what is live: it grew a
 30-day run's heap to 1.7 GiB with under 250 MiB live, and a year's to the cap. The serial
 collector grows the heap as the live data needs, and the shuffles by blocks of days
 (``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM
@@ -25,9 +25,7 @@ import os
 import sys
 
 from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
-
-DEFAULT_MASTER = "local[*]"
-DRIVER_GC = "-XX:+UseSerialGC"
+from backfill_assets.settings import SparkSettings
 
 
 def spark_config(
@@ -36,39 +34,38 @@ def spark_config(
     driver_memory: str | None = None,
     lake_engine: str | None = None,
     driver_gc: str | None = None,
+    settings: SparkSettings | None = None,
 ) -> dict[str, str]:
-    """The Spark conf the pipeline runs with; environment variables override defaults.
+    """The Spark conf the pipeline runs with; the arguments override ``settings`` (by default
+    ``SparkSettings.from_env()``, read now).
 
     ``BACKFILL_SPARK_MASTER`` selects a cluster master (``spark://host:7077``),
     ``BACKFILL_SPARK_REMOTE`` a Spark Connect URL (``sc://host:15002``),
     ``BACKFILL_LAKE_ENGINE`` (or ``lake_engine``) ``delta-spark`` adds Delta to the session,
-    ``BACKFILL_SPARK_DRIVER_GC`` (or ``driver_gc``) replaces ``DRIVER_GC``'s JVM option.
+    ``BACKFILL_SPARK_DRIVER_GC`` (or ``driver_gc``) replaces ``settings.DRIVER_GC``'s JVM option.
     """
-    gc = driver_gc or os.environ.get("BACKFILL_SPARK_DRIVER_GC", DRIVER_GC)
+    s = SparkSettings.from_env() if settings is None else settings
+    gc = driver_gc or s.driver_gc
     conf = {
         "spark.app.name": "backfill_assets",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.ansi.enabled": "true",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(
-            shuffle_partitions or os.environ.get("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "8")
-        ),
-        "spark.driver.memory": driver_memory
-        or os.environ.get("BACKFILL_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or s.shuffle_partitions),
+        "spark.driver.memory": driver_memory or s.driver_memory,
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {gc}".strip(),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
-    remote = os.environ.get("BACKFILL_SPARK_REMOTE")
-    if remote:
-        conf["spark.remote"] = remote
+    if s.remote:
+        conf["spark.remote"] = s.remote
     else:
-        conf["spark.master"] = master or os.environ.get("BACKFILL_SPARK_MASTER", DEFAULT_MASTER)
-    engine = lake_engine or os.environ.get("BACKFILL_LAKE_ENGINE", "auto")
+        conf["spark.master"] = master or s.master
+    engine = lake_engine or s.lake_engine
     # A Connect server's Delta is the server's own configuration, not the client's.
-    if engine == "delta-spark" and not remote:
-        conf.update(delta_conf(jar_paths()))
+    if engine == "delta-spark" and not s.remote:
+        conf.update(delta_conf(jar_paths(s)))
         # Delta rebuilds a snapshot's file list with 50 tasks by default: far more than one
         # machine's tables need; as many as a shuffle has here.
         conf["spark.databricks.delta.snapshotPartitions"] = conf["spark.sql.shuffle.partitions"]

@@ -117,8 +117,7 @@ def bench_sensor(root: Path, last: date, repeat: int) -> None:
 
     from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
     from backfill_assets.defs.automation.sensors import build_late_data_sensor
-    from backfill_assets.defs.automation.settings import AutomationSettings
-    from backfill_assets.settings import Settings
+    from backfill_assets.settings import AutomationSettings, Settings
 
     home = root.parent / "home"
     home.mkdir()

@@ -36,9 +36,8 @@ from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.report import report_outcomes
 from backfill_assets.cli.runner import RunOutcome, execute
-from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.late_data import Detection, Request, release
-from backfill_assets.settings import Settings
+from backfill_assets.settings import AutomationSettings, Settings
 
 
 def _explain(detection: Detection, reruns: list[Request]) -> None:

@@ -88,12 +88,12 @@ def segment_service(settings: Settings):
         return
     from backfill_assets.enrichment.service import SegmentService
 
-    rps = int(os.environ.get("BACKFILL_SEGMENTS_RPS", str(SegmentSettings.rps)))
+    rps = SegmentSettings.service_rps()
     with SegmentService(rps) as service:
         os.environ["BACKFILL_SEGMENTS_URL"] = service.url
         print(f"demo: customer-segment service on {service.url} ({rps} requests/s)", flush=True)
         try:
-            yield dataclasses.replace(settings, segments=SegmentSettings.from_env(os.environ))
+            yield dataclasses.replace(settings, segments=SegmentSettings.from_env())
         finally:
             os.environ.pop("BACKFILL_SEGMENTS_URL", None)
 

@@ -23,7 +23,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-PG_URL_ENV = "BACKFILL_DAGSTER_PG_URL"
+from backfill_assets.settings import PG_URL_ENV, dagster_home, pg_url
+
 PG_MARKER = f"# {PG_URL_ENV} is set: runs, event logs and schedules on PostgreSQL."
 PG_SECTION = f"""{PG_MARKER}
 storage:
@@ -48,16 +49,6 @@ event_log_storage:
   config:
     base_dir: {base_dir}
 """
-
-
-def pg_url(env: Mapping[str, str] | None = None) -> str | None:
-    """The PostgreSQL URL the switch selects, or None for the embedded SQLite storage."""
-    url = (os.environ if env is None else env).get(PG_URL_ENV, "").strip()
-    if not url:
-        return None
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ValueError(f"{PG_URL_ENV} must be a postgresql://user@host:port/db URL")
-    return url
 
 
 def instance_yaml(base: str, env: Mapping[str, str] | None = None, home: Path | None = None) -> str:
@@ -100,7 +91,8 @@ def prepare_instance_yaml(
 def ensure_dagster_home(project_dir: Path | None = None) -> Path:
     """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it and the
     storage section (PostgreSQL when BACKFILL_DAGSTER_PG_URL is set)."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
+    os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve()))  # for Dagster
+    home = dagster_home()
     prepare_instance_yaml(home, (project_dir or Path.cwd()) / "dagster.yaml")
     return home
 

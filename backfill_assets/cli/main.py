@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import date
 
@@ -82,7 +81,7 @@ def cmd_demo(args, settings: Settings) -> int:
     from backfill_assets.days import last_partition
     from backfill_assets.generate import generate_feed
 
-    configured = settings.start_date if os.environ.get("BACKFILL_START_DATE") else None
+    configured = settings.start_date if settings.start_date_configured else None
     days = demo_range(last_partition(), args.days, configured, args.start, args.end)
     settings = use_first_partition(settings, days.first_partition, ensure_dagster_home())
     summary = generate_feed(

@@ -9,23 +9,23 @@ writers' files), compact small files, write a checkpoint. See ``lake/maintenance
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 from backfill_assets.catalog import LAKE_TABLES
 from backfill_assets.corrections.lifecycle import decommission
 from backfill_assets.lake import CommitInfo, Lake
-from backfill_assets.lake.maintenance import maintain_tables, retention_days
+from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import code_version
-from backfill_assets.settings import Settings
+from backfill_assets.settings import Settings, SparkSettings, retention_days
 
 
 def run_maintain(settings: Settings) -> int:
     days = retention_days()  # ValueError below the floor: main() prints it, exit 2
-    engine = os.environ.get("BACKFILL_LAKE_ENGINE", "auto")
+    spark = SparkSettings.from_env()
+    engine = spark.lake_engine
     if engine == "delta-spark":
         from backfill_assets.spark_session import build_session, spark_config
 
-        lake = Lake(settings.lake_dir, build_session(spark_config()), engine=engine)
+        lake = Lake(settings.lake_dir, build_session(spark_config(settings=spark)), engine=engine)
     else:
         lake = Lake(settings.lake_dir, None, engine="delta-rs")  # no Spark needed
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -9,7 +9,6 @@ estimated from the throughput of real runs on this machine, recorded under
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -40,7 +39,7 @@ from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import landed_partitions, list_landing_files
 from backfill_assets.late_data import day_ranges
 from backfill_assets.publishing.publication import latest_materializations
-from backfill_assets.settings import Settings
+from backfill_assets.settings import Settings, dagster_home
 
 # Until a run has been measured here: ~10 s to start a run and its Spark session,
 # then ~2 MB/s of landed JSON through all checks (measured on the 2-core CI machine).
@@ -174,7 +173,7 @@ class BackfillPlan:
 
 
 def throughput_file() -> Path:
-    return Path(os.environ.get("DAGSTER_HOME", ".dagster_home")) / "backfill_assets_throughput.json"
+    return dagster_home() / "backfill_assets_throughput.json"
 
 
 def record_throughput(input_bytes: int, seconds: float) -> None:

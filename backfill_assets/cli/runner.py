@@ -7,7 +7,6 @@ in the UI and can be re-executed from there.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,13 +20,13 @@ from backfill_assets.cli.planning import RunPlan
 from backfill_assets.definitions import backfill_job, correction_job, monthly_job
 from backfill_assets.publishing.publication import EVENT_PAGE, run_events
 from backfill_assets.publishing.run_workers import release_orphaned_runs, worker_identity
+from backfill_assets.settings import RunSettings
 
-# The full event log is in the instance (and the UI); the terminal shows warnings and errors.
-QUIET = {
-    "loggers": {
-        "console": {"config": {"log_level": os.environ.get("BACKFILL_LOG_LEVEL", "WARNING")}}
-    }
-}
+
+def quiet() -> dict:
+    """The runs' config: the full event log is in the instance (and the UI); the terminal shows
+    ``BACKFILL_LOG_LEVEL`` and above (warnings and errors by default)."""
+    return {"loggers": {"console": {"config": {"log_level": RunSettings.from_env().log_level}}}}
 
 
 @dataclass
@@ -71,7 +70,7 @@ def execute(
         instance=instance,
         asset_selection=list(plan.assets),
         tags=run_tags,
-        run_config=QUIET,
+        run_config=quiet(),
         raise_on_error=False,
     ) as result:
         run_id, success = result.run_id, result.success
@@ -98,7 +97,7 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
         dg.reconstructable(job),
         instance=instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
-        run_config=QUIET,
+        run_config=quiet(),
         tags={
             **{
                 k: v

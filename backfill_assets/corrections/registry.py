@@ -19,6 +19,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from backfill_assets.settings import RunSettings
+
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
 
@@ -88,7 +90,7 @@ def now() -> str:
 
 def user() -> str:
     try:
-        return os.environ.get("BACKFILL_USER") or getpass.getuser()
+        return RunSettings.from_env().user or getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers)
         return "unknown"
 

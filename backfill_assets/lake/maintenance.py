@@ -2,11 +2,11 @@
 files, checkpoints. ``backfill-assets maintain`` runs it on demand, the weekly schedule of
 ``defs/automation/maintenance.py`` in Dagster; both over every table of the catalog.
 
-The retention (``BACKFILL_RETENTION_DAYS``, default 14) has a floor, ``RETENTION_FLOOR_DAYS``:
-vacuum deletes every file no version within the retention needs and older than it, and that
-includes files a writer has written but not committed yet (a long backfill run, a killed one
-retried later) and the files of a staged version waiting to be published. Below the floor
-both refuse to run. Per table, in this order:
+The retention (``BACKFILL_RETENTION_DAYS``, default 14, read by ``settings.retention_days``) has
+a floor, ``settings.RETENTION_FLOOR_DAYS``: vacuum deletes every file no version within the
+retention needs and older than it, and that includes files a writer has written but not
+committed yet (a long backfill run, a killed one retried later) and the files of a staged
+version waiting to be published. Below the floor both refuse to run. Per table, in this order:
 
 1. close the staged versions opened longer ago than the retention (``Lake.expire_staged``:
    abandoned by a killed step or a dropped correction);
@@ -20,42 +20,13 @@ both refuse to run. Per table, in this order:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from backfill_assets.lake.commit import CommitInfo, Compaction
 from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.table import Lake
-
-RETENTION_ENV = "BACKFILL_RETENTION_DAYS"
-DEFAULT_RETENTION_DAYS = 14.0
-RETENTION_FLOOR_DAYS = 7.0
-FLOOR_REASON = (
-    "the floor protects in-flight writers' files: vacuum deletes files no version "
-    "names once they are older than the retention, and that includes the files a "
-    "running or retried backfill has written but not committed yet"
-)
-
-
-def retention_days(env: os._Environ | dict | None = None) -> float:
-    """``BACKFILL_RETENTION_DAYS`` (default 14); ValueError below the floor or not a number."""
-    env = os.environ if env is None else env
-    text = env.get(RETENTION_ENV, str(DEFAULT_RETENTION_DAYS))
-    try:
-        days = float(text)
-    except ValueError:
-        raise ValueError(f"{RETENTION_ENV} must be a number of days, got {text!r}") from None
-    check_retention(days)
-    return days
-
-
-def check_retention(days: float) -> None:
-    if not days >= RETENTION_FLOOR_DAYS:  # also refuses NaN
-        raise ValueError(
-            f"refusing a retention of {days:g} days: {RETENTION_ENV} must be at "
-            f"least {RETENTION_FLOOR_DAYS:g} days; {FLOOR_REASON}"
-        )
+from backfill_assets.settings import check_retention
 
 
 @dataclass

@@ -33,13 +33,14 @@ from backfill_assets.landing.layout import DATASETS
 from backfill_assets.late_data.cursor import LandingCursor, PendingGroup, day_ranges
 from backfill_assets.late_data.effects import RateFolders, order_file_effect, rate_effects
 from backfill_assets.late_data.scan import FolderScan, scan_dataset
+from backfill_assets.settings import RECOUNT_MINUTES
 
 WHY_LENGTH = 240
 # A cold start is a backfill: its raw runs span gaps of a few days without folders (weekends
 # without rates), building those days empty, rather than becoming a run per week.
 COLD_BRIDGE_DAYS = 3
 # How often every folder's files are counted, whatever its change time (see ``scan.py``).
-RECOUNT_NS = 10 * 60 * 10**9
+RECOUNT_NS = int(RECOUNT_MINUTES * 60 * 10**9)
 
 
 @dataclass(frozen=True)

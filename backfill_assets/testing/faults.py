@@ -2,15 +2,14 @@
 tests can stop a writer at a known moment, and retry tests can make it fail there as a
 transient I/O error would.
 
-Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set: until then a pause point costs one
-environment look-up and does nothing. At a point named in ``BACKFILL_LAKE_PAUSE_AT``
-(comma-separated: ``before_files``, ``mid_files``, ``after_files``, ``before_commit``,
-``after_commit``) the process creates
-``<dir>/<point>.<n>.reached`` (n counts visits of that point) and waits until
-``<dir>/<point>.<n>.resume`` exists, or forever if never resumed: the test then
-SIGKILLs it. ``before_commit`` pauses only a write's first commit attempt, so
-a writer that lost a race retries without waiting again. Works in executors too, since
-Python workers inherit the driver's environment.
+Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set: until then a pause point costs one environment
+look-up (``settings.fault_settings``) and does nothing. At a point named in
+``BACKFILL_LAKE_PAUSE_AT`` (comma-separated: ``before_files``, ``mid_files``, ``after_files``,
+``before_commit``, ``after_commit``) the process creates ``<dir>/<point>.<n>.reached`` (n
+counts visits of that point) and waits until ``<dir>/<point>.<n>.resume`` exists, or forever if
+never resumed: the test then SIGKILLs it. ``before_commit`` pauses only a write's first commit
+attempt, so a writer that lost a race retries without waiting again. Works in executors too,
+since Python workers inherit the driver's environment.
 
 ``BACKFILL_LAKE_FAIL_AT`` names points that raise ``OSError`` instead, the first
 ``BACKFILL_LAKE_FAIL_TIMES`` (default 1) times any process reaches them, counted with
@@ -22,6 +21,8 @@ from __future__ import annotations
 import os
 import time
 
+from backfill_assets.settings import fault_settings
+
 POINTS = ("before_files", "mid_files", "after_files", "before_commit", "after_commit")
 # Reached only by ``Lake.stage``, once its manifest is saved: between stage and publish.
 STAGED = "staged"
@@ -30,10 +31,8 @@ _visits: dict[str, int] = {}
 
 def armed(name: str) -> bool:
     """True when a test asked to pause or fail at ``name``: for hooks that cost something to set."""
-    return bool(os.environ.get("BACKFILL_LAKE_PAUSE_DIR")) and (
-        name in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(",")
-        or name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(",")
-    )
+    faults = fault_settings()
+    return faults is not None and (name in faults.pause_at or name in faults.fail_at)
 
 
 def claim_visit(name: str) -> int:
@@ -50,16 +49,16 @@ def forget_visits() -> None:
 
 def pause_point(name: str, visit: int | None = None) -> None:
     """Block at ``name`` (or fail there) if a test asked for it; otherwise return at once."""
-    folder = os.environ.get("BACKFILL_LAKE_PAUSE_DIR")
-    if not folder:
+    faults = fault_settings()
+    if faults is None:
         return
-    if name in os.environ.get("BACKFILL_LAKE_FAIL_AT", "").split(","):
-        _fail(folder, name, int(os.environ.get("BACKFILL_LAKE_FAIL_TIMES", "1")))
-    if name not in os.environ.get("BACKFILL_LAKE_PAUSE_AT", "").split(","):
+    if name in faults.fail_at:
+        _fail(faults.pause_dir, name, faults.fail_times)
+    if name not in faults.pause_at:
         return
     if visit is None:
         visit = claim_visit(name)
-    stem = os.path.join(folder, f"{name}.{visit}")
+    stem = os.path.join(faults.pause_dir, f"{name}.{visit}")
     with open(f"{stem}.reached", "w") as marker:
         marker.write(str(os.getpid()))
     deadline = time.monotonic() + 600

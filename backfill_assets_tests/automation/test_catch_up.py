@@ -24,9 +24,8 @@ from backfill_assets.cli.catch_up import run_catch_up
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
-from backfill_assets.defs.automation.settings import AutomationSettings
 from backfill_assets.generate import generate_feed
-from backfill_assets.settings import Settings
+from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.automation.landing_files import oracle_event_days, order, write_orders
 from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
 from backfill_assets_tests.reference import Reference

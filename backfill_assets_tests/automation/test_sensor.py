@@ -18,8 +18,7 @@ from dagster._core.utils import make_new_run_id
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
-from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.settings import Settings
+from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,

@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 
 from backfill_assets.lake import LakeError
-from backfill_assets.lake.maintenance import maintain_tables, retention_days
+from backfill_assets.lake.maintenance import maintain_tables
+from backfill_assets.settings import retention_days
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)

@@ -240,7 +240,7 @@ def test_reexecution_from_failure_through_the_cli_publishes_the_held_day(
 
 def test_sensor_tick_on_postgres_requests_raw_then_the_late_orders_event_day(pg, first_backfill):
     from backfill_assets.defs.automation.sensors import build_late_data_sensor
-    from backfill_assets.defs.automation.settings import AutomationSettings
+    from backfill_assets.settings import AutomationSettings
 
     settings, instance, _ = pg
     sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))

@@ -15,8 +15,7 @@ from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.maintenance import build_maintenance_schedule
 from backfill_assets.defs.automation.schedules import build_daily_schedule
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
-from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.settings import Settings
+from backfill_assets.settings import AutomationSettings, Settings
 
 
 @dataclass(frozen=True)

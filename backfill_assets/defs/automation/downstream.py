@@ -42,12 +42,12 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.wiring import pipeline_sensor
 from backfill_assets.defs.downstream.customer_ltv import first_stale
 from backfill_assets.defs.partitions import days_of_month, monthly_partitions
 from backfill_assets.late_data import Request
 from backfill_assets.publishing.publication import latest_materializations
-from backfill_assets.settings import Settings
+from backfill_assets.settings import AutomationSettings, Settings
 
 
 def ltv_request(
@@ -176,4 +176,6 @@ def build_downstream_sensor(
             return dg.SensorResult(skip_reason="customer LTV and the monthly report are up to date")
         return dg.SensorResult(run_requests=[run_request(r) for r in requests])
 
-    return auto.sensor(downstream_refresh, DOWNSTREAM_SENSOR, dg.DefaultSensorStatus.RUNNING, jobs)
+    return pipeline_sensor(
+        auto, downstream_refresh, DOWNSTREAM_SENSOR, dg.DefaultSensorStatus.RUNNING, jobs
+    )

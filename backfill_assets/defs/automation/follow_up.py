@@ -26,8 +26,9 @@ from backfill_assets.catalog import (
     FOLLOW_UP_TAG,
     WHY_TAG,
 )
-from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.wiring import pipeline_sensor
 from backfill_assets.late_data import Request
+from backfill_assets.settings import AutomationSettings
 
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 # A first tick follows up the schedule's raw runs that ended in the last day, no further back.
@@ -89,4 +90,6 @@ def build_follow_up_sensor(auto: AutomationSettings) -> dg.SensorDefinition:
             run_requests=[run_request(r) for r in requests], cursor=dump_mark(mark)
         )
 
-    return auto.sensor(daily_refresh_follow_up, FOLLOW_UP_SENSOR, dg.DefaultSensorStatus.RUNNING)
+    return pipeline_sensor(
+        auto, daily_refresh_follow_up, FOLLOW_UP_SENSOR, dg.DefaultSensorStatus.RUNNING
+    )

@@ -20,10 +20,11 @@ from backfill_assets.catalog import (
     WHY_TAG,
 )
 from backfill_assets.corrections.lifecycle import decommission
-from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.wiring import schedule_status
 from backfill_assets.lake import CommitInfo
-from backfill_assets.lake.maintenance import maintain_tables, retention_days
+from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import PipelineResource, SparkResource, code_version
+from backfill_assets.settings import AutomationSettings, retention_days
 
 CRON = "0 4 * * 0"  # Sundays 04:00 UTC, clear of the daily refresh at 02:00
 
@@ -73,6 +74,6 @@ def build_maintenance_schedule(auto: AutomationSettings) -> dg.ScheduleDefinitio
         cron_schedule=CRON,
         execution_timezone="UTC",
         job=maintenance_job,
-        default_status=auto.default_schedule_status,  # it deletes files: on when asked
+        default_status=schedule_status(auto),  # it deletes files: on when asked
         description=inspect.cleandoc(weekly_lake_maintenance.__doc__),
     )(weekly_lake_maintenance)

@@ -21,8 +21,8 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     WHY_TAG,
 )
-from backfill_assets.defs.automation.settings import AutomationSettings
-from backfill_assets.settings import Settings
+from backfill_assets.defs.automation.wiring import schedule_status
+from backfill_assets.settings import AutomationSettings, Settings
 
 RAW_ASSETS = [*STEP_ASSETS[RAW_ORDERS_STEP], *STEP_ASSETS[RAW_FX_RATES_STEP]]
 
@@ -78,6 +78,6 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         cron_schedule=auto.daily_cron,
         execution_timezone="UTC",
         job_name=BACKFILL_JOB,
-        default_status=auto.default_schedule_status,
+        default_status=schedule_status(auto),
         description=inspect.cleandoc(daily_refresh.__doc__),  # what the UI shows
     )(daily_refresh)

@@ -14,9 +14,9 @@ from backfill_assets.automation.state import (
     run_request,
 )
 from backfill_assets.catalog import LATE_DATA_SENSOR
-from backfill_assets.defs.automation.settings import AutomationSettings
+from backfill_assets.defs.automation.wiring import pipeline_sensor, sensor_status
 from backfill_assets.late_data import Detection, LandingCursor, Request, release
-from backfill_assets.settings import Settings
+from backfill_assets.settings import AutomationSettings, Settings
 
 
 @dataclass(frozen=True)
@@ -76,4 +76,4 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
             )
         return dg.SensorResult(run_requests=[run_request(r) for r in tick.requests], cursor=cursor)
 
-    return auto.sensor(late_data_sensor, LATE_DATA_SENSOR, auto.default_status)
+    return pipeline_sensor(auto, late_data_sensor, LATE_DATA_SENSOR, sensor_status(auto))
