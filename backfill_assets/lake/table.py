@@ -325,14 +325,37 @@ class Lake:
             result = engine_publish(staged.table, table_dir, current, dates, commit)
         else:
             result = self._publish_by_copy(current, dates, commit)
-        current = manifests.load(table_dir, staged.id)
+        after = manifests.load(table_dir, staged.id)
+        if after is None:
+            # Closed (discarded or expired) while this commit landed: nothing left to record,
+            # but the closer deleted the files it thought unpublished, which a swap just committed.
+            self._check_swapped_files(current, dates, result, swapped=engine_publish is not None)
+            return result
         manifests.save(
             table_dir,
-            replace(
-                current, published={**current.published, **dict.fromkeys(dates, result.version)}
-            ),
+            replace(after, published={**after.published, **dict.fromkeys(dates, result.version)}),
         )
         return result
+
+    def _check_swapped_files(
+        self, staged: StagedVersion, dates: list[dt.date], result: WriteResult, swapped: bool
+    ) -> None:
+        """LakeError when ``result``'s commit swapped in staged files that are gone from disk."""
+        table_dir = self.path(staged.table)
+        gone = [f.path for f in staged.files_of(dates) if not (table_dir / f.path).exists()]
+        if not (swapped and gone):
+            return
+        days = [date_text(d) for d in dates]
+        repair = (
+            f"restore partitions {days} from version {result.version - 1} (Lake.restore_partitions)"
+            if result.version > 0
+            else "the commit created the table: remove it"
+        )
+        raise LakeError(
+            f"{staged.table}: version {result.version} was committed, but staged version "
+            f"{staged.id} was closed (discarded or expired) meanwhile and its files {gone} "
+            f"deleted: {repair}, then stage again"
+        )
 
     def _publish_by_copy(self, staged: StagedVersion, dates, commit: CommitInfo) -> WriteResult:
         """For an engine that cannot commit files it did not write: check for conflicts, then
