@@ -63,7 +63,14 @@ def cmd_reexecute(args, settings: Settings) -> int:
         outcome = reexecute_from_failure(instance, args.run_id)
         # The days the failed run (or an earlier attempt) published stay published: the table
         # shows the whole range, and exit 0 means every day of it is now published.
-        for run in instance.get_run_group(args.run_id)[1]:
+        group = instance.get_run_group(args.run_id)
+        if group is None:
+            raise ValueError(
+                f"run {args.run_id} has no run group in this Dagster instance: its re-execution "
+                "ran, but the days its earlier attempts published cannot be counted; "
+                "backfill-assets status shows what is published"
+            )
+        for run in group[1]:
             earlier = outcome_of_run(instance, outcome.plan, run.run_id, False)
             for key, days in earlier.published.items():
                 for day, rows in days.items():
