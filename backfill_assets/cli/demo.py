@@ -56,9 +56,12 @@ def demo_range(
     if days < 1:
         raise ValueError("--days must be at least 1")
     span = timedelta(days=days - 1)
-    if start or end:
-        start = start or end - span
-        end = end or min(start + span, yesterday)
+    if start is not None and end is not None:
+        pass
+    elif start is not None:
+        end = min(start + span, yesterday)
+    elif end is not None:
+        start = end - span
     elif configured_start:
         start, end = configured_start, min(configured_start + span, yesterday)
     else:

@@ -91,7 +91,7 @@ def _from_raw(settings: Settings, start: date, end: date, arrivals: list[date]):
 def _from_landing(settings: Settings, start: date, end: date, arrivals: list[date]):
     files = list_landing_files(settings.landing_dir, ORDERS_DATASET, arrivals)
     per_file = max(1_000, SAMPLE_LINES // max(len(files), 1))
-    counts = {key: Counter() for key in KEYS}
+    counts: dict[str, Counter[object]] = {key: Counter() for key in KEYS}
     read = 0
     for f in files:
         with open(

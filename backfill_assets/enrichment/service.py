@@ -152,6 +152,8 @@ class SegmentService:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
+        if isinstance(host, bytes):  # an AF_UNIX address; this server listens on 127.0.0.1
+            host = host.decode()
         return f"http://{host}:{port}"
 
     def __enter__(self) -> Self:

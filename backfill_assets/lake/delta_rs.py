@@ -42,7 +42,13 @@ from backfill_assets.lake.commit import (
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import commit_file_counts, commit_of_write, touched_after
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.lake.spark_files import check_readable, nullable, read_files, spark_schema
+from backfill_assets.lake.spark_files import (
+    check_readable,
+    need_spark,
+    nullable,
+    read_files,
+    spark_schema,
+)
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.testing.faults import pause_point
 
@@ -54,7 +60,7 @@ class DeltaRsEngine:
 
     name = "delta-rs"
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession | None) -> None:
         self.spark = spark
 
     def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
@@ -181,7 +187,7 @@ class DeltaRsEngine:
         else:
             files = [(path, day) for path, day, _, _ in files]
         return read_files(
-            self.spark, table_dir, spark_schema(table), column, files
+            need_spark(self.spark), table_dir, spark_schema(table), column, files
         ), table.version()
 
     def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
@@ -362,6 +368,7 @@ class DeltaRsEngine:
                         commit_properties=props,
                     )
                     return 0, attempt
+                landing = table.version() + 1  # the snapshot read, before the commit moves it
                 file_actions, mode, filters = actions(table)
                 if attempt == 1:
                     pause_point("before_commit")
@@ -373,7 +380,7 @@ class DeltaRsEngine:
                     partition_filters=filters,
                     commit_properties=props,
                 )
-                return read_version + 1, attempt
+                return landing, attempt
             except LakeError:
                 raise  # refused before committing (conflict, schema): nothing to look for
             except Exception as exc:

@@ -239,11 +239,11 @@ class DeltaSparkEngine:
                 f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
             )
         finally:
-            for key, value in previous.items():
-                if value is None:
+            for key, old in previous.items():
+                if old is None:
                     self.spark.conf.unset(key)
                 else:
-                    self.spark.conf.set(key, value)
+                    self.spark.conf.set(key, old)
         return sorted(before - _data_files(table_dir))
 
     def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:

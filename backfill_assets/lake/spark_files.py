@@ -25,6 +25,14 @@ from backfill_assets.lake.keys import LakeError, date_text
 HARMLESS_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 
 
+def need_spark(spark: SparkSession | None) -> SparkSession:
+    """``spark``; LakeError when a lake opened without one (the command line's reads) is asked
+    for something only Spark does."""
+    if spark is None:
+        raise LakeError("this lake was opened without a Spark session: it cannot build DataFrames")
+    return spark
+
+
 def check_readable(table, table_name: str) -> None:
     """Refuse tables whose data a plain Parquet scan would read wrongly."""
     protocol = table.protocol()
@@ -67,7 +75,10 @@ def read_files(
     with _listing_on_driver(spark, len(files)):
         if column is None:
             return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
-        if all(os.path.dirname(path) == f"{column}={date_text(day)}" for path, day in files):
+        if all(
+            day is not None and os.path.dirname(path) == f"{column}={date_text(day)}"
+            for path, day in files
+        ):
             # Hive-style layout agrees with the log: Spark fills the partition column from
             # the path, typed by the schema we pass, in one scan.
             frame = (

@@ -176,12 +176,12 @@ def merge(
         raise LakeError(
             f"{source.table}: staged version {source.id} has another schema than {target.id}"
         )
-    bases = [target.base_version, source.base_version]
+    bases = [b for b in (target.base_version, source.base_version) if b is not None]
     return dataclasses.replace(
         target,
         dates=tuple(sorted(set(target.dates) | wanted)),
         files=tuple(f for f in target.files if f.partition not in wanted) + moved,
-        base_version=None if None in bases else min(bases),
+        base_version=min(bases) if len(bases) == 2 else None,
         published={d: v for d, v in target.published.items() if d not in wanted},
     )
 

@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -39,9 +40,13 @@ from backfill_assets.lake.keys import (
 )
 from backfill_assets.lake.log import commit_metadata, last_written_versions, touched_after
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.lake.spark_files import nullable, read_files
+from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.testing.faults import STAGED, pause_point
+
+if TYPE_CHECKING:
+    from backfill_assets.lake.delta_rs import DeltaRsEngine
+    from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
 ENGINES = ("auto", "delta-rs", "delta-spark")
 
@@ -49,24 +54,34 @@ ENGINES = ("auto", "delta-rs", "delta-spark")
 class Lake:
     """Delta tables under ``root``, named like ``raw/orders``, partitioned by one DATE column."""
 
-    def __init__(self, root: str | os.PathLike, spark: SparkSession, engine: str = "auto") -> None:
+    def __init__(
+        self, root: str | os.PathLike, spark: SparkSession | None, engine: str = "auto"
+    ) -> None:
+        """``spark`` None: a lake for reads without Spark (the command line's), on delta-rs."""
         if engine not in ENGINES:
             raise LakeError(f"engine must be one of {ENGINES}, got {engine!r}")
         self.root = Path(root).absolute()
-        self.spark = spark
+        self._spark = spark
         if engine == "auto":
             from backfill_assets.lake.delta_spark import native_delta_available
 
-            engine = "delta-spark" if native_delta_available(spark) else "delta-rs"
+            native = spark is not None and native_delta_available(spark)
+            engine = "delta-spark" if native else "delta-rs"
+        self._engine: DeltaSparkEngine | DeltaRsEngine
         if engine == "delta-spark":
             from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
-            self._engine = DeltaSparkEngine(spark)
+            self._engine = DeltaSparkEngine(need_spark(spark))
         else:
             from backfill_assets.lake.delta_rs import DeltaRsEngine
 
             self._engine = DeltaRsEngine(spark)
         self.engine_name = self._engine.name
+
+    @property
+    def spark(self) -> SparkSession:
+        """The lake's Spark session; LakeError when it was opened without one."""
+        return need_spark(self._spark)
 
     def path(self, table: str) -> Path:
         return self.root / check_table_name(table)
@@ -167,7 +182,7 @@ class Lake:
     def commit_metadata(self, table: str, version: int) -> dict:
         """The CommitInfo document (run, code and input versions) of one commit, from its commit
         file; {} for a commit this layer did not write or whose file was cleaned up."""
-        return commit_metadata(str(self.path(table)), self._version_arg(version, required=True))
+        return commit_metadata(str(self.path(table)), self._required_version(version))
 
     def history(self, table: str) -> list[dict]:
         """Commits newest first: version, timestamp (UTC datetime), operation, metadata."""
@@ -199,7 +214,7 @@ class Lake:
             str(self.path(table)),
             check_column_name(partition_column),
             dates,
-            self._version_arg(version, required=True),
+            self._required_version(version),
             commit,
         )
 
@@ -444,9 +459,11 @@ class Lake:
         return dates
 
     @staticmethod
-    def _version_arg(version, required: bool = False) -> int | None:
-        if version is None and not required:
-            return None
+    def _version_arg(version: object) -> int | None:
+        return None if version is None else Lake._required_version(version)
+
+    @staticmethod
+    def _required_version(version: object) -> int:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise LakeError(f"version must be a non-negative int, got {version!r}")
         return version

@@ -73,5 +73,5 @@ def build_maintenance_schedule(auto: AutomationSettings) -> dg.ScheduleDefinitio
         execution_timezone="UTC",
         job=maintenance_job,
         default_status=auto.default_schedule_status,  # it deletes files: on when asked
-        description=inspect.cleandoc(weekly_lake_maintenance.__doc__),
+        description=inspect.cleandoc(weekly_lake_maintenance.__doc__ or ""),
     )(weekly_lake_maintenance)

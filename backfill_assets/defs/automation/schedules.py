@@ -79,5 +79,5 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         execution_timezone="UTC",
         job_name=BACKFILL_JOB,
         default_status=auto.default_schedule_status,
-        description=inspect.cleandoc(daily_refresh.__doc__),  # what the UI shows
+        description=inspect.cleandoc(daily_refresh.__doc__ or ""),  # what the UI shows
     )(daily_refresh)

@@ -16,6 +16,7 @@ import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.events import DagsterEventType
 from dagster._core.scheduler.instigation import SensorInstigatorData
+from dagster._core.storage.event_log.base import AssetEventSummaryRecord
 
 from backfill_assets.catalog import (
     BACKFILL_JOB,
@@ -89,7 +90,7 @@ def sensor_is_running(instance: dg.DagsterInstance, declared_running: bool = Fal
 def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
     storage = instance.event_log_storage
     ids = sorted(latest_materializations(instance, key).values())
-    events = []
+    events: list[AssetEventSummaryRecord] = []
     for i in range(0, len(ids), 500):  # bounded IN lists
         events += storage.get_asset_event_summary_records(
             DagsterEventType.ASSET_MATERIALIZATION, asset_key=key, storage_ids=ids[i : i + 500]
@@ -100,7 +101,8 @@ def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, 
     built = {}
     for event in events:
         if event.partition:
-            start = started.get(event.run_id) or event.timestamp  # a runless report: its time
+            run_start = started.get(event.run_id) if event.run_id else None
+            start = run_start or event.timestamp  # a runless report: its time
             built[date.fromisoformat(event.partition)] = int(min(start, event.timestamp) * 1e9)
     return built
 
@@ -169,7 +171,7 @@ def rebuilt_since(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     # without an end time, the update time, stored to the second: the next second, to be safe
     ended = record.end_time or record.update_timestamp.timestamp() + 1.0
     for key in run.asset_selection:
-        seen: set[str] = set()
+        seen: set[str | None] = set()  # None only for an unpartitioned report, never in days
         cursor = None
         while True:
             page = instance.fetch_materializations(
