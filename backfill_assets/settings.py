@@ -6,9 +6,11 @@ Read once, when Dagster loads the definitions or the CLI starts; never at import
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import TypeVar
 
 # The warning checks' names (defs/event_days/quality.py) that BACKFILL_BLOCKING_QUALITY_CHECKS
 # may name; spelled here so a typo in the variable is an error, not a silently warning check.
@@ -85,7 +87,7 @@ class SegmentSettings:
     bucket_path: Path = Path(".dagster_home/segments_bucket.json")
 
     @classmethod
-    def from_env(cls, env) -> SegmentSettings | None:
+    def from_env(cls, env: Mapping[str, str]) -> SegmentSettings | None:
         """None when ``BACKFILL_SEGMENTS_URL`` is unset: the enrichment's days are then held."""
         url = env.get("BACKFILL_SEGMENTS_URL", "").strip()
         if not url:
@@ -108,7 +110,16 @@ class SegmentSettings:
         return cls(url=url, rps=rps, live_share=share, batch_size=batch, bucket_path=bucket)
 
 
-def _number(env, name: str, default: str, kind=float, low: float = 0.0):
+_N = TypeVar("_N", int, float)
+
+
+def _number(
+    env: Mapping[str, str],
+    name: str,
+    default: str,
+    kind: Callable[[str], _N],
+    low: float = 0.0,
+) -> _N:
     try:
         value = kind(env.get(name, default))
     except ValueError as exc:
@@ -118,7 +129,7 @@ def _number(env, name: str, default: str, kind=float, low: float = 0.0):
     return value
 
 
-def quality_from_env(env) -> QualitySettings:
+def quality_from_env(env: Mapping[str, str]) -> QualitySettings:
     names = frozenset(
         n.strip() for n in env.get("BACKFILL_BLOCKING_QUALITY_CHECKS", "").split(",") if n.strip()
     )
@@ -136,7 +147,7 @@ def quality_from_env(env) -> QualitySettings:
     )
 
 
-def skew_from_env(env) -> SkewSettings:
+def skew_from_env(env: Mapping[str, str]) -> SkewSettings:
     mode = env.get("BACKFILL_SKEW_MITIGATION", "auto")
     if mode not in SKEW_MODES:
         raise ValueError(

@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 DRIVER_GC = "-XX:+UseSerialGC"
@@ -90,7 +94,7 @@ def use_this_python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def build_session(conf: dict[str, str]):
+def build_session(conf: dict[str, str]) -> SparkSession:
     """Get or create the process's SparkSession from a conf dict."""
     from pyspark.sql import SparkSession
 

@@ -20,7 +20,7 @@ def _date(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def cmd_generate(args, settings: Settings) -> int:
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.generate import generate_feed
 
     summary = generate_feed(
@@ -39,11 +39,11 @@ def cmd_generate(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_backfill(args, settings: Settings) -> int:
+def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     return run_backfill(settings, args.start, args.end, args.allow_empty_overwrite)
 
 
-def cmd_plan(args, settings: Settings) -> int:
+def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.planning import make_plan, render_plan
 
     ensure_dagster_home()
@@ -51,7 +51,7 @@ def cmd_plan(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_reexecute(args, settings: Settings) -> int:
+def cmd_reexecute(args: argparse.Namespace, settings: Settings) -> int:
     """Re-execute a failed ranged run from failure: only its held days are rebuilt."""
     import dagster as dg
 
@@ -78,7 +78,7 @@ def cmd_reexecute(args, settings: Settings) -> int:
     return report_outcomes([outcome])
 
 
-def cmd_demo(args, settings: Settings) -> int:
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.demo import (
         correction_tour,
         demo_range,
@@ -114,19 +114,19 @@ def cmd_demo(args, settings: Settings) -> int:
         )
 
 
-def cmd_catch_up(args, settings: Settings) -> int:
+def cmd_catch_up(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.catch_up import run_catch_up
 
     return run_catch_up(settings)
 
 
-def cmd_maintain(args, settings: Settings) -> int:
+def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.maintain import run_maintain
 
     return run_maintain(settings)
 
 
-def cmd_status(args, settings: Settings) -> int:
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.status import print_status
 
     ensure_dagster_home()

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from backfill_assets.corrections import registry
@@ -53,7 +54,7 @@ def _commit(correction: Correction, action: str) -> CommitInfo:
     )
 
 
-def _dates(texts) -> list[dt.date]:
+def _dates(texts: Iterable[str]) -> list[dt.date]:
     return sorted(dt.date.fromisoformat(t) for t in texts)
 
 
@@ -160,19 +161,23 @@ def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
 
 
 def _restore(
-    lake: Lake, c: Correction, tables: list[str], days, versions, commit
+    lake: Lake,
+    c: Correction,
+    tables: list[str],
+    days: list[dt.date],
+    versions: Mapping[str, int | None],
+    commit: CommitInfo,
 ) -> dict[str, WriteResult]:
     by_path = {t.path: t for t in CORRECTED}
     writes = {}
     for path in tables:
-        if versions[path] is None:
+        version = versions[path]
+        if version is None:
             raise CorrectionError(
                 f"{path} did not exist before the cutover of {c.id}: nothing to restore"
             )
         table = by_path[path]
-        writes[path] = lake.restore_partitions(
-            path, table.partition_column, days, versions[path], commit
-        )
+        writes[path] = lake.restore_partitions(path, table.partition_column, days, version, commit)
     return writes
 
 

@@ -231,7 +231,7 @@ class Publication:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for staged in self._staged:
             self.lake.discard(staged)
         self._staged = []

@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,20 +23,20 @@ from backfill_assets.lake.keys import LakeError
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
 
 
-def _jvm(spark: SparkSession):
+def _jvm(spark: SparkSession) -> Any:
     """The driver's JVM gateway; LakeError on a session without one (Spark Connect)."""
     if spark._jvm is None:
         raise LakeError("delta-spark's log needs a classic Spark session's JVM, not Spark Connect")
     return spark._jvm
 
 
-def _java_class(spark: SparkSession, name: str):
+def _java_class(spark: SparkSession, name: str) -> Any:
     jvm = _jvm(spark)
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     return jvm.java.lang.Class.forName(name, True, loader)
 
 
-def _java_exceptions(exc: BaseException):
+def _java_exceptions(exc: BaseException) -> Iterator[Any]:
     """The JVM throwable behind a PySpark exception and its causes (none for a Python error)."""
     origin = getattr(exc, "_origin", None)
     if origin is None:
@@ -60,7 +62,7 @@ def error_condition(exc: BaseException) -> str | None:
     return getter() if callable(getter) else None
 
 
-def _snapshot(spark: SparkSession, table_dir: str, version: int):
+def _snapshot(spark: SparkSession, table_dir: str, version: int) -> Any:
     log = _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_dir)
     defaults = [getattr(log, f"getSnapshotAt$default${n}")() for n in (2, 3, 4)]
     return log.getSnapshotAt(version, *defaults)

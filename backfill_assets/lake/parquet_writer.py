@@ -28,6 +28,9 @@ from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.keys import LakeError, date_text
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+if TYPE_CHECKING:
     from pyarrow.parquet import ParquetWriter
 
 MAX_ROWS_PER_FILE = 2_000_000
@@ -166,7 +169,7 @@ class _PartitionSink:
         self.pending_rows = self.file_rows = 0
         self.done: list[tuple] = []
 
-    def write(self, partition: str, batch) -> None:
+    def write(self, partition: str, batch: pa.RecordBatch) -> None:
         if partition != self.partition or self.file_rows + self.pending_rows >= MAX_ROWS_PER_FILE:
             self._close_file()
             self.partition = partition

@@ -10,14 +10,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from backfill_assets.lake.keys import LakeError, date_text
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 # Reader features whose files mean something other than "every row of every
 # listed Parquet file": honouring them needs a Delta reader, which this engine
@@ -33,7 +37,7 @@ def need_spark(spark: SparkSession | None) -> SparkSession:
     return spark
 
 
-def check_readable(table, table_name: str) -> None:
+def check_readable(table: DeltaTable, table_name: str) -> None:
     """Refuse tables whose data a plain Parquet scan would read wrongly."""
     protocol = table.protocol()
     features = set(protocol.reader_features or [])
@@ -55,7 +59,7 @@ def nullable(schema: StructType) -> StructType:
     return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
 
-def spark_schema(table) -> StructType:
+def spark_schema(table: DeltaTable) -> StructType:
     """Delta's schemaString is Spark's StructType JSON, so the types come back exactly."""
     return StructType.fromJson(json.loads(table.schema().to_json()))
 
@@ -91,7 +95,7 @@ def read_files(
 
 
 @contextmanager
-def _listing_on_driver(spark: SparkSession, paths: int):
+def _listing_on_driver(spark: SparkSession, paths: int) -> Iterator[None]:
     """Stat the listed files on the driver instead of in a Spark job.
 
     Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
@@ -112,10 +116,16 @@ def _listing_on_driver(spark: SparkSession, paths: int):
             spark.conf.set(key, previous)
 
 
-def _read_by_partition(spark, table_dir, schema, column, files) -> DataFrame:
+def _read_by_partition(
+    spark: SparkSession,
+    table_dir: str,
+    schema: StructType,
+    column: str,
+    files: list[tuple[str, dt.date | None]],
+) -> DataFrame:
     """Foreign layouts: one scan per partition value, the value taken from the log."""
     data_schema = StructType([f for f in schema.fields if f.name != column])
-    by_day: dict[dt.date, list[str]] = {}
+    by_day: dict[dt.date | None, list[str]] = {}
     for path, day in files:
         by_day.setdefault(day, []).append(_abs(table_dir, path))
     frames = [

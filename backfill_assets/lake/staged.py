@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from backfill_assets.lake.commit import CommitInfo
@@ -61,7 +62,7 @@ class StagedVersion:
             rows[f.partition] += f.rows
         return rows
 
-    def files_of(self, dates) -> list[StagedFile]:
+    def files_of(self, dates: Iterable[dt.date]) -> list[StagedFile]:
         wanted = set(dates)
         return [f for f in self.files if f.partition in wanted]
 
@@ -162,7 +163,7 @@ def file_ages_ms(table_dir: str, staged: StagedVersion) -> list[int]:
 
 
 def merge(
-    target: StagedVersion | None, source: StagedVersion, dates, target_id: str
+    target: StagedVersion | None, source: StagedVersion, dates: Iterable[dt.date], target_id: str
 ) -> StagedVersion:
     """``target`` (None: a new version ``target_id``) with ``source``'s files of ``dates`` in
     place of its own. Its base is the older of the two: conflicts are checked from there."""
@@ -186,7 +187,7 @@ def merge(
     )
 
 
-def delete_files(table_dir: str, files) -> int:
+def delete_files(table_dir: str, files: Iterable[StagedFile]) -> int:
     deleted = 0
     for f in files:
         try:

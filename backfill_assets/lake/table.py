@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,8 @@ from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.testing.faults import STAGED, pause_point
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from backfill_assets.lake.delta_rs import DeltaRsEngine
     from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
@@ -94,7 +97,12 @@ class Lake:
         return self._engine.version(str(self.path(table)))
 
     def replace_partitions(
-        self, table: str, df: DataFrame, partition_column: str, partitions, commit: CommitInfo
+        self,
+        table: str,
+        df: DataFrame,
+        partition_column: str,
+        partitions: Iterable[object],
+        commit: CommitInfo,
     ) -> WriteResult:
         """Replace exactly ``partitions`` with the rows of ``df`` in one commit.
 
@@ -109,7 +117,11 @@ class Lake:
         )
 
     def read_partitions(
-        self, table: str, partition_column: str, partitions, version: int | None = None
+        self,
+        table: str,
+        partition_column: str,
+        partitions: Iterable[object],
+        version: int | None = None,
     ) -> tuple[DataFrame, int]:
         """The rows of ``partitions`` as of ``version`` (latest when None) and that version.
 
@@ -130,7 +142,9 @@ class Lake:
             table, str(self.path(table)), None, None, self._version_arg(version)
         )
 
-    def read_arrow(self, table: str, partition_column: str, partitions, columns: list[str]):
+    def read_arrow(
+        self, table: str, partition_column: str, partitions: Iterable[object], columns: list[str]
+    ) -> pa.Table | None:
         """``columns`` of the rows of ``partitions`` (latest version) as a pyarrow Table, read
         through delta-rs whatever the engine: no Spark, for the command line's dry runs. None
         when the table does not exist."""
@@ -170,7 +184,7 @@ class Lake:
         ]
 
     def changed_since(
-        self, table: str, partition_column: str, version: int | None, partitions
+        self, table: str, partition_column: str, version: int | None, partitions: Iterable[object]
     ) -> set[dt.date]:
         """The partitions of the set a commit after ``version`` changed (any commit when None)."""
         texts = {date_text(d) for d in self._dates(partitions)}
@@ -203,7 +217,12 @@ class Lake:
         return result
 
     def restore_partitions(
-        self, table: str, partition_column: str, partitions, version: int, commit: CommitInfo
+        self,
+        table: str,
+        partition_column: str,
+        partitions: Iterable[object],
+        version: int,
+        commit: CommitInfo,
     ) -> WriteResult:
         """Give ``partitions`` the content they had at ``version``, in one new commit."""
         dates = self._dates(partitions)
@@ -262,7 +281,7 @@ class Lake:
         table: str,
         df: DataFrame,
         partition_column: str,
-        partitions,
+        partitions: Iterable[object],
         commit: CommitInfo,
         stage_id: str | None = None,
         spread: int = 1,
@@ -306,7 +325,9 @@ class Lake:
             raise
         return staged
 
-    def read_staged(self, staged: StagedVersion, partitions=None) -> DataFrame:
+    def read_staged(
+        self, staged: StagedVersion, partitions: Iterable[object] | None = None
+    ) -> DataFrame:
         """The staged rows (of ``partitions``, all by default): exactly what would be published."""
         files = staged.files if partitions is None else staged.files_of(self._dates(partitions))
         schema = StructType.fromJson(json.loads(staged.schema_json))
@@ -321,7 +342,7 @@ class Lake:
     def publish(
         self,
         staged: StagedVersion,
-        partitions=None,
+        partitions: Iterable[object] | None = None,
         commit: CommitInfo | None = None,
         since: int | None = None,
     ) -> WriteResult:
@@ -372,7 +393,9 @@ class Lake:
             f"deleted: {repair}, then stage again"
         )
 
-    def _publish_by_copy(self, staged: StagedVersion, dates, commit: CommitInfo) -> WriteResult:
+    def _publish_by_copy(
+        self, staged: StagedVersion, dates: list[dt.date], commit: CommitInfo
+    ) -> WriteResult:
         """For an engine that cannot commit files it did not write: check for conflicts, then
         replace the partitions with a copy of the staged rows (one commit, data rewritten)."""
         table_dir = str(self.path(staged.table))
@@ -395,7 +418,9 @@ class Lake:
         current = manifests.load(table_dir, staged.id)
         return 0 if current is None else manifests.remove(table_dir, current)
 
-    def keep_staged(self, staged: StagedVersion, partitions, into: str) -> StagedVersion:
+    def keep_staged(
+        self, staged: StagedVersion, partitions: Iterable[object], into: str
+    ) -> StagedVersion:
         """Move the staged files of ``partitions`` into the staged version ``into`` of the same
         table (opened when absent), replacing the files it held for them, which are deleted.
         How a correction gathers the days of several runs into one version to cut over."""
@@ -416,7 +441,7 @@ class Lake:
         )
         return merged
 
-    def _open_staged(self, staged: StagedVersion, dates) -> StagedVersion:
+    def _open_staged(self, staged: StagedVersion, dates: Iterable[dt.date]) -> StagedVersion:
         """The current manifest of ``staged``; LakeError when it is closed or lacks ``dates``."""
         unknown = sorted(set(dates) - set(staged.dates))
         if unknown:
@@ -452,7 +477,7 @@ class Lake:
         return [s.id for s in expired]
 
     @staticmethod
-    def _dates(partitions) -> list[dt.date]:
+    def _dates(partitions: Iterable[object]) -> list[dt.date]:
         dates = parse_partition_dates(partitions)
         if not dates:
             raise LakeError("the partition set is empty")

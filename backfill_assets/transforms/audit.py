@@ -194,7 +194,7 @@ ZERO = {
 }
 
 
-def _status(name: str):
+def _status(name: str) -> Column:
     return F.sum(F.when(F.col("status") == name, 1).otherwise(0))
 
 
@@ -266,7 +266,7 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
     )
     joined = with_previous.join(contributions, ["customer_id", "as_of_date"], "full_outer")
 
-    def after(c: str, zero) -> Column:
+    def after(c: str, zero: object) -> Column:
         return F.coalesce(F.col(f"prev_{c}"), F.lit(zero)) + F.col(f"day_{c}")
 
     right = (
@@ -285,7 +285,7 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
         F.lit(False),
     )
 
-    def gained(c: str, zero) -> Column:
+    def gained(c: str, zero: object) -> Column:
         return F.sum(F.col(c) - F.coalesce(F.col(f"prev_{c}"), F.lit(zero)))
 
     out = (

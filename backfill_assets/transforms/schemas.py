@@ -13,7 +13,7 @@ from typing import Annotated
 import pandera.pyspark as pa
 import pyspark.sql.types as T
 from pandera.config import ValidationDepth, config_context
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 MONEY = T.DecimalType(18, 2)
@@ -156,12 +156,13 @@ class StagingOrdersModel(pa.DataFrameModel):
 STAGING_SCHEMA = StagingOrdersModel
 
 
-def staging_schema_errors(df) -> list[str]:
+def staging_schema_errors(df: DataFrame) -> list[str]:
     """pandera's schema-level findings for a staging/orders DataFrame (columns, types,
     strictness), from its schema alone: pandera would also scan the data for nulls here, which
     ``staging_row_rules`` counts per day instead. [] when they hold."""
     with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
-        checked = STAGING_SCHEMA.validate(check_obj=df.limit(0))
+        # pandera types check_obj as its own DataFrame generic; it validates pyspark's
+        checked = STAGING_SCHEMA.validate(check_obj=df.limit(0))  # type: ignore[arg-type]
     # pandera registers the ``pandera`` accessor on pyspark's DataFrame at import; no stub has it
     return _messages(checked.pandera.errors or {})  # type: ignore[attr-defined]
 

@@ -40,7 +40,7 @@ def daily_ranges(
 
 
 def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.ScheduleDefinition:
-    def daily_refresh(context: dg.ScheduleEvaluationContext):
+    def daily_refresh(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         """At 02:00 UTC (BACKFILL_DAILY_CRON): raw orders and rates of yesterday and the N - 1 days before it
         (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of every
         event day those arrivals reach. An empty day is still published, with zero rows.

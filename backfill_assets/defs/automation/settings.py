@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 from dagster._utils.schedules import is_valid_cron_string
@@ -78,7 +80,11 @@ class AutomationSettings:
         )
 
     def sensor(
-        self, evaluate, name: str, status: dg.DefaultSensorStatus, jobs: list | None = None
+        self,
+        evaluate: Callable[..., Any],
+        name: str,
+        status: dg.DefaultSensorStatus,
+        jobs: list | None = None,
     ) -> dg.SensorDefinition:
         """A sensor of the pipeline, evaluated every ``sensor_interval_seconds``, its docstring
         the description the UI shows; it requests runs of ``backfill_job`` unless ``jobs``."""
@@ -87,7 +93,7 @@ class AutomationSettings:
             name=name,
             minimum_interval_seconds=self.sensor_interval_seconds,
             default_status=status,
-            description=inspect.cleandoc(evaluate.__doc__),
+            description=inspect.cleandoc(evaluate.__doc__ or ""),
             **target,
         )(evaluate)
 

@@ -10,12 +10,13 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.events import DagsterEventType
-from dagster._core.scheduler.instigation import SensorInstigatorData
+from dagster._core.scheduler.instigation import InstigatorState, SensorInstigatorData
 from dagster._core.storage.event_log.base import AssetEventSummaryRecord
 
 from backfill_assets.catalog import (
@@ -61,8 +62,9 @@ def fallback_cursor(instance: dg.DagsterInstance) -> str | None:
 def load_cursor(instance: dg.DagsterInstance) -> str | None:
     """The sensor's cursor, or the one ``catch-up`` kept while the sensor had none."""
 
-    def last_tick(state) -> float:
-        return (state.instigator_data.last_tick_timestamp or 0.0) if state.instigator_data else 0.0
+    def last_tick(state: InstigatorState) -> float:
+        data = state.instigator_data
+        return (data.last_tick_timestamp or 0.0) if isinstance(data, SensorInstigatorData) else 0.0
 
     for state in sorted(_sensor_states(instance), key=last_tick, reverse=True):
         if state.instigator_data is not None and state.instigator_data.cursor:
@@ -107,7 +109,7 @@ def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, 
     return built
 
 
-def built_partitions(instance: dg.DagsterInstance):
+def built_partitions(instance: dg.DagsterInstance) -> Callable[[str], dict[date, int]]:
     """``built(dataset)``: per date whose raw partition is materialized, when the run that last
     materialized it started (ns); that run listed every file stamped before."""
     return lambda dataset: _build_starts(instance, RAW_ASSET_OF_DATASET[dataset])

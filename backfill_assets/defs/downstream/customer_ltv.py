@@ -19,10 +19,12 @@ Held days, named in the run's failure:
 
 # No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
 # the asset is defined, and cannot read a postponed annotation.
+from collections.abc import Container, Iterator
 from datetime import date, timedelta
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_TABLE,
@@ -65,7 +67,7 @@ def first_stale(
     return None
 
 
-def first_unpublished(first: date, last: date, published) -> date | None:
+def first_unpublished(first: date, last: date, published: Container[date]) -> date | None:
     return next((d for d in days_between(first, last) if d not in published), None)
 
 
@@ -137,7 +139,7 @@ def publish_ltv(step: Publication, settings: Settings, days: list[date]) -> None
         step.published(FCT_CUSTOMER_LTV, d, write_metadata(write, d, inputs, CUSTOMER_LTV))
 
 
-def read_seed(lake: Lake, start: date):
+def read_seed(lake: Lake, start: date) -> tuple[DataFrame, int | None]:
     """Each customer's latest LTV row before ``start`` (empty before the first build), and the
     version read."""
     table = CUSTOMER_LTV_TABLE
@@ -175,7 +177,7 @@ def build_customer_ltv_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     )
     def customer_ltv_step(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
+    ) -> Iterator:
         """LTV of the range's days, from the first one an earlier attempt did not publish."""
         session = spark.spark_session
         with Publication(context, pipeline.lake(session)) as step:

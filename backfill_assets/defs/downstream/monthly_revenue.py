@@ -11,6 +11,7 @@ they changed against the version it replaced (``orders_delta``, ``paid_orders_de
 # No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
 # the asset is defined, and cannot read a postponed annotation.
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import date
 
 import dagster as dg
@@ -138,7 +139,7 @@ def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition
     )
     def monthly_revenue_step(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
+    ) -> Iterator:
         """The range's months whose days are all published, each audited before publishing."""
         session = spark.spark_session
         with Publication(context, pipeline.lake(session)) as step:

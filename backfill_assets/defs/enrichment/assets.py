@@ -13,6 +13,7 @@ does not answer after the client's retries.
 
 # No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
 # the asset is defined, and cannot read a postponed annotation.
+from collections.abc import Iterator, Mapping
 from datetime import date
 
 import dagster as dg
@@ -41,7 +42,7 @@ from backfill_assets.transforms.schemas import ENRICHED_ORDERS
 STAGING, ENRICHED = STG_ORDERS.to_user_string(), STG_ORDERS_ENRICHED.to_user_string()
 
 
-def lane_of(tags) -> str:
+def lane_of(tags: Mapping[str, str]) -> str:
     """The live lane for the runs the sensors and the schedule request; a backfill otherwise (the
     CLI, the UI, a catch-up)."""
     return LIVE if REQUEST_TAG in tags and CLI_TAG not in tags else BACKFILL
@@ -149,7 +150,7 @@ def build_enrichment_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         spark: LazyPySparkResource,
         pipeline: PipelineResource,
         segments: SegmentsResource,
-    ):
+    ) -> Iterator:
         """The enrichment of the range's days that an earlier attempt did not publish."""
         with Publication(context, pipeline.lake(spark.spark_session)) as step:
             todo = step.days_to_build(STG_ORDERS_ENRICHED)

@@ -1,13 +1,13 @@
 """Raw layer: what landed, verbatim, one Delta partition per arrival (or rate) date."""
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark import StorageLevel
-from pyspark.sql import Observation
+from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from backfill_assets.catalog import (
@@ -32,7 +32,7 @@ from backfill_assets.defs.raw.checks import (
     landing_outcomes,
     quarantine_outcomes,
 )
-from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.layout import LandingFile, list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.resources import PipelineResource
 from backfill_assets.settings import Settings
@@ -54,7 +54,7 @@ from backfill_assets.transforms.orders import (
 ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE)  # raw_orders writes
 
 
-def _listed(files) -> dict[date, set[str]]:
+def _listed(files: Iterable[LandingFile]) -> dict[date, set[str]]:
     listed: dict[date, set[str]] = defaultdict(set)
     for f in files:
         listed[f.partition].add(f.relative_path)
@@ -63,10 +63,10 @@ def _listed(files) -> dict[date, set[str]]:
 
 def run_raw_step(
     context: dg.AssetExecutionContext,
-    spark,
+    spark: SparkSession,
     pipeline: PipelineResource,
     asset_key: dg.AssetKey,
-    build,
+    build: Callable[[Publication, SparkSession, PipelineResource, list[date]], None],
 ) -> Iterator:
     """The publish protocol around ``build(step, spark, pipeline, days)`` for one raw asset."""
     with Publication(context, pipeline.lake(spark)) as step:
@@ -77,7 +77,7 @@ def run_raw_step(
 
 
 def build_raw_orders(
-    step: Publication, spark, pipeline: PipelineResource, days: list[date]
+    step: Publication, spark: SparkSession, pipeline: PipelineResource, days: list[date]
 ) -> None:
     """Copy the landed records of each arrival date verbatim, split off the rejected ones,
     prove what was staged against what was read, then publish the days that passed.
@@ -136,7 +136,7 @@ def build_raw_orders(
 
 
 def build_raw_fx_rates(
-    step: Publication, spark, pipeline: PipelineResource, days: list[date]
+    step: Publication, spark: SparkSession, pipeline: PipelineResource, days: list[date]
 ) -> None:
     """Copy the rate lines of each rate date as landed, proven against the landing files
     before they are published."""
@@ -187,7 +187,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     )
     def raw_orders(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
+    ) -> Iterator:
         yield from run_raw_step(
             context, spark.spark_session, pipeline, RAW_ORDERS, build_raw_orders
         )
@@ -212,7 +212,7 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     )
     def raw_fx_rates(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
+    ) -> Iterator:
         yield from run_raw_step(
             context, spark.spark_session, pipeline, RAW_FX_RATES, build_raw_fx_rates
         )
