@@ -32,8 +32,9 @@ from __future__ import annotations
 import os
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
@@ -41,6 +42,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SqliteEventLogStorage,
 )
 from dagster._core.storage.sql import create_engine
+from dagster._serdes import ConfigurableClassData
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import QueuePool
@@ -52,7 +54,7 @@ MAX_ENGINES = 32
 _STORAGES: weakref.WeakSet[EngineReusingSqliteEventLogStorage] = weakref.WeakSet()
 
 
-def _sync_at_checkpoints(dbapi_connection, _record) -> None:
+def _sync_at_checkpoints(dbapi_connection: Any, _record: object) -> None:
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 
@@ -68,13 +70,15 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
     """``SqliteEventLogStorage`` that reuses each database file's engine and connection
     (configured like it: ``base_dir``, the folder of the per-run files and the index)."""
 
-    def __init__(self, base_dir: str, inst_data=None) -> None:
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         super().__init__(base_dir, inst_data=inst_data)
         _STORAGES.add(self)
 
     @classmethod
-    def from_config_value(cls, inst_data, config_value) -> EngineReusingSqliteEventLogStorage:
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> EngineReusingSqliteEventLogStorage:
         return cls(inst_data=inst_data, **config_value)
 
     def _engine(self, shard: str) -> Engine:

@@ -216,7 +216,7 @@ def _specials(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables) -> No
     )
     for k in range(max(1, n // 2_000)):
         for j, (field, value) in enumerate(variants):
-            rec = {
+            rec: dict[str, object] = {
                 "order_id": f"BAD-{ymd}-{k:03d}{j:02d}",
                 "customer_id": "C00001",
                 "event_time": ok_time,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import SparkSession
 
 from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.lake import Lake
@@ -39,7 +40,7 @@ class PipelineResource(dg.ConfigurableResource):
     def landing(self) -> Path:
         return Path(self.landing_dir)
 
-    def lake(self, spark) -> Lake:
+    def lake(self, spark: SparkSession) -> Lake:
         return Lake(self.lake_dir, spark, engine=self.lake_engine)
 
 

@@ -19,11 +19,11 @@ another process still writes the variables that process's settings are read from
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 Env = Mapping[str, str]
 
@@ -146,7 +146,16 @@ class SegmentSettings:
         return int(_environ(env).get("BACKFILL_SEGMENTS_RPS", str(cls.rps)))
 
 
-def _number(env: Env, name: str, default: str, kind: type = float, low: float = 0.0) -> Any:
+_N = TypeVar("_N", int, float)
+
+
+def _number(
+    env: Env,
+    name: str,
+    default: str,
+    kind: Callable[[str], _N],
+    low: float = 0.0,
+) -> _N:
     try:
         value = kind(env.get(name, default))
     except ValueError as exc:

@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
 from backfill_assets.settings import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def spark_config(
@@ -87,7 +91,7 @@ def use_this_python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def build_session(conf: dict[str, str]):
+def build_session(conf: dict[str, str]) -> SparkSession:
     """Get or create the process's SparkSession from a conf dict."""
     from pyspark.sql import SparkSession
 

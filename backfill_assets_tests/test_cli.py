@@ -119,3 +119,28 @@ def test_a_reversed_range_is_a_clear_error(tmp_path, capsys):
     with pipeline_env(tmp_path):
         assert main(["backfill", "--start", "2024-03-02", "--end", "2024-03-01"]) == 2
     assert "--start 2024-03-02 is after --end 2024-03-01" in capsys.readouterr().err
+
+
+def test_reexecute_of_a_run_without_a_run_group_is_a_clear_error(monkeypatch):
+    import argparse
+
+    import dagster as dg
+
+    import backfill_assets.cli.main as cli_main
+    import backfill_assets.cli.runner as runner
+
+    class NoGroupInstance:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def get_run_group(self, run_id):
+            return None  # DagsterInstance.get_run_group's answer for a run it cannot group
+
+    monkeypatch.setattr(cli_main, "ensure_dagster_home", lambda: None)
+    monkeypatch.setattr(dg.DagsterInstance, "get", staticmethod(lambda: NoGroupInstance()))
+    monkeypatch.setattr(runner, "reexecute_from_failure", lambda instance, run_id: object())
+    with pytest.raises(ValueError, match=r"run-1.*no run group"):
+        cli_main.cmd_reexecute(argparse.Namespace(run_id="run-1"), None)

@@ -10,12 +10,14 @@ runs first, the other continues where it stopped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.events import DagsterEventType
-from dagster._core.scheduler.instigation import SensorInstigatorData
+from dagster._core.scheduler.instigation import InstigatorState, SensorInstigatorData
+from dagster._core.storage.event_log.base import AssetEventSummaryRecord
 
 from backfill_assets.catalog import (
     BACKFILL_JOB,
@@ -59,8 +61,9 @@ def fallback_cursor(instance: dg.DagsterInstance) -> str | None:
 def load_cursor(instance: dg.DagsterInstance) -> str | None:
     """The sensor's cursor, or the one ``catch-up`` kept while the sensor had none."""
 
-    def last_tick(state) -> float:
-        return (state.instigator_data.last_tick_timestamp or 0.0) if state.instigator_data else 0.0
+    def last_tick(state: InstigatorState) -> float:
+        data = state.instigator_data
+        return (data.last_tick_timestamp or 0.0) if isinstance(data, SensorInstigatorData) else 0.0
 
     for state in sorted(_sensor_states(instance), key=last_tick, reverse=True):
         if state.instigator_data is not None and state.instigator_data.cursor:
@@ -88,7 +91,7 @@ def sensor_is_running(instance: dg.DagsterInstance, declared_running: bool = Fal
 def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, int]:
     storage = instance.event_log_storage
     ids = sorted(latest_materializations(instance, key).values())
-    events = []
+    events: list[AssetEventSummaryRecord] = []
     for i in range(0, len(ids), 500):  # bounded IN lists
         events += storage.get_asset_event_summary_records(
             DagsterEventType.ASSET_MATERIALIZATION, asset_key=key, storage_ids=ids[i : i + 500]
@@ -99,12 +102,13 @@ def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, 
     built = {}
     for event in events:
         if event.partition:
-            start = started.get(event.run_id) or event.timestamp  # a runless report: its time
+            run_start = started.get(event.run_id) if event.run_id else None
+            start = run_start or event.timestamp  # a runless report: its time
             built[date.fromisoformat(event.partition)] = int(min(start, event.timestamp) * 1e9)
     return built
 
 
-def built_partitions(instance: dg.DagsterInstance):
+def built_partitions(instance: dg.DagsterInstance) -> Callable[[str], dict[date, int]]:
     """``built(dataset)``: per date whose raw partition is materialized, when the run that last
     materialized it started (ns); that run listed every file stamped before."""
     return lambda dataset: _build_starts(instance, RAW_ASSET_OF_DATASET[dataset])
@@ -168,7 +172,7 @@ def rebuilt_since(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     # without an end time, the update time, stored to the second: the next second, to be safe
     ended = record.end_time or record.update_timestamp.timestamp() + 1.0
     for key in run.asset_selection:
-        seen: set[str] = set()
+        seen: set[str | None] = set()  # None only for an unpartitioned report, never in days
         cursor = None
         while True:
             page = instance.fetch_materializations(

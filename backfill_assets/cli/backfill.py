@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from datetime import date
+from typing import TYPE_CHECKING
 
 from backfill_assets.catalog import CLI_TAG
 from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.settings import Settings
+
+if TYPE_CHECKING:
+    from backfill_assets.cli.runner import RunOutcome
 
 
 def run_backfill(
@@ -27,7 +31,7 @@ def run_plans(
     allow_empty_overwrite: bool,
     tags: dict[str, str],
     correction_tags: dict[str, str] | None = None,
-):
+) -> list[RunOutcome] | None:
     """Every run of a backfill of [start, end], in layer order, then the runs of what it makes
     stale downstream; the event days' run builds a correction instead when ``correction_tags``
     are given (and nothing downstream runs). None when refused."""

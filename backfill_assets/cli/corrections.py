@@ -7,7 +7,9 @@ a local Spark session; those that commit record it in Dagster too.
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
 from datetime import date
 
 import dagster as dg
@@ -137,7 +139,7 @@ def listing(settings: Settings) -> int:
     return 0
 
 
-def run_step(command: str, step) -> int:
+def run_step(command: str, step: Callable[[], int]) -> int:
     """Run one correction command; a refusal prints its reason and exits 1."""
     try:
         return step()
@@ -146,7 +148,7 @@ def run_step(command: str, step) -> int:
         return 1
 
 
-def run(command: str, settings: Settings, args) -> int:
+def run(command: str, settings: Settings, args: argparse.Namespace) -> int:
     steps = {
         "correct": lambda: correct(settings, args.start, args.end, args.reason, args.id),
         "diff": lambda: diff(settings, args.id, args.report),
@@ -160,7 +162,7 @@ def run(command: str, settings: Settings, args) -> int:
     return run_step(command, steps[command])
 
 
-def add_parsers(sub, date_type) -> None:
+def add_parsers(sub: argparse._SubParsersAction, date_type: Callable[[str], date]) -> None:
     c = sub.add_parser(
         "correct",
         help="build staging and fact for a range beside production "

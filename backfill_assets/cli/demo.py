@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -56,9 +57,12 @@ def demo_range(
     if days < 1:
         raise ValueError("--days must be at least 1")
     span = timedelta(days=days - 1)
-    if start or end:
-        start = start or end - span
-        end = end or min(start + span, yesterday)
+    if start is not None and end is not None:
+        pass
+    elif start is not None:
+        end = min(start + span, yesterday)
+    elif end is not None:
+        start = end - span
     elif configured_start:
         start, end = configured_start, min(configured_start + span, yesterday)
     else:
@@ -79,7 +83,7 @@ def use_first_partition(settings: Settings, first: date, dagster_home: Path) -> 
 
 
 @contextlib.contextmanager
-def segment_service(settings: Settings):
+def segment_service(settings: Settings) -> Iterator[Settings]:
     """The customer-segment service for the demo's runs: the configured one, else one started
     here on a free port of 127.0.0.1 for as long as the demo runs (its URL in
     ``BACKFILL_SEGMENTS_URL``, where the runs' definitions read it). Yields the settings."""

@@ -19,7 +19,7 @@ def _date(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def cmd_generate(args, settings: Settings) -> int:
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.generate import generate_feed
 
     summary = generate_feed(
@@ -38,11 +38,11 @@ def cmd_generate(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_backfill(args, settings: Settings) -> int:
+def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     return run_backfill(settings, args.start, args.end, args.allow_empty_overwrite)
 
 
-def cmd_plan(args, settings: Settings) -> int:
+def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.planning import make_plan, render_plan
 
     ensure_dagster_home()
@@ -50,7 +50,7 @@ def cmd_plan(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_reexecute(args, settings: Settings) -> int:
+def cmd_reexecute(args: argparse.Namespace, settings: Settings) -> int:
     """Re-execute a failed ranged run from failure: only its held days are rebuilt."""
     import dagster as dg
 
@@ -62,7 +62,14 @@ def cmd_reexecute(args, settings: Settings) -> int:
         outcome = reexecute_from_failure(instance, args.run_id)
         # The days the failed run (or an earlier attempt) published stay published: the table
         # shows the whole range, and exit 0 means every day of it is now published.
-        for run in instance.get_run_group(args.run_id)[1]:
+        group = instance.get_run_group(args.run_id)
+        if group is None:
+            raise ValueError(
+                f"run {args.run_id} has no run group in this Dagster instance: its re-execution "
+                "ran, but the days its earlier attempts published cannot be counted; "
+                "backfill-assets status shows what is published"
+            )
+        for run in group[1]:
             earlier = outcome_of_run(instance, outcome.plan, run.run_id, False)
             for key, days in earlier.published.items():
                 for day, rows in days.items():
@@ -70,7 +77,7 @@ def cmd_reexecute(args, settings: Settings) -> int:
     return report_outcomes([outcome])
 
 
-def cmd_demo(args, settings: Settings) -> int:
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.demo import (
         correction_tour,
         demo_range,
@@ -106,19 +113,19 @@ def cmd_demo(args, settings: Settings) -> int:
         )
 
 
-def cmd_catch_up(args, settings: Settings) -> int:
+def cmd_catch_up(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.catch_up import run_catch_up
 
     return run_catch_up(settings)
 
 
-def cmd_maintain(args, settings: Settings) -> int:
+def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.maintain import run_maintain
 
     return run_maintain(settings)
 
 
-def cmd_status(args, settings: Settings) -> int:
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.status import print_status
 
     ensure_dagster_home()

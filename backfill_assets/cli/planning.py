@@ -36,7 +36,7 @@ from backfill_assets.days import days_between, last_partition, months_between, n
 from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
 from backfill_assets.defs.partitions import days_of_month, monthly_partitions
 from backfill_assets.lake import Lake
-from backfill_assets.landing.layout import landed_partitions, list_landing_files
+from backfill_assets.landing.layout import LandingFile, landed_partitions, list_landing_files
 from backfill_assets.late_data import day_ranges
 from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings, dagster_home
@@ -204,7 +204,7 @@ def reads_landing(run: RunPlan) -> bool:
     return run.assets == STEP_ASSETS[EVENT_DAYS_STEP] or run.assets[0] in (RAW_ORDERS, RAW_FX_RATES)
 
 
-def input_files(settings: Settings, run: RunPlan):
+def input_files(settings: Settings, run: RunPlan) -> list[LandingFile]:
     """The landing files a run reads: its own dates for raw, the arrival window for staging,
     none for the tables downstream of the fact (they read the lake)."""
     if not reads_landing(run):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 import dagster as dg
-from dagster._core.events import DagsterEventType
+from dagster._core.events import DagsterEventType, StepFailureData
 
 from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.cli.planning import RunPlan
@@ -141,9 +141,13 @@ def outcome_of_run(
     failed: dict = defaultdict(lambda: defaultdict(list))
     warned: dict = defaultdict(lambda: defaultdict(list))
     for record in run_events(instance, run_id, OUTCOME_EVENTS, page):
-        event = record.dagster_event  # always there: the records are of Dagster event types
+        event = record.dagster_event
+        if event is None:  # not a Dagster event (a log line): run_events asks for none of those
+            continue
         if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
             mat = event.step_materialization_data.materialization
+            if mat.partition is None:  # an unpartitioned asset publishes no day
+                continue
             rows = mat.metadata.get("dagster/row_count")
             published[mat.asset_key][date.fromisoformat(mat.partition)] = rows.value if rows else 0
         elif event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
@@ -155,14 +159,21 @@ def outcome_of_run(
             data = event.step_failure_data
             if outcome.error is None:
                 outcome.error = data.error.message.strip() if data.error else None
-            held = (
-                data.user_failure_data.metadata.get("held_partitions")
-                if data.user_failure_data
-                else None
-            )
-            for day, why in (held.value if held else {}).items():
+            for day, why in _held_partitions(data).items():
                 outcome.held.setdefault(date.fromisoformat(day), []).extend(why)
     outcome.published = dict(published)
     outcome.failed_checks = {k: dict(v) for k, v in failed.items()}
     outcome.warnings = {k: dict(v) for k, v in warned.items()}
     return outcome
+
+
+def _held_partitions(data: StepFailureData) -> dict[str, list[str]]:
+    """A failed step's ``held_partitions`` metadata (``publishing.fail_if_held``): day -> the
+    checks that held it; {} when the step failed for another reason."""
+    held = (
+        data.user_failure_data.metadata.get("held_partitions") if data.user_failure_data else None
+    )
+    value = {} if held is None else held.value
+    if not isinstance(value, dict) or not all(isinstance(why, list) for why in value.values()):
+        raise ValueError(f"a step's held_partitions metadata is not day -> checks: {value!r}")
+    return {str(day): [str(check) for check in why] for day, why in value.items()}

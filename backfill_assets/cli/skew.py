@@ -61,7 +61,9 @@ def key_distribution(settings: Settings, start: date, end: date) -> SkewReport:
     return SkewReport(source, sum(counts[KEYS[0]].values()), reports, threshold)
 
 
-def _from_raw(settings: Settings, start: date, end: date, arrivals: list[date]):
+def _from_raw(
+    settings: Settings, start: date, end: date, arrivals: list[date]
+) -> tuple[dict[str, Counter[object]] | None, str]:
     """The keys of raw's valid records (stored verdict NULL), or None when raw holds none of
     the arrivals or predates its ``_`` columns."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
@@ -88,10 +90,12 @@ def _from_raw(settings: Settings, start: date, end: date, arrivals: list[date]):
     return counts, f"{RAW_ORDERS_TABLE.path} (valid records)"
 
 
-def _from_landing(settings: Settings, start: date, end: date, arrivals: list[date]):
+def _from_landing(
+    settings: Settings, start: date, end: date, arrivals: list[date]
+) -> tuple[dict[str, Counter[object]], str]:
     files = list_landing_files(settings.landing_dir, ORDERS_DATASET, arrivals)
     per_file = max(1_000, SAMPLE_LINES // max(len(files), 1))
-    counts = {key: Counter() for key in KEYS}
+    counts: dict[str, Counter[object]] = {key: Counter() for key in KEYS}
     read = 0
     for f in files:
         with open(
@@ -126,7 +130,7 @@ def _record(line: str) -> dict:
     return rec if isinstance(rec, dict) else {}
 
 
-def _event_date(text) -> date | None:
+def _event_date(text: object) -> date | None:
     if not isinstance(text, str):
         return None
     try:

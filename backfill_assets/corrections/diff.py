@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
+from pyspark.sql import DataFrame
+
 from backfill_assets.catalog import FACT_TABLE, STAGING_TABLE, Table
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
@@ -83,7 +85,7 @@ class Diff:
         return [d.day for d in self.days if d.changed]
 
 
-def _empty_like(lake: Lake, frame):
+def _empty_like(lake: Lake, frame: DataFrame) -> DataFrame:
     return lake.spark.createDataFrame([], frame.schema)
 
 

@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.diff import CORRECTED, ready_days
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
-from backfill_assets.lake import CommitInfo, Lake, WriteResult
+from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
 
 DEFAULT_MAX_REVENUE_CHANGE_PCT = 10.0
 
@@ -53,7 +54,7 @@ def _commit(correction: Correction, action: str) -> CommitInfo:
     )
 
 
-def _dates(texts) -> list[dt.date]:
+def _dates(texts: Iterable[str]) -> list[dt.date]:
     return sorted(dt.date.fromisoformat(t) for t in texts)
 
 
@@ -113,13 +114,15 @@ def cutover(
     days = [d for d in days if d not in set(rebuilt)]
     if not days:
         raise CorrectionError(f"correction {c.id}: every diffed day was rebuilt in production")
+    staged = _staged_versions(lake, c)
     before = {t.path: lake.version(t.path) for t in CORRECTED}
     writes: dict[str, WriteResult] = {}
     commit = _commit(c, "cutover")
     try:
         for table in CORRECTED:
-            staged = lake.staged_version(table.path, c.id)
-            writes[table.path] = lake.publish(staged, days, commit, since=since[table.path])
+            writes[table.path] = lake.publish(
+                staged[table.path], days, commit, since=since[table.path]
+            )
     except Exception:
         if writes:  # staging is published, the fact is not: put staging back
             _restore(lake, c, list(writes), days, before, _commit(c, "cutover undone"))
@@ -141,20 +144,40 @@ def cutover(
     return Outcome(c, days, writes, rebuilt)
 
 
+def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
+    """Every corrected table's open staged version of ``c``, checked before anything is
+    published: a missing one (discarded, or expired by maintain) publishes neither table."""
+    staged = {t.path: lake.staged_version(t.path, c.id) for t in CORRECTED}
+    found = {path: s for path, s in staged.items() if s is not None}
+    gone = [path for path in staged if path not in found]
+    if gone:
+        raise CorrectionError(
+            f"correction {c.id} has no staged version of {', '.join(gone)} any more (discarded "
+            "or expired by maintain after the retention): nothing to cut over. Run backfill-assets "
+            f"correct again for {c.start}..{c.end}, then diff and cut over the new correction; "
+            f"backfill-assets discard {c.id} closes this one"
+        )
+    return found
+
+
 def _restore(
-    lake: Lake, c: Correction, tables: list[str], days, versions, commit
+    lake: Lake,
+    c: Correction,
+    tables: list[str],
+    days: list[dt.date],
+    versions: Mapping[str, int | None],
+    commit: CommitInfo,
 ) -> dict[str, WriteResult]:
     by_path = {t.path: t for t in CORRECTED}
     writes = {}
     for path in tables:
-        if versions[path] is None:
+        version = versions[path]
+        if version is None:
             raise CorrectionError(
                 f"{path} did not exist before the cutover of {c.id}: nothing to restore"
             )
         table = by_path[path]
-        writes[path] = lake.restore_partitions(
-            path, table.partition_column, days, versions[path], commit
-        )
+        writes[path] = lake.restore_partitions(path, table.partition_column, days, version, commit)
     return writes
 
 

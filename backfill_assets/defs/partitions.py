@@ -4,6 +4,7 @@ between layers."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from datetime import date, timedelta
 
 import dagster as dg
@@ -37,7 +38,7 @@ def days_of_month(month: date, settings: Settings) -> list[date]:
     return days_between(first, last)
 
 
-def months_touched(days) -> list[date]:
+def months_touched(days: Iterable[date]) -> list[date]:
     """The months (first days) of ``days``, in order."""
     return sorted({month_of(d) for d in days})
 

@@ -24,6 +24,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -126,7 +127,7 @@ class SegmentClient:
         self.max_retries, self.backoff_s, self.timeout_s = max_retries, backoff_s, timeout_s
         self.stats = ClientStats()
 
-    def histories(self, customer_ids) -> dict[str, History]:
+    def histories(self, customer_ids: Iterable[str]) -> dict[str, History]:
         """Every customer's history, oldest first, in requests of at most ``batch_size``."""
         ids = sorted(set(customer_ids))
         out: dict[str, History] = {}

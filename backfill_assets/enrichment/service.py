@@ -87,7 +87,7 @@ def handler_for(limiter: Limiter) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, *args) -> None:  # quiet: the counts are in /stats
+        def log_message(self, *args: object) -> None:  # quiet: the counts are in /stats
             pass
 
         def answer(self, status: int, body: dict, headers: dict | None = None) -> None:
@@ -152,13 +152,15 @@ class SegmentService:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
+        if isinstance(host, bytes):  # an AF_UNIX address; this server listens on 127.0.0.1
+            host = host.decode()
         return f"http://{host}:{port}"
 
     def __enter__(self) -> Self:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 import dagster as dg
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from backfill_assets.catalog import (
     FX_RATES_DATASET,
@@ -65,7 +66,9 @@ class StagingBuild:
         )
 
 
-def _read_or_empty(spark, lake: Lake, table: Table, days: list[date], schema):
+def _read_or_empty(
+    spark: SparkSession, lake: Lake, table: Table, days: list[date], schema: StructType
+) -> tuple[DataFrame, int | None]:
     try:
         return lake.read_partitions(table.path, table.partition_column, days)
     except LakeTableMissing:
@@ -127,7 +130,7 @@ def files_read(raw: DataFrame, column: str) -> set[tuple[date, str]]:
 
 def _landed_and_read(
     settings: Settings, dataset: str, dates: list[date], read: set[tuple[date, str]]
-):
+) -> tuple[set[tuple[date, str]], set[tuple[date, str]]]:
     """(the landed files of ``dataset`` on ``dates`` that give raw rows, the files raw holds
     (``read``)), each as (date, path). A file of zero records is in raw as no row, so it is
     never missing."""
@@ -141,7 +144,9 @@ def _landed_and_read(
     return landed, read
 
 
-def build_staging(spark, lake: Lake, settings: Settings, days: list[date]) -> StagingBuild:
+def build_staging(
+    spark: SparkSession, lake: Lake, settings: Settings, days: list[date]
+) -> StagingBuild:
     first, last = days[0], days[-1]
     lateness = settings.max_lateness_days
     arrivals = days_between(first, last + timedelta(days=lateness))
@@ -227,7 +232,12 @@ def skew_plan(
 
 
 def trailing_published(
-    spark, lake: Lake, settings: Settings, days: list[date], table: Table, schema
+    spark: SparkSession,
+    lake: Lake,
+    settings: Settings,
+    days: list[date],
+    table: Table,
+    schema: StructType,
 ) -> DataFrame | None:
     """``table``'s published rows of the warning checks' trailing days of ``days`` that are not
     being built (None when there are none): read, not collected, so the checks' one

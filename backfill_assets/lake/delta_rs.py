@@ -19,6 +19,7 @@ import json
 import os
 import random
 import time
+from typing import Any
 
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
@@ -42,7 +43,13 @@ from backfill_assets.lake.commit import (
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import commit_file_counts, commit_of_write, touched_after
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.lake.spark_files import check_readable, nullable, read_files, spark_schema
+from backfill_assets.lake.spark_files import (
+    check_readable,
+    need_spark,
+    nullable,
+    read_files,
+    spark_schema,
+)
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.testing.faults import pause_point
 
@@ -54,7 +61,7 @@ class DeltaRsEngine:
 
     name = "delta-rs"
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession | None) -> None:
         self.spark = spark
 
     def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
@@ -72,7 +79,15 @@ class DeltaRsEngine:
         table = self.load(table_dir)
         return None if table is None else table.version()
 
-    def replace(self, name, table_dir, df: DataFrame, column, dates, commit: CommitInfo):
+    def replace(
+        self,
+        name: str,
+        table_dir: str,
+        df: DataFrame,
+        column: str,
+        dates: list[dt.date],
+        commit: CommitInfo,
+    ) -> WriteResult:
         pause_point("before_files")
         new_schema = nullable(df.schema)
         existing = self.load(table_dir)
@@ -93,7 +108,14 @@ class DeltaRsEngine:
             base_version=None,
         )
 
-    def publish(self, name, table_dir, staged: StagedVersion, dates, commit: CommitInfo):
+    def publish(
+        self,
+        name: str,
+        table_dir: str,
+        staged: StagedVersion,
+        dates: list[dt.date],
+        commit: CommitInfo,
+    ) -> WriteResult:
         """One commit: the current files of ``dates`` out, the staged files of ``dates`` in.
 
         Refused with LakeConflict when a commit after the version the staged data was staged
@@ -141,7 +163,7 @@ class DeltaRsEngine:
         ]
         texts = [date_text(day) for day in dates]
 
-        def actions(table: DeltaTable):
+        def actions(table: DeltaTable) -> tuple[list, str, list | None]:
             _check_target(table, name, schema, column)
             if check_base:
                 changed = touched_after(table_dir, column, base_version, set(texts))
@@ -174,17 +196,19 @@ class DeltaRsEngine:
             column = partition_columns[0] if partition_columns else None
         elif partition_columns != [column]:
             raise LakeError(f"table {name} is partitioned by {partition_columns}, not [{column!r}]")
-        files = _active_files(table, column)
+        active = _active_files(table, column)
         if dates is not None:
             wanted = set(dates)
-            files = [(path, day) for path, day, _, _ in files if day in wanted]
+            files = [(path, day) for path, day, _, _ in active if day in wanted]
         else:
-            files = [(path, day) for path, day, _, _ in files]
+            files = [(path, day) for path, day, _, _ in active]
         return read_files(
-            self.spark, table_dir, spark_schema(table), column, files
+            need_spark(self.spark), table_dir, spark_schema(table), column, files
         ), table.version()
 
-    def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
+    def row_counts(
+        self, name: str, table_dir: str, column: str, version: int | None = None
+    ) -> dict[dt.date, int]:
         table = self.load(table_dir, version)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
@@ -194,10 +218,12 @@ class DeltaRsEngine:
                 import pyarrow.parquet as pq
 
                 records = pq.read_metadata(os.path.join(table_dir, path)).num_rows
+            if day is None:
+                raise LakeError(f"table {name}: file {path} has no {column} value")
             counts[day] = counts.get(day, 0) + records
         return counts
 
-    def history(self, name, table_dir) -> list[dict]:
+    def history(self, name: str, table_dir: str) -> list[dict]:
         table = self.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
@@ -211,7 +237,15 @@ class DeltaRsEngine:
             for entry in table.history()
         ]
 
-    def restore(self, name, table_dir, column, dates, version, commit: CommitInfo):
+    def restore(
+        self,
+        name: str,
+        table_dir: str,
+        column: str,
+        dates: list[dt.date],
+        version: int,
+        commit: CommitInfo,
+    ) -> WriteResult:
         """Point the partitions back at the files they had at ``version``: no data is rewritten."""
         old = self.load(table_dir, version)
         if old is None:
@@ -233,7 +267,7 @@ class DeltaRsEngine:
             rows[day] += records or 0
         added = [0]
 
-        def actions(table: DeltaTable):
+        def actions(table: DeltaTable) -> tuple[list, str, list | None]:
             check_readable(table, name)
             now = int(time.time() * 1000)
             current = {
@@ -270,7 +304,7 @@ class DeltaRsEngine:
         )
         return WriteResult(name, new_version, rows, added[0], attempts)
 
-    def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
+    def vacuum(self, name: str, table_dir: str, retention_hours: float) -> list[str]:
         table = self.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
@@ -282,7 +316,7 @@ class DeltaRsEngine:
             )
         )
 
-    def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
+    def compact(self, name: str, table_dir: str, column: str, commit: CommitInfo) -> Compaction:
         """delta-rs's ``optimize.compact``: each partition's small files rewritten into fewer, in
         one commit whose actions are ``dataChange: false`` (same rows, so a staged version's
         conflict check and ``partitions`` ignore it). Committed like every write here: at
@@ -324,7 +358,7 @@ class DeltaRsEngine:
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
-    def checkpoint(self, name, table_dir) -> int:
+    def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version; that version."""
         table = self.load(table_dir)
         if table is None:
@@ -362,6 +396,7 @@ class DeltaRsEngine:
                         commit_properties=props,
                     )
                     return 0, attempt
+                landing = table.version() + 1  # the snapshot read, before the commit moves it
                 file_actions, mode, filters = actions(table)
                 if attempt == 1:
                     pause_point("before_commit")
@@ -373,7 +408,7 @@ class DeltaRsEngine:
                     partition_filters=filters,
                     commit_properties=props,
                 )
-                return read_version + 1, attempt
+                return landing, attempt
             except LakeError:
                 raise  # refused before committing (conflict, schema): nothing to look for
             except Exception as exc:
@@ -411,7 +446,9 @@ def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: 
         )
 
 
-def _active_files(table: DeltaTable, column: str | None, detail: bool = False):
+def _active_files(
+    table: DeltaTable, column: str | None, detail: bool = False
+) -> list[tuple[str, dt.date | None, Any, int | None]]:  # Any: (size, mtime) if detail, else None
     """(path, partition date, size/mtime or None, numRecords or None) of the snapshot's files."""
     import pyarrow as pa
 
@@ -440,7 +477,7 @@ def _active_files(table: DeltaTable, column: str | None, detail: bool = False):
     ]
 
 
-def _as_date(value) -> dt.date | None:
+def _as_date(value: object) -> dt.date | None:
     if value is None or isinstance(value, dt.date):
         return value
     return dt.date.fromisoformat(str(value))

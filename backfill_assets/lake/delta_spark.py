@@ -104,15 +104,15 @@ class DeltaSparkEngine:
 
     def replace(
         self,
-        name,
-        table_dir,
+        name: str,
+        table_dir: str,
         df: DataFrame,
-        column,
-        dates,
+        column: str,
+        dates: list[dt.date],
         commit: CommitInfo,
-        operation="replace_partitions",
-        restored_from=None,
-    ):
+        operation: str = "replace_partitions",
+        restored_from: int | None = None,
+    ) -> WriteResult:
         pause_point("before_files")
         if self.version(table_dir) is not None:
             self._check_target(name, table_dir, df, column)
@@ -158,7 +158,7 @@ class DeltaSparkEngine:
             raise LakeError(f"the commit of write {write_id} is missing from {table_dir}'s log")
         return WriteResult(name, version, rows, commit_file_counts(table_dir, version)[0], attempt)
 
-    def _pinned(self, name, table_dir, version) -> int:
+    def _pinned(self, name: str, table_dir: str, version: int | None) -> int:
         """``version``, or the latest when None; LakeError when the table has no such version."""
         latest = self.version(table_dir)
         if latest is None:
@@ -181,7 +181,9 @@ class DeltaSparkEngine:
                 frame = frame.where(F.col(column).isin(list(dates)))
         return frame, pinned
 
-    def row_counts(self, name, table_dir, column, version=None) -> dict[dt.date, int]:
+    def row_counts(
+        self, name: str, table_dir: str, column: str, version: int | None = None
+    ) -> dict[dt.date, int]:
         """From the add actions' ``numRecords``; a partition with a file lacking them is counted."""
         pinned = self._pinned(name, table_dir, version)
         counts, unknown = log.file_row_counts(self.spark, table_dir, column, pinned)
@@ -190,7 +192,7 @@ class DeltaSparkEngine:
             counts.update({r[column]: r["count"] for r in frame.groupBy(column).count().collect()})
         return counts
 
-    def history(self, name, table_dir) -> list[dict]:
+    def history(self, name: str, table_dir: str) -> list[dict]:
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
         entries = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)}").select(
@@ -206,7 +208,15 @@ class DeltaSparkEngine:
             for r in entries.collect()
         ]
 
-    def restore(self, name, table_dir, column, dates, version, commit: CommitInfo):
+    def restore(
+        self,
+        name: str,
+        table_dir: str,
+        column: str,
+        dates: list[dt.date],
+        version: int,
+        commit: CommitInfo,
+    ) -> WriteResult:
         """Rewrite the partitions as of ``version`` (versionAsOf) in one replaceWhere commit."""
         # Safe to read lazily: an overwrite only tombstones the old version's files.
         old, _ = self.read(name, table_dir, column, dates, version)
@@ -221,7 +231,7 @@ class DeltaSparkEngine:
             restored_from=version,
         )
 
-    def vacuum(self, name, table_dir, retention_hours: float) -> list[str]:
+    def vacuum(self, name: str, table_dir: str, retention_hours: float) -> list[str]:
         """VACUUM with the retention asked for, its listing in as many tasks as the session has
         cores; the session's own settings are put back."""
         if self.version(table_dir) is None:
@@ -239,14 +249,14 @@ class DeltaSparkEngine:
                 f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
             )
         finally:
-            for key, value in previous.items():
-                if value is None:
+            for key, old in previous.items():
+                if old is None:
                     self.spark.conf.unset(key)
                 else:
-                    self.spark.conf.set(key, value)
+                    self.spark.conf.set(key, old)
         return sorted(before - _data_files(table_dir))
 
-    def compact(self, name, table_dir, column, commit: CommitInfo) -> Compaction:
+    def compact(self, name: str, table_dir: str, column: str, commit: CommitInfo) -> Compaction:
         """``OPTIMIZE``: each partition's small files rewritten into fewer, in one commit whose
         actions are ``dataChange: false``. A lost race (a publish landed first) is Delta's
         conflict exception on the compaction's side: retried from a fresh snapshot, so the
@@ -283,7 +293,7 @@ class DeltaSparkEngine:
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
 
-    def checkpoint(self, name, table_dir) -> int:
+    def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""
         version = self._pinned(name, table_dir, None)
         log.write_checkpoint(self.spark, table_dir, version)
@@ -311,7 +321,9 @@ class DeltaSparkEngine:
                 f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
             )
 
-    def _with_pause_points(self, df: DataFrame, column: str, dates, attempt: int) -> DataFrame:
+    def _with_pause_points(
+        self, df: DataFrame, column: str, dates: list[dt.date], attempt: int
+    ) -> DataFrame:
         """Test hook, inert unless a test arms a pause point: stop inside Delta's write job.
 
         Delta writes files and commits inside one JVM call, so the pause is an

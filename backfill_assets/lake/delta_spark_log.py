@@ -12,20 +12,31 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from backfill_assets.lake.keys import LakeError
+
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
 
 
-def _java_class(spark: SparkSession, name: str):
-    jvm = spark._jvm
+def _jvm(spark: SparkSession) -> Any:
+    """The driver's JVM gateway; LakeError on a session without one (Spark Connect)."""
+    if spark._jvm is None:
+        raise LakeError("delta-spark's log needs a classic Spark session's JVM, not Spark Connect")
+    return spark._jvm
+
+
+def _java_class(spark: SparkSession, name: str) -> Any:
+    jvm = _jvm(spark)
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     return jvm.java.lang.Class.forName(name, True, loader)
 
 
-def _java_exceptions(exc: BaseException):
+def _java_exceptions(exc: BaseException) -> Iterator[Any]:
     """The JVM throwable behind a PySpark exception and its causes (none for a Python error)."""
     origin = getattr(exc, "_origin", None)
     if origin is None:
@@ -51,8 +62,8 @@ def error_condition(exc: BaseException) -> str | None:
     return getter() if callable(getter) else None
 
 
-def _snapshot(spark: SparkSession, table_dir: str, version: int):
-    log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_dir)
+def _snapshot(spark: SparkSession, table_dir: str, version: int) -> Any:
+    log = _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_dir)
     defaults = [getattr(log, f"getSnapshotAt$default${n}")() for n in (2, 3, 4)]
     return log.getSnapshotAt(version, *defaults)
 
@@ -60,7 +71,7 @@ def _snapshot(spark: SparkSession, table_dir: str, version: int):
 def write_checkpoint(spark: SparkSession, table_dir: str, version: int) -> None:
     """A checkpoint of ``version`` (and ``_last_checkpoint``), as Delta writes one every
     ``delta.checkpointInterval`` commits; delta-spark offers no public API for it."""
-    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+    delta_log = _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(
         spark._jsparkSession, table_dir
     )
     delta_log.checkpoint(
@@ -99,9 +110,12 @@ def file_row_counts(
     per_day = files.groupBy("day").agg(
         F.sum("records").alias("rows"), F.count_if(F.col("records").isNull()).alias("unknown")
     )
-    counts, unknown = {}, []
+    counts: dict[dt.date, int] = {}
+    unknown: list[dt.date] = []
     for row in per_day.collect():
-        day = dt.date.fromisoformat(row["day"]) if row["day"] is not None else None
+        if row["day"] is None:
+            raise LakeError(f"{table_dir}: version {version} has a file without a {column} value")
+        day = dt.date.fromisoformat(row["day"])
         counts[day] = row["rows"] or 0
         if row["unknown"]:
             unknown.append(day)

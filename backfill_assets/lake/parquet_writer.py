@@ -19,6 +19,7 @@ import datetime as dt
 import os
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -26,6 +27,12 @@ from pyspark.sql.types import DateType
 
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.keys import LakeError, date_text
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyarrow.parquet import ParquetWriter
 
 MAX_ROWS_PER_FILE = 2_000_000
 ROW_GROUP_ROWS = 131_072
@@ -160,12 +167,12 @@ class _PartitionSink:
     def __init__(self, table_dir: str, column: str) -> None:
         self.table_dir, self.column = table_dir, column
         self.partition: str | None = None
-        self.writer = None
+        self.writer: ParquetWriter | None = None
         self.pending: list = []
         self.pending_rows = self.file_rows = 0
         self.done: list[tuple] = []
 
-    def write(self, partition: str, batch) -> None:
+    def write(self, partition: str, batch: pa.RecordBatch) -> None:
         if partition != self.partition or self.file_rows + self.pending_rows >= MAX_ROWS_PER_FILE:
             self._close_file()
             self.partition = partition

@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -19,13 +20,24 @@ from pyspark.sql.types import StructField, StructType
 
 from backfill_assets.lake.keys import LakeError, date_text
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 # Reader features whose files mean something other than "every row of every
 # listed Parquet file": honouring them needs a Delta reader, which this engine
 # is not. Anything not listed as harmless is refused.
 HARMLESS_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 
 
-def check_readable(table, table_name: str) -> None:
+def need_spark(spark: SparkSession | None) -> SparkSession:
+    """``spark``; LakeError when a lake opened without one (the command line's reads) is asked
+    for something only Spark does."""
+    if spark is None:
+        raise LakeError("this lake was opened without a Spark session: it cannot build DataFrames")
+    return spark
+
+
+def check_readable(table: DeltaTable, table_name: str) -> None:
     """Refuse tables whose data a plain Parquet scan would read wrongly."""
     protocol = table.protocol()
     features = set(protocol.reader_features or [])
@@ -47,7 +59,7 @@ def nullable(schema: StructType) -> StructType:
     return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
 
-def spark_schema(table) -> StructType:
+def spark_schema(table: DeltaTable) -> StructType:
     """Delta's schemaString is Spark's StructType JSON, so the types come back exactly."""
     return StructType.fromJson(json.loads(table.schema().to_json()))
 
@@ -67,7 +79,10 @@ def read_files(
     with _listing_on_driver(spark, len(files)):
         if column is None:
             return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
-        if all(os.path.dirname(path) == f"{column}={date_text(day)}" for path, day in files):
+        if all(
+            day is not None and os.path.dirname(path) == f"{column}={date_text(day)}"
+            for path, day in files
+        ):
             # Hive-style layout agrees with the log: Spark fills the partition column from
             # the path, typed by the schema we pass, in one scan.
             frame = (
@@ -80,7 +95,7 @@ def read_files(
 
 
 @contextmanager
-def _listing_on_driver(spark: SparkSession, paths: int):
+def _listing_on_driver(spark: SparkSession, paths: int) -> Iterator[None]:
     """Stat the listed files on the driver instead of in a Spark job.
 
     Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
@@ -101,10 +116,16 @@ def _listing_on_driver(spark: SparkSession, paths: int):
             spark.conf.set(key, previous)
 
 
-def _read_by_partition(spark, table_dir, schema, column, files) -> DataFrame:
+def _read_by_partition(
+    spark: SparkSession,
+    table_dir: str,
+    schema: StructType,
+    column: str,
+    files: list[tuple[str, dt.date | None]],
+) -> DataFrame:
     """Foreign layouts: one scan per partition value, the value taken from the log."""
     data_schema = StructType([f for f in schema.fields if f.name != column])
-    by_day: dict[dt.date, list[str]] = {}
+    by_day: dict[dt.date | None, list[str]] = {}
     for path, day in files:
         by_day.setdefault(day, []).append(_abs(table_dir, path))
     frames = [

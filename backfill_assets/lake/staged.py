@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from backfill_assets.lake.commit import CommitInfo
@@ -61,7 +62,7 @@ class StagedVersion:
             rows[f.partition] += f.rows
         return rows
 
-    def files_of(self, dates) -> list[StagedFile]:
+    def files_of(self, dates: Iterable[dt.date]) -> list[StagedFile]:
         wanted = set(dates)
         return [f for f in self.files if f.partition in wanted]
 
@@ -162,7 +163,7 @@ def file_ages_ms(table_dir: str, staged: StagedVersion) -> list[int]:
 
 
 def merge(
-    target: StagedVersion | None, source: StagedVersion, dates, target_id: str
+    target: StagedVersion | None, source: StagedVersion, dates: Iterable[dt.date], target_id: str
 ) -> StagedVersion:
     """``target`` (None: a new version ``target_id``) with ``source``'s files of ``dates`` in
     place of its own. Its base is the older of the two: conflicts are checked from there."""
@@ -176,17 +177,17 @@ def merge(
         raise LakeError(
             f"{source.table}: staged version {source.id} has another schema than {target.id}"
         )
-    bases = [target.base_version, source.base_version]
+    bases = [b for b in (target.base_version, source.base_version) if b is not None]
     return dataclasses.replace(
         target,
         dates=tuple(sorted(set(target.dates) | wanted)),
         files=tuple(f for f in target.files if f.partition not in wanted) + moved,
-        base_version=None if None in bases else min(bases),
+        base_version=min(bases) if len(bases) == 2 else None,
         published={d: v for d, v in target.published.items() if d not in wanted},
     )
 
 
-def delete_files(table_dir: str, files) -> int:
+def delete_files(table_dir: str, files: Iterable[StagedFile]) -> int:
     deleted = 0
     for f in files:
         try:

@@ -15,8 +15,10 @@ import datetime as dt
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -39,9 +41,15 @@ from backfill_assets.lake.keys import (
 )
 from backfill_assets.lake.log import commit_metadata, last_written_versions, touched_after
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.lake.spark_files import nullable, read_files
+from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.testing.faults import STAGED, pause_point
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from backfill_assets.lake.delta_rs import DeltaRsEngine
+    from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
 ENGINES = ("auto", "delta-rs", "delta-spark")
 
@@ -49,24 +57,34 @@ ENGINES = ("auto", "delta-rs", "delta-spark")
 class Lake:
     """Delta tables under ``root``, named like ``raw/orders``, partitioned by one DATE column."""
 
-    def __init__(self, root: str | os.PathLike, spark: SparkSession, engine: str = "auto") -> None:
+    def __init__(
+        self, root: str | os.PathLike, spark: SparkSession | None, engine: str = "auto"
+    ) -> None:
+        """``spark`` None: a lake for reads without Spark (the command line's), on delta-rs."""
         if engine not in ENGINES:
             raise LakeError(f"engine must be one of {ENGINES}, got {engine!r}")
         self.root = Path(root).absolute()
-        self.spark = spark
+        self._spark = spark
         if engine == "auto":
             from backfill_assets.lake.delta_spark import native_delta_available
 
-            engine = "delta-spark" if native_delta_available(spark) else "delta-rs"
+            native = spark is not None and native_delta_available(spark)
+            engine = "delta-spark" if native else "delta-rs"
+        self._engine: DeltaSparkEngine | DeltaRsEngine
         if engine == "delta-spark":
             from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
-            self._engine = DeltaSparkEngine(spark)
+            self._engine = DeltaSparkEngine(need_spark(spark))
         else:
             from backfill_assets.lake.delta_rs import DeltaRsEngine
 
             self._engine = DeltaRsEngine(spark)
         self.engine_name = self._engine.name
+
+    @property
+    def spark(self) -> SparkSession:
+        """The lake's Spark session; LakeError when it was opened without one."""
+        return need_spark(self._spark)
 
     def path(self, table: str) -> Path:
         return self.root / check_table_name(table)
@@ -79,7 +97,12 @@ class Lake:
         return self._engine.version(str(self.path(table)))
 
     def replace_partitions(
-        self, table: str, df: DataFrame, partition_column: str, partitions, commit: CommitInfo
+        self,
+        table: str,
+        df: DataFrame,
+        partition_column: str,
+        partitions: Iterable[object],
+        commit: CommitInfo,
     ) -> WriteResult:
         """Replace exactly ``partitions`` with the rows of ``df`` in one commit.
 
@@ -94,7 +117,11 @@ class Lake:
         )
 
     def read_partitions(
-        self, table: str, partition_column: str, partitions, version: int | None = None
+        self,
+        table: str,
+        partition_column: str,
+        partitions: Iterable[object],
+        version: int | None = None,
     ) -> tuple[DataFrame, int]:
         """The rows of ``partitions`` as of ``version`` (latest when None) and that version.
 
@@ -115,7 +142,9 @@ class Lake:
             table, str(self.path(table)), None, None, self._version_arg(version)
         )
 
-    def read_arrow(self, table: str, partition_column: str, partitions, columns: list[str]):
+    def read_arrow(
+        self, table: str, partition_column: str, partitions: Iterable[object], columns: list[str]
+    ) -> pa.Table | None:
         """``columns`` of the rows of ``partitions`` (latest version) as a pyarrow Table, read
         through delta-rs whatever the engine: no Spark, for the command line's dry runs. None
         when the table does not exist."""
@@ -155,7 +184,7 @@ class Lake:
         ]
 
     def changed_since(
-        self, table: str, partition_column: str, version: int | None, partitions
+        self, table: str, partition_column: str, version: int | None, partitions: Iterable[object]
     ) -> set[dt.date]:
         """The partitions of the set a commit after ``version`` changed (any commit when None)."""
         texts = {date_text(d) for d in self._dates(partitions)}
@@ -167,7 +196,7 @@ class Lake:
     def commit_metadata(self, table: str, version: int) -> dict:
         """The CommitInfo document (run, code and input versions) of one commit, from its commit
         file; {} for a commit this layer did not write or whose file was cleaned up."""
-        return commit_metadata(str(self.path(table)), self._version_arg(version, required=True))
+        return commit_metadata(str(self.path(table)), self._required_version(version))
 
     def history(self, table: str) -> list[dict]:
         """Commits newest first: version, timestamp (UTC datetime), operation, metadata."""
@@ -188,7 +217,12 @@ class Lake:
         return result
 
     def restore_partitions(
-        self, table: str, partition_column: str, partitions, version: int, commit: CommitInfo
+        self,
+        table: str,
+        partition_column: str,
+        partitions: Iterable[object],
+        version: int,
+        commit: CommitInfo,
     ) -> WriteResult:
         """Give ``partitions`` the content they had at ``version``, in one new commit."""
         dates = self._dates(partitions)
@@ -199,7 +233,7 @@ class Lake:
             str(self.path(table)),
             check_column_name(partition_column),
             dates,
-            self._version_arg(version, required=True),
+            self._required_version(version),
             commit,
         )
 
@@ -247,7 +281,7 @@ class Lake:
         table: str,
         df: DataFrame,
         partition_column: str,
-        partitions,
+        partitions: Iterable[object],
         commit: CommitInfo,
         stage_id: str | None = None,
         spread: int = 1,
@@ -291,7 +325,9 @@ class Lake:
             raise
         return staged
 
-    def read_staged(self, staged: StagedVersion, partitions=None) -> DataFrame:
+    def read_staged(
+        self, staged: StagedVersion, partitions: Iterable[object] | None = None
+    ) -> DataFrame:
         """The staged rows (of ``partitions``, all by default): exactly what would be published."""
         files = staged.files if partitions is None else staged.files_of(self._dates(partitions))
         schema = StructType.fromJson(json.loads(staged.schema_json))
@@ -306,7 +342,7 @@ class Lake:
     def publish(
         self,
         staged: StagedVersion,
-        partitions=None,
+        partitions: Iterable[object] | None = None,
         commit: CommitInfo | None = None,
         since: int | None = None,
     ) -> WriteResult:
@@ -325,16 +361,41 @@ class Lake:
             result = engine_publish(staged.table, table_dir, current, dates, commit)
         else:
             result = self._publish_by_copy(current, dates, commit)
-        current = manifests.load(table_dir, staged.id)
+        after = manifests.load(table_dir, staged.id)
+        if after is None:
+            # Closed (discarded or expired) while this commit landed: nothing left to record,
+            # but the closer deleted the files it thought unpublished, which a swap just committed.
+            self._check_swapped_files(current, dates, result, swapped=engine_publish is not None)
+            return result
         manifests.save(
             table_dir,
-            replace(
-                current, published={**current.published, **dict.fromkeys(dates, result.version)}
-            ),
+            replace(after, published={**after.published, **dict.fromkeys(dates, result.version)}),
         )
         return result
 
-    def _publish_by_copy(self, staged: StagedVersion, dates, commit: CommitInfo) -> WriteResult:
+    def _check_swapped_files(
+        self, staged: StagedVersion, dates: list[dt.date], result: WriteResult, swapped: bool
+    ) -> None:
+        """LakeError when ``result``'s commit swapped in staged files that are gone from disk."""
+        table_dir = self.path(staged.table)
+        gone = [f.path for f in staged.files_of(dates) if not (table_dir / f.path).exists()]
+        if not (swapped and gone):
+            return
+        days = [date_text(d) for d in dates]
+        repair = (
+            f"restore partitions {days} from version {result.version - 1} (Lake.restore_partitions)"
+            if result.version > 0
+            else "the commit created the table: remove it"
+        )
+        raise LakeError(
+            f"{staged.table}: version {result.version} was committed, but staged version "
+            f"{staged.id} was closed (discarded or expired) meanwhile and its files {gone} "
+            f"deleted: {repair}, then stage again"
+        )
+
+    def _publish_by_copy(
+        self, staged: StagedVersion, dates: list[dt.date], commit: CommitInfo
+    ) -> WriteResult:
         """For an engine that cannot commit files it did not write: check for conflicts, then
         replace the partitions with a copy of the staged rows (one commit, data rewritten)."""
         table_dir = str(self.path(staged.table))
@@ -357,7 +418,9 @@ class Lake:
         current = manifests.load(table_dir, staged.id)
         return 0 if current is None else manifests.remove(table_dir, current)
 
-    def keep_staged(self, staged: StagedVersion, partitions, into: str) -> StagedVersion:
+    def keep_staged(
+        self, staged: StagedVersion, partitions: Iterable[object], into: str
+    ) -> StagedVersion:
         """Move the staged files of ``partitions`` into the staged version ``into`` of the same
         table (opened when absent), replacing the files it held for them, which are deleted.
         How a correction gathers the days of several runs into one version to cut over."""
@@ -378,7 +441,7 @@ class Lake:
         )
         return merged
 
-    def _open_staged(self, staged: StagedVersion, dates) -> StagedVersion:
+    def _open_staged(self, staged: StagedVersion, dates: Iterable[dt.date]) -> StagedVersion:
         """The current manifest of ``staged``; LakeError when it is closed or lacks ``dates``."""
         unknown = sorted(set(dates) - set(staged.dates))
         if unknown:
@@ -414,16 +477,18 @@ class Lake:
         return [s.id for s in expired]
 
     @staticmethod
-    def _dates(partitions) -> list[dt.date]:
+    def _dates(partitions: Iterable[object]) -> list[dt.date]:
         dates = parse_partition_dates(partitions)
         if not dates:
             raise LakeError("the partition set is empty")
         return dates
 
     @staticmethod
-    def _version_arg(version, required: bool = False) -> int | None:
-        if version is None and not required:
-            return None
+    def _version_arg(version: object) -> int | None:
+        return None if version is None else Lake._required_version(version)
+
+    @staticmethod
+    def _required_version(version: object) -> int:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise LakeError(f"version must be a non-negative int, got {version!r}")
         return version

@@ -206,22 +206,24 @@ def detect(
     """
     root = Path(root)
     cold = cursor is None
-    hw_old = 0 if cold else cursor.high_water_ns
+    hw_old = 0 if cursor is None else cursor.high_water_ns
     hw_new = max(now_ns - settle_ns, hw_old)
-    recount = cold or now_ns - cursor.counted_ns >= recount_ns
-    counted_ns = now_ns if recount else cursor.counted_ns
+    recount = cursor is None or now_ns - cursor.counted_ns >= recount_ns
+    counted_ns = now_ns if recount or cursor is None else cursor.counted_ns
     rates = RateFolders(root, rate_max_age)
-    counts, raw_days, findings, keyed = {}, {d: [] for d in DATASETS}, [], []
+    raw_days: dict[str, list[date]] = {d: [] for d in DATASETS}
+    counts, findings, keyed = {}, [], []
     for dataset in DATASETS:
-        previous = None if cold else cursor.counts.get(dataset, {})
+        previous = None if cursor is None else cursor.counts.get(dataset, {})
         scan = scan_dataset(root, dataset, first, last, previous, hw_old, hw_new, recount)
         counts[dataset] = scan.counts
         built_at = built(dataset) if cold else {}
         for folder in scan.changed:
             if folder.day in built_at:
-                folder = _since_build(folder, built_at[folder.day])
-                if folder is None:
+                since = _since_build(folder, built_at[folder.day])
+                if since is None:
                     continue
+                folder = since
             raw_days[dataset].append(folder.day)
             whole = cold and folder.day not in built_at
             findings += _folder_findings(root, folder, whole, first, last, lateness, rates)
@@ -229,7 +231,7 @@ def detect(
     gid = _digest(keyed)
     raw = _raw_requests(raw_days, findings, gid, COLD_BRIDGE_DAYS if cold else 0)
     days = sorted({d for f in findings for d in f.days})
-    pending = list(() if cold else cursor.pending)
+    pending = list(() if cursor is None else cursor.pending)
     group = None
     if days:
         group = PendingGroup(

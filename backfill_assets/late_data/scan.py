@@ -96,7 +96,9 @@ def complete_files(root: str | Path, relative: str, ds: Dataset) -> list[LandedF
     return sorted(found, key=lambda f: f.path)
 
 
-def _changes(known: int | None, files: list[LandedFile], hw_old: int, hw_new: int, cold: bool):
+def _changes(
+    known: int | None, files: list[LandedFile], hw_old: int, hw_new: int, cold: bool
+) -> tuple[int, list[LandedFile], str]:
     """(count to remember, new files, how) for a folder that was listed."""
     if cold:
         return len(files), files, "first look"

@@ -17,10 +17,10 @@ a production run, with ``CorrectionPublication`` in place of ``Publication``:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import date
 
 import dagster as dg
+from dagster._core.definitions.metadata import RawMetadataMapping
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import (
@@ -160,7 +160,7 @@ class CorrectionPublication(Publication):
         self.correction.start = min(self.correction.start, days[0].isoformat())
         self.correction.end = max(self.correction.end, days[-1].isoformat())
 
-    def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
+    def published(self, asset_key: dg.AssetKey, day: date, metadata: RawMetadataMapping) -> None:
         self._events.append(
             dg.AssetObservation(
                 asset_key=asset_key,

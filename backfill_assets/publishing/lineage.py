@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import date
 
 import dagster as dg
+from pyspark.sql.types import StructType
 
 from backfill_assets.lake import CommitInfo, WriteResult
 from backfill_assets.resources import code_version
@@ -29,7 +30,7 @@ def commit_info(
     )
 
 
-def column_schema(struct) -> dg.TableSchema:
+def column_schema(struct: StructType) -> dg.TableSchema:
     """A Spark StructType as the table schema Dagster shows on the asset, each column described."""
     described = column_descriptions(struct)
     return dg.TableSchema(
@@ -43,7 +44,10 @@ def column_schema(struct) -> dg.TableSchema:
 
 
 def write_metadata(
-    write: WriteResult, day: date, input_versions: Mapping[str, int | None], schema=None
+    write: WriteResult,
+    day: date,
+    input_versions: Mapping[str, int | None],
+    schema: StructType | None = None,
 ) -> dict:
     extra = {"dagster/column_schema": column_schema(schema)} if schema is not None else {}
     return {

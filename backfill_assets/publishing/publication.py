@@ -28,6 +28,7 @@ from datetime import date
 from typing import Self
 
 import dagster as dg
+from dagster._core.definitions.metadata import RawMetadataMapping
 from dagster._core.events import DagsterEventType
 from pyspark.sql import DataFrame
 
@@ -45,7 +46,7 @@ class CheckOutcome:
     check_name: str
     partition: date
     passed: bool
-    metadata: Mapping[str, object] = field(default_factory=dict)
+    metadata: RawMetadataMapping = field(default_factory=dict)
     blocking: bool = True
 
     def evaluation(self) -> dg.AssetCheckEvaluation:
@@ -191,7 +192,7 @@ class Publication:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for staged in self._staged:
             self.lake.discard(staged)
         self._staged = []
@@ -253,7 +254,7 @@ class Publication:
         """One commit that makes the staged files of ``days`` (audited, passed) the table's."""
         return self.lake.publish(staged, days)
 
-    def published(self, asset_key: dg.AssetKey, day: date, metadata: Mapping[str, object]) -> None:
+    def published(self, asset_key: dg.AssetKey, day: date, metadata: RawMetadataMapping) -> None:
         self._events.append(
             dg.AssetMaterialization(
                 asset_key=asset_key, partition=day.isoformat(), metadata=dict(metadata)

@@ -50,7 +50,7 @@ def worker_gone(identity: str) -> bool:
         return True
 
 
-def record_worker(context: dg.OpExecutionContext) -> None:
+def record_worker(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> None:
     """Tag the run with this process, unless it already is (the CLI tags its runs at launch)."""
     me = worker_identity()
     if context.run.tags.get(WORKER_TAG) != me:

@@ -42,7 +42,9 @@ def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tup
 def stored_fingerprints(
     df: DataFrame, partition_column: str, column: str
 ) -> tuple[
-    dict[FileKey, tuple[int, Decimal]], dict[date, dict], dict[FileKey, tuple[int, Decimal]]
+    dict[FileKey, tuple[int, Decimal | int]],
+    dict[date, dict],
+    dict[FileKey, tuple[int, Decimal | int]],
 ]:
     """From rows read back that carry the ``line_hash`` their line had when it was read, in one
     pass: the fingerprints of the lines as read (the stored hashes), ``counts_by(column)``, and
@@ -56,8 +58,8 @@ def stored_fingerprints(
         )
         .collect()
     )
-    read: dict[FileKey, tuple[int, Decimal]] = {}
-    stored: dict[FileKey, tuple[int, Decimal]] = {}
+    read: dict[FileKey, tuple[int, Decimal | int]] = {}
+    stored: dict[FileKey, tuple[int, Decimal | int]] = {}
     counts: dict[date, dict] = defaultdict(lambda: defaultdict(int))
     for r in rows:
         key = (r["partition"], r["source_file"])
@@ -76,7 +78,9 @@ def counts_by(df: DataFrame, partition_column: str, column: str) -> dict[date, d
     return out
 
 
-def rows_per_partition(fingerprints: dict[FileKey, tuple[int, Decimal]]) -> dict[date, int]:
+def rows_per_partition(
+    fingerprints: dict[FileKey, tuple[int, Decimal | int]],
+) -> dict[date, int]:
     totals: dict[date, int] = defaultdict(int)
     for (partition, _), (records, _) in fingerprints.items():
         totals[partition] += records
@@ -190,7 +194,7 @@ ZERO = {
 }
 
 
-def _status(name: str):
+def _status(name: str) -> Column:
     return F.sum(F.when(F.col("status") == name, 1).otherwise(0))
 
 
@@ -227,7 +231,7 @@ def totals_by(df: DataFrame, key: str, fields: tuple[str, ...] = TOTAL_FIELDS) -
 
 
 def _normalise(row: dict, fields: tuple[str, ...] = TOTAL_FIELDS) -> dict:
-    out = {k: int(row[k] or 0) for k in fields[:-1]}
+    out: dict[str, int | Decimal] = {k: int(row[k] or 0) for k in fields[:-1]}
     out["revenue_usd"] = Decimal(row["revenue_usd"] or 0).quantize(Decimal("0.01"))
     return out
 
@@ -262,7 +266,7 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
     )
     joined = with_previous.join(contributions, ["customer_id", "as_of_date"], "full_outer")
 
-    def after(c: str, zero) -> Column:
+    def after(c: str, zero: object) -> Column:
         return F.coalesce(F.col(f"prev_{c}"), F.lit(zero)) + F.col(f"day_{c}")
 
     right = (
@@ -281,7 +285,7 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
         F.lit(False),
     )
 
-    def gained(c: str, zero) -> Column:
+    def gained(c: str, zero: object) -> Column:
         return F.sum(F.col(c) - F.coalesce(F.col(f"prev_{c}"), F.lit(zero)))
 
     out = (

@@ -132,6 +132,8 @@ def share_verdict(
             worst = (distance, key, band)
         if not band.holds(value):
             outside[key] = (value, band.lower, band.upper)
+    if worst is None:  # keys holds today's categories, so the loop ran: no verdict without one
+        raise ValueError("share_verdict: no category to judge")
     _, key, band = worst
     return Verdict(not outside, actuals.get(key, 0.0), band, key, actuals, outside)
 

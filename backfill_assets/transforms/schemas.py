@@ -8,10 +8,12 @@ constraints that differ between the contract and its reference implementation.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import pandera.pyspark as pa
 import pyspark.sql.types as T
 from pandera.config import ValidationDepth, config_context
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 MONEY = T.DecimalType(18, 2)
@@ -134,19 +136,17 @@ _END = r"(?![\s\S])"
 class StagingOrdersModel(pa.DataFrameModel):
     """staging/orders as published: every row typed, complete and priced."""
 
-    order_id: T.StringType() = pa.Field(
-        nullable=False, str_length={"min_value": 1, "max_value": 64}
-    )
-    customer_id: T.StringType() = pa.Field(nullable=False, str_length={"min_value": 1})
-    event_time: T.TimestampType() = pa.Field(nullable=False)
-    event_date: T.DateType() = pa.Field(nullable=False)
-    updated_at: T.TimestampType() = pa.Field(nullable=False)
-    status: T.StringType() = pa.Field(nullable=False, isin=list(STATUSES))
-    amount: T.DecimalType(18, 2) = pa.Field(nullable=False, ge=0)
-    currency: T.StringType() = pa.Field(nullable=False, str_matches=r"^[A-Z]{3}" + _END)
-    country: T.StringType() = pa.Field(nullable=False, str_matches=r"^[A-Z]{2}" + _END)
-    usd_per_unit: T.DecimalType(18, 8) = pa.Field(nullable=False, gt=0)
-    amount_usd: T.DecimalType(18, 2) = pa.Field(nullable=False, ge=0)
+    order_id: T.StringType = pa.Field(nullable=False, str_length={"min_value": 1, "max_value": 64})
+    customer_id: T.StringType = pa.Field(nullable=False, str_length={"min_value": 1})
+    event_time: T.TimestampType = pa.Field(nullable=False)
+    event_date: T.DateType = pa.Field(nullable=False)
+    updated_at: T.TimestampType = pa.Field(nullable=False)
+    status: T.StringType = pa.Field(nullable=False, isin=list(STATUSES))
+    amount: Annotated[T.DecimalType, 18, 2] = pa.Field(nullable=False, ge=0)
+    currency: T.StringType = pa.Field(nullable=False, str_matches=r"^[A-Z]{3}" + _END)
+    country: T.StringType = pa.Field(nullable=False, str_matches=r"^[A-Z]{2}" + _END)
+    usd_per_unit: Annotated[T.DecimalType, 18, 8] = pa.Field(nullable=False, gt=0)
+    amount_usd: Annotated[T.DecimalType, 18, 2] = pa.Field(nullable=False, ge=0)
 
     class Config:
         strict = True
@@ -156,13 +156,15 @@ class StagingOrdersModel(pa.DataFrameModel):
 STAGING_SCHEMA = StagingOrdersModel
 
 
-def staging_schema_errors(df) -> list[str]:
+def staging_schema_errors(df: DataFrame) -> list[str]:
     """pandera's schema-level findings for a staging/orders DataFrame (columns, types,
     strictness), from its schema alone: pandera would also scan the data for nulls here, which
     ``staging_row_rules`` counts per day instead. [] when they hold."""
     with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
-        checked = STAGING_SCHEMA.validate(check_obj=df.limit(0))
-    return _messages(checked.pandera.errors or {})
+        # pandera types check_obj as its own DataFrame generic; it validates pyspark's
+        checked = STAGING_SCHEMA.validate(check_obj=df.limit(0))  # type: ignore[arg-type]
+    # pandera registers the ``pandera`` accessor on pyspark's DataFrame at import; no stub has it
+    return _messages(checked.pandera.errors or {})  # type: ignore[attr-defined]
 
 
 def staging_row_rules() -> dict[str, Column]:

@@ -54,7 +54,7 @@ def shares(
     total = sum(counts.values())
     n = len([v for v in counts if v is not None]) if keys == -1 else keys
 
-    def share(value) -> KeyShare:
+    def share(value: object) -> KeyShare:
         rows = counts.get(value, 0)
         hot = value is not None and is_hot(rows, total, n, threshold)
         return KeyShare(key, value, rows, rows / total if total else 0.0, hot)

@@ -182,3 +182,28 @@ def test_publish_again_after_a_restore_checks_conflicts_from_the_restore(lake):
         )  # from the base: the restore touched D1
     lake.publish(lake.staged_version(TABLE, "fix"), [D1], since=restored.version)
     assert content(lake)[0] == (D1, 10, "new")
+
+
+def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_published(
+    lake, monkeypatch
+):
+    """A concurrent discard (or expiry) between the commit and the manifest's update: the
+    commit stands; a metadata swap whose files the closer deleted says so, a copy does not care."""
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    method = "publish" if lake.engine_name == "delta-rs" else "replace"
+    committing = getattr(lake._engine, method)
+
+    def commit_then_close(*args, **kwargs):
+        result = committing(*args, **kwargs)
+        lake.discard(staged)
+        return result
+
+    monkeypatch.setattr(lake._engine, method, commit_then_close)
+    if lake.engine_name == "delta-rs":
+        with pytest.raises(LakeError, match=r"version 1 .*closed .*restore"):
+            lake.publish(staged)
+    else:
+        assert lake.publish(staged).version == 1
+        assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
+    assert lake.version(TABLE) == 1 and lake.staged_versions(TABLE) == []

@@ -30,7 +30,10 @@ CRON = "0 4 * * 0"  # Sundays 04:00 UTC, clear of the daily refresh at 02:00
 
 
 @dg.op(name=MAINTENANCE_OP)
-def maintain_lake(context, spark: SparkResource, pipeline: PipelineResource) -> None:
+# context unannotated: Dagster compares its raw annotation, a string under postponed evaluation
+def maintain_lake(  # type: ignore[no-untyped-def]
+    context, spark: SparkResource, pipeline: PipelineResource
+) -> None:
     """Decommission corrections older than the retention, then vacuum (retention honoured),
     compact and checkpoint every table of the lake."""
     days = retention_days()
@@ -60,7 +63,7 @@ def maintenance_job():
 
 
 def build_maintenance_schedule(auto: AutomationSettings) -> dg.ScheduleDefinition:
-    def weekly_lake_maintenance(context: dg.ScheduleEvaluationContext):
+    def weekly_lake_maintenance(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
         """Sundays at 04:00 UTC (registered running with BACKFILL_AUTOMATION=on, like the daily
         refresh): decommission corrections older than the retention, vacuum every table with
         BACKFILL_RETENTION_DAYS (default 14, never below 7: in-flight writers' files), compact small
@@ -75,5 +78,5 @@ def build_maintenance_schedule(auto: AutomationSettings) -> dg.ScheduleDefinitio
         execution_timezone="UTC",
         job=maintenance_job,
         default_status=schedule_status(auto),  # it deletes files: on when asked
-        description=inspect.cleandoc(weekly_lake_maintenance.__doc__),
+        description=inspect.cleandoc(weekly_lake_maintenance.__doc__ or ""),
     )(weekly_lake_maintenance)

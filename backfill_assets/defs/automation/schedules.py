@@ -40,7 +40,7 @@ def daily_ranges(
 
 
 def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.ScheduleDefinition:
-    def daily_refresh(context: dg.ScheduleEvaluationContext):
+    def daily_refresh(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         """At 02:00 UTC (BACKFILL_DAILY_CRON): raw orders and rates of yesterday and the N - 1 days
         before it (BACKFILL_RERUN_DAYS, default 3: a rolling safety net), then staging and fact of
         every event day those arrivals reach. An empty day is still published, with zero rows.
@@ -79,5 +79,5 @@ def build_daily_schedule(settings: Settings, auto: AutomationSettings) -> dg.Sch
         execution_timezone="UTC",
         job_name=BACKFILL_JOB,
         default_status=schedule_status(auto),
-        description=inspect.cleandoc(daily_refresh.__doc__),  # what the UI shows
+        description=inspect.cleandoc(daily_refresh.__doc__ or ""),  # what the UI shows
     )(daily_refresh)

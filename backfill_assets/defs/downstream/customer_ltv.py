@@ -17,10 +17,12 @@ Held days, named in the run's failure:
 - a day whose staging was republished while it was built is held, and the days after it.
 """
 
+from collections.abc import Container
 from datetime import date, timedelta
 from typing import Any
 
 import dagster as dg
+from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_TABLE,
@@ -61,7 +63,7 @@ def first_stale(
     return None
 
 
-def first_unpublished(first: date, last: date, published) -> date | None:
+def first_unpublished(first: date, last: date, published: Container[date]) -> date | None:
     return next((d for d in days_between(first, last) if d not in published), None)
 
 
@@ -133,7 +135,7 @@ def publish_ltv(step: Publication, settings: Settings, days: list[date]) -> None
         step.published(FCT_CUSTOMER_LTV, d, write_metadata(write, d, inputs, CUSTOMER_LTV))
 
 
-def read_seed(lake: Lake, start: date):
+def read_seed(lake: Lake, start: date) -> tuple[DataFrame, int | None]:
     """Each customer's latest LTV row before ``start`` (empty before the first build), and the
     version read."""
     table = CUSTOMER_LTV_TABLE

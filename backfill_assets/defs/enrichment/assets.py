@@ -11,6 +11,7 @@ while it was built; every day when the service is not configured (``BACKFILL_SEG
 does not answer after the client's retries.
 """
 
+from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
@@ -40,7 +41,7 @@ from backfill_assets.transforms.schemas import ENRICHED_ORDERS
 STAGING, ENRICHED = STG_ORDERS.to_user_string(), STG_ORDERS_ENRICHED.to_user_string()
 
 
-def lane_of(tags) -> str:
+def lane_of(tags: Mapping[str, str]) -> str:
     """The live lane for the runs the sensors and the schedule request; a backfill otherwise (the
     CLI, the UI, a catch-up)."""
     return LIVE if REQUEST_TAG in tags and CLI_TAG not in tags else BACKFILL

@@ -5,10 +5,12 @@ Why one step: see this package's docstring.
 
 # No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
 # the asset is defined, and cannot read a postponed annotation.
+from collections.abc import Iterator
 from datetime import date
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import SparkSession
 
 from backfill_assets.catalog import (
     FACT_TABLE,
@@ -42,7 +44,9 @@ from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
 
 
-def publish_staging(step: Publication, spark, settings: Settings) -> tuple[set[date], int | None]:
+def publish_staging(
+    step: Publication, spark: SparkSession, settings: Settings
+) -> tuple[set[date], int | None]:
     """Build, stage, audit and publish this step's staging days: (days published in this run or
     an earlier attempt of it, the Delta version written)."""
     days = step.days_to_build(STG_ORDERS)
@@ -126,7 +130,9 @@ def publish_fact(
         )
 
 
-def publish_event_days(context: dg.AssetExecutionContext, spark, lake: Lake, settings: Settings):
+def publish_event_days(
+    context: dg.AssetExecutionContext, spark: SparkSession, lake: Lake, settings: Settings
+) -> Iterator:
     """Staging then fact for the selected event days; a day held in staging is held in fact."""
     with publication_for(context, lake) as step:
         selected = context.selected_asset_keys
@@ -204,7 +210,7 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     )
     def staging_and_fact(
         context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource
-    ):
+    ) -> Iterator:
         """Staging then fact for the selected event days, each day audited before publishing."""
         session = spark.spark_session
         yield from publish_event_days(context, session, pipeline.lake(session), settings)

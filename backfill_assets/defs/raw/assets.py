@@ -1,6 +1,7 @@
 """Raw layer: what landed, verbatim, one Delta partition per arrival (or rate) date."""
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
@@ -29,7 +30,7 @@ from backfill_assets.defs.raw.checks import (
     landing_outcomes,
     quarantine_outcomes,
 )
-from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.layout import LandingFile, list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication
@@ -53,7 +54,7 @@ from backfill_assets.transforms.orders import (
 ORDER_TABLES = (RAW_ORDERS_TABLE, QUARANTINE_TABLE)  # raw_orders writes
 
 
-def _listed(files) -> dict[date, set[str]]:
+def _listed(files: Iterable[LandingFile]) -> dict[date, set[str]]:
     listed: dict[date, set[str]] = defaultdict(set)
     for f in files:
         listed[f.partition].add(f.relative_path)

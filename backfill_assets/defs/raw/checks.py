@@ -112,8 +112,8 @@ def quarantine_outcomes(
 def compare_files(
     day: date,
     listed_files: set[str],
-    expected: dict[FileKey, tuple[int, Decimal]],
-    actual: dict[FileKey, tuple[int, Decimal]],
+    expected: dict[FileKey, tuple[int, Decimal | int]],
+    actual: dict[FileKey, tuple[int, Decimal | int]],
 ) -> tuple[bool, dict]:
     """Raw[day] against the landing files of ``day``: same files, same counts, same payloads."""
     exp = {f: v for (d, f), v in expected.items() if d == day}
