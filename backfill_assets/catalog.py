@@ -94,6 +94,7 @@ LATE_DATA_SENSOR = "late_data_sensor"
 DOWNSTREAM_SENSOR = "downstream_refresh"
 FOLLOW_UP_SENSOR = "daily_refresh_follow_up"
 DAILY_SCHEDULE = "daily_refresh"
+RELEASE_SENSOR = "release_dead_runs"  # fails runs whose process died, frees their pool slots
 # Lake upkeep (vacuum, compaction, checkpoints): its job, its one op, its weekly schedule.
 MAINTENANCE_JOB = "lake_maintenance_job"
 MAINTENANCE_OP = "maintain_lake"

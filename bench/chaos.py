@@ -51,6 +51,8 @@ from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -216,6 +218,60 @@ def audit(
 
 # ------------------------------------------------------------------------ processes
 
+# Every process the harness starts, each in its own process group: stopped with the harness,
+# however it ends (its last line, an exception, SIGTERM, Ctrl-C; see ``stop_started``).
+STARTED: list[subprocess.Popen] = []
+STOP_GRACE_SECONDS = 20.0
+
+
+def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``args`` in its own process group (so a kill takes all of it: a CLI's JVM and Spark's
+    Python workers, the daemon's code servers and run workers), stopped with the harness."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            args, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    STARTED.append(proc)
+    return proc
+
+
+def stop_started() -> None:
+    """SIGTERM every process group the harness started and is still running, SIGKILL what is
+    left after ``STOP_GRACE_SECONDS``; descendants that left their group go the same way."""
+    running = [p for p in STARTED if p.poll() is None]
+    tree: list[psutil.Process] = []
+    for proc in running:
+        try:
+            tree += [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    for proc in running:
+        signal_group(proc, signal.SIGTERM)
+    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_SECONDS)
+    for proc in running:
+        signal_group(proc, signal.SIGKILL)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=10)
+    for proc in running:
+        proc.poll()  # reaped: no zombie left behind
+
+
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def exit_on_signal(signum: int, _frame) -> None:
+    """SIGTERM or SIGINT: unwind (``finally`` blocks run), then stop every started process."""
+    signal.signal(signum, signal.SIG_IGN)  # a second signal does not interrupt the stopping
+    raise SystemExit(128 + signum)
+
 
 def pipeline_env(root: Path, **extra: str) -> dict[str, str]:
     return {
@@ -234,15 +290,7 @@ def pipeline_env(root: Path, **extra: str) -> dict[str, str]:
 
 def start_cli(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen:
     """A ``backfill-assets`` command in its own process group (so a kill takes all of it)."""
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "backfill_assets.cli", *args],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return spawn([sys.executable, "-m", "backfill_assets.cli", *args], env, log)
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -385,15 +433,11 @@ def land(held: Path, landing: Path, delivery: list[Path]) -> None:
 
 
 def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return spawn(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+        env,
+        log,
+    )
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -936,6 +980,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--workdir", type=Path, help="keep the work here (default: a temporary folder)")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, exit_on_signal)
+    signal.signal(signal.SIGINT, exit_on_signal)
+    try:
+        return run(args)
+    finally:
+        stop_started()
+
+
+def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     counts = Counts()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-"))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import threading
+import time
 from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
@@ -23,14 +25,17 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.utils import make_new_run_id
+from deltalake import DeltaTable
 
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
     DOWNSTREAM_SENSOR,
     EVENT_DAYS_STEP,
+    FACT_TABLE,
     FCT_CUSTOMER_LTV,
     MONTHLY_ASSETS,
     MONTHLY_JOB,
+    MONTHLY_REVENUE_TABLE,
     RANGE_END,
     RANGE_START,
     RAW_FX_RATES,
@@ -42,6 +47,9 @@ from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
 from backfill_assets.generate import generate_feed, remove_rates, restate_rates
+from backfill_assets.lake import Lake
+from backfill_assets.lake.commit import CommitInfo
+from backfill_assets.testing.faults import STAGED, forget_visits
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference, customer_ltv
 
@@ -432,3 +440,48 @@ def test_status_shows_each_month_published_with_its_rows_or_held_with_the_failed
     )
     # January was published; February was held by the run that found its days missing.
     assert months == {str(JAN): ["published", str(january)], str(FEB): ["-"]}
+
+
+def test_a_month_whose_fact_is_republished_while_it_is_built_is_held(
+    env, first_backfill, spark, tmp_path, monkeypatch
+):
+    # January is published (above). One of its fact days is rewritten while the month is staged:
+    # the month read the fact before that commit, so it is held, and the table keeps the month
+    # it had; the next run publishes it from the fact as it is now.
+    rewritten = date(2024, 1, 15)
+    monkeypatch.setenv("BACKFILL_LAKE_PAUSE_DIR", str(tmp_path))
+    monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", STAGED)
+    forget_visits()
+    lake = Lake(env.settings.lake_dir, spark)
+    monthly = env.settings.lake_dir / MONTHLY_REVENUE_TABLE.path
+    before, version_before = month_rows(env), DeltaTable(str(monthly)).version()
+
+    def rewrite_a_fact_day_once_the_month_is_staged() -> None:
+        reached = tmp_path / f"{STAGED}.1.reached"
+        for _ in range(6000):
+            if reached.exists():
+                break
+            time.sleep(0.05)
+        try:
+            rows, _ = lake.read_partitions(
+                FACT_TABLE.path, FACT_TABLE.partition_column, [rewritten]
+            )
+            copy = spark.createDataFrame(rows.collect(), rows.schema)
+            commit = CommitInfo("test-rewrite", "test")
+            lake.replace_partitions(
+                FACT_TABLE.path, copy, FACT_TABLE.partition_column, [rewritten], commit
+            )
+        finally:
+            (tmp_path / f"{STAGED}.1.resume").touch()
+
+    writer = threading.Thread(target=rewrite_a_fact_day_once_the_month_is_staged)
+    writer.start()
+    outcome = execute(RunPlan(MONTHLY_ASSETS, JAN, JAN), env.instance)
+    writer.join(timeout=600)
+    assert not outcome.success
+    assert f"fct_daily_revenue republished while it was built: {rewritten}" in outcome.error
+    assert DeltaTable(str(monthly)).version() == version_before and month_rows(env) == before
+
+    monkeypatch.delenv("BACKFILL_LAKE_PAUSE_AT")
+    assert execute(RunPlan(MONTHLY_ASSETS, JAN, JAN), env.instance).success
+    assert month_rows(env) == before  # the fact day was rewritten with the rows it had

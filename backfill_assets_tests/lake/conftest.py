@@ -54,6 +54,13 @@ def _needs_native(item) -> bool:
     return "delta-spark" in params or bool(NATIVE_FIXTURES & set(item.fixturenames))
 
 
+def pytest_itemcollected(item) -> None:
+    """A case that needs Delta's jars runs in the native child, another process: it is ``slow``,
+    so ``make test-fast`` leaves it (and the child's JVM) to ``make test``."""
+    if _needs_native(item):
+        item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Remember the selected tests that must run in the native child.

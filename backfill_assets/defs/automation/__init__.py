@@ -1,8 +1,8 @@
 """Late-data automation: the sensor, the daily schedule and its follow-up, over ``late_data``
 (``backfill-assets catch-up`` runs the same detection from the command line);
 ``downstream_refresh``, which rebuilds LTV and the monthly report after any change to the event
-days; and the weekly lake maintenance schedule (``backfill-assets maintain`` runs it from the
-command line)."""
+days; the weekly lake maintenance schedule (``backfill-assets maintain`` runs it from the
+command line); and ``release_dead_runs``, which frees the pool slots of runs whose process died."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import dagster as dg
 from backfill_assets.defs.automation.downstream import build_downstream_sensor
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.maintenance import build_maintenance_schedule
+from backfill_assets.defs.automation.released_runs import build_release_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.settings import AutomationSettings, Settings
@@ -34,6 +35,11 @@ def build_automation(
         [build_downstream_sensor(settings, auto, downstream_jobs)] if downstream_jobs else []
     )
     return Automation(
-        [build_late_data_sensor(settings, auto), build_follow_up_sensor(auto), *downstream],
+        [
+            build_late_data_sensor(settings, auto),
+            build_follow_up_sensor(auto),
+            *downstream,
+            build_release_sensor(auto),
+        ],
         [build_daily_schedule(settings, auto), build_maintenance_schedule(auto)],
     )

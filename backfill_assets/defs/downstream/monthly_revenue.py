@@ -3,9 +3,10 @@
 Monthly partitions (keyed by the month's first day) over the daily fact through Dagster's
 time-window mapping. A month is built only when every day of it (every daily partition in it)
 has its fact published; otherwise it is held, and the failure names the missing days. A range
-of months is one run and one Spark job. Each published month records, beside its totals, how
-they changed against the version it replaced (``orders_delta``, ``paid_orders_delta``,
-``revenue_usd_delta``, ``replaced_delta_version``).
+of months is one run and one Spark job. A month whose fact days were republished while it was
+built is held, naming them, and the next run builds it again. Each published month records,
+beside its totals, how they changed against the version it replaced (``orders_delta``,
+``paid_orders_delta``, ``revenue_usd_delta``, ``replaced_delta_version``).
 """
 
 from collections import defaultdict
@@ -72,6 +73,30 @@ def previous_months(lake: Lake, months: list[date]) -> tuple[dict[date, dict], i
     return totals_by(previous, table.partition_column, MONTHLY_FIELDS), version
 
 
+def unmoved_months(
+    step: Publication, ready: dict[date, list[date]], fact_version: int | None
+) -> list[date]:
+    """The months of ``ready`` none of whose fact days a commit after ``fact_version`` changed;
+    the others held, naming those days: they were built from a fact that is no longer the
+    published one, as the fact holds a day whose staging moved while it was built."""
+    days = [d for m in ready for d in ready[m]]
+    moved = step.lake.changed_since(
+        FACT_TABLE.path, FACT_TABLE.partition_column, fact_version, days
+    )
+    good = []
+    for month, month_days in sorted(ready.items()):
+        changed = sorted(d for d in month_days if d in moved)
+        if changed:
+            named = ", ".join(d.isoformat() for d in changed[:MAX_NAMED])
+            step.hold(
+                month,
+                f"{FCT_DAILY_REVENUE.to_user_string()} republished while it was built: {named}",
+            )
+        else:
+            good.append(month)
+    return good
+
+
 def publish_months(step: Publication, settings: Settings, months: list[date]) -> None:
     ready = ready_months(step, settings, months)
     if not ready:
@@ -91,7 +116,8 @@ def publish_months(step: Publication, settings: Settings, months: list[date]) ->
     actual = totals_by(
         step.read_staged(staged), MONTHLY_REVENUE_TABLE.partition_column, MONTHLY_FIELDS
     )
-    good = step.audit(months, monthly_outcomes(months, expected, actual))
+    audited = step.audit(months, monthly_outcomes(months, expected, actual))
+    good = unmoved_months(step, {m: ready[m] for m in audited}, fact_version)
     if not good:
         return
     before, replaced_version = previous_months(step.lake, good)
