@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
+from typing import TypedDict
 
 FIELDS = (
     "order_id",
@@ -88,13 +89,33 @@ class FactRow:
     revenue_usd: Decimal
 
 
+class Order(TypedDict):
+    """The typed order fields of a valid record."""
+
+    order_id: str
+    customer_id: str
+    event_time: datetime
+    event_date: date
+    updated_at: datetime
+    status: str
+    amount: Decimal
+    currency: str
+    country: str
+
+
 @dataclass(frozen=True)
 class Record:
     """One landed record and the contract's verdict on it."""
 
     raw: RawRow
     reason: str | None
-    fields: dict[str, object] | None = None  # typed order fields of a valid record
+    fields: Order | None = None  # typed order fields of a valid record
+
+    @property
+    def order(self) -> Order:
+        """The typed order fields, which only a valid record (no reason) has."""
+        assert self.fields is not None, f"rejected ({self.reason}), no order: {self.raw}"
+        return self.fields
 
 
 @dataclass(frozen=True)
@@ -189,11 +210,7 @@ def _amount_text(value: object) -> str | None:
     return None
 
 
-def _matches(pattern: re.Pattern[str], value: object) -> bool:
-    return isinstance(value, str) and pattern.fullmatch(value) is not None
-
-
-def judge(line: str, arrival: date, max_lateness_days: int) -> tuple[str | None, dict | None]:
+def judge(line: str, arrival: date, max_lateness_days: int) -> tuple[str | None, Order | None]:
     """The first rejection reason that applies to a record, or (None, typed fields)."""
     obj = parse_json_object(line)
     if obj is None:
@@ -202,17 +219,22 @@ def judge(line: str, arrival: date, max_lateness_days: int) -> tuple[str | None,
         return "missing_field", None
     event_time, updated_at = parse_timestamp(obj["event_time"]), parse_timestamp(obj["updated_at"])
     amount = _amount_text(obj["amount"])
+    order_id, customer_id, status = obj["order_id"], obj["customer_id"], obj["status"]
+    currency, country = obj["currency"], obj["country"]
     if not (
-        isinstance(obj["order_id"], str)
-        and len(obj["order_id"]) <= 64
-        and isinstance(obj["customer_id"], str)
+        isinstance(order_id, str)
+        and len(order_id) <= 64
+        and isinstance(customer_id, str)
         and event_time is not None
         and updated_at is not None
-        and obj["status"] in STATUSES
+        and isinstance(status, str)
+        and status in STATUSES
         and amount is not None
         and _AMOUNT.fullmatch(amount) is not None
-        and _matches(_CURRENCY, obj["currency"])
-        and _matches(_COUNTRY, obj["country"])
+        and isinstance(currency, str)
+        and _CURRENCY.fullmatch(currency) is not None
+        and isinstance(country, str)
+        and _COUNTRY.fullmatch(country) is not None
     ):
         return "invalid_value", None
     event_date = event_time.date()
@@ -220,16 +242,17 @@ def judge(line: str, arrival: date, max_lateness_days: int) -> tuple[str | None,
         return "future_event", None
     if (arrival - event_date).days > max_lateness_days:
         return "too_late", None
-    fields = {
-        name: obj[name] for name in ("order_id", "customer_id", "status", "currency", "country")
-    }
-    fields.update(
+    return None, Order(
+        order_id=order_id,
+        customer_id=customer_id,
         event_time=event_time,
-        updated_at=updated_at,
         event_date=event_date,
+        updated_at=updated_at,
+        status=status,
         amount=Decimal(amount).quantize(CENT),
+        currency=currency,
+        country=country,
     )
-    return None, fields
 
 
 def records_of(text: str) -> list[tuple[int, str]]:
@@ -359,14 +382,14 @@ class Reference:
         best: dict[str, tuple[tuple, Record]] = {}
         for back in range(self.max_lateness_days + 1):
             for rec in self.records(event_date + timedelta(days=back)):
-                if rec.reason is None and rec.fields["event_date"] == event_date:
+                if rec.reason is None and rec.order["event_date"] == event_date:
                     key = (
-                        rec.fields["updated_at"],
+                        rec.order["updated_at"],
                         rec.raw.arrival_date,
                         rec.raw.source_file,
                         rec.raw.line_number,
                     )
-                    oid = rec.fields["order_id"]
+                    oid = rec.order["order_id"]
                     if oid not in best or key > best[oid][0]:
                         best[oid] = (key, rec)
         return {oid: rec for oid, (_, rec) in best.items()}
@@ -377,7 +400,7 @@ class Reference:
         for day in sorted(set(event_dates)):
             day_rows = []
             for rec in self.latest_versions(day).values():
-                f = rec.fields
+                f = rec.order
                 rate = self.rate(f["currency"], day)
                 if rate is None:
                     held.add(day)

@@ -3,7 +3,6 @@ equal the reference's, row for row, on a generated feed laced with adversarial r
 
 from __future__ import annotations
 
-import sys
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -14,11 +13,7 @@ import pytest
 
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.reference import FactRow, QuarantineRow, Reference, StagingRow
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-import chaos
-import duckdb_contract
+from bench import chaos, duckdb_contract
 
 D1 = date(2024, 1, 1)
 DAYS = [D1 + timedelta(days=i) for i in range(5)]  # D1..D5: D4, D5 have hand-written orders only

@@ -13,6 +13,7 @@ from typing import Self
 
 import dagster as dg
 import pytest
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
@@ -104,20 +105,23 @@ class ConnectionsOpened:
         event.remove(Pool, "connect", self._connected)
 
 
-def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list, dict]:
+def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], dict[str, bool]]:
     """The run's materialized partitions and each one's check verdict, as Dagster reads them."""
-    logs = instance.all_logs(run_id)
-    materialized = sorted(
-        e.dagster_event.partition
-        for e in logs
-        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION"
-    )
-    verdicts = {
-        e.dagster_event.event_specific_data.partition: e.dagster_event.event_specific_data.passed
-        for e in logs
-        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
-    }
-    return materialized, verdicts
+    materialized: list[str] = []
+    verdicts: dict[str, bool] = {}
+    for record in instance.all_logs(run_id):
+        happened = record.dagster_event
+        if happened is None:
+            continue
+        if happened.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
+            assert happened.partition is not None, "the probe materializes partitions only"
+            materialized.append(happened.partition)
+        elif happened.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = happened.event_specific_data
+            assert isinstance(evaluation, dg.AssetCheckEvaluation)
+            assert evaluation.partition is not None, "the probe checks partitions only"
+            verdicts[evaluation.partition] = evaluation.passed
+    return sorted(materialized), verdicts
 
 
 @pytest.fixture
@@ -178,16 +182,25 @@ def test_a_run_opens_a_handful_of_sqlite_connections_where_dagsters_class_opens_
     assert ours.count <= 3  # the new run's file, and at most one more for a thread's overlap
 
 
+def sqlite_index(instance: dg.DagsterInstance) -> SqliteEventLogStorage:
+    """The instance's event log, which on this home is SQLite's (ours or Dagster's own)."""
+    storage = instance.event_log_storage
+    assert isinstance(storage, SqliteEventLogStorage)
+    return storage
+
+
 def sqlite_synchronous(instance: dg.DagsterInstance) -> int:
-    with instance.event_log_storage.index_connection() as conn:
-        return conn.exec_driver_sql("PRAGMA synchronous").scalar()
+    with sqlite_index(instance).index_connection() as conn:
+        level = conn.exec_driver_sql("PRAGMA synchronous").scalar()
+    assert isinstance(level, int)
+    return level
 
 
 def test_commits_sync_the_write_ahead_log_at_checkpoints_not_at_every_commit(homes):
     with dg.DagsterInstance.from_config(str(homes)) as instance:
         ranged_run(instance)
         assert sqlite_synchronous(instance) == 1  # NORMAL
-        with instance.event_log_storage.index_connection() as conn:
+        with sqlite_index(instance).index_connection() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(homes)) as instance:

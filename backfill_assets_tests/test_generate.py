@@ -200,9 +200,9 @@ def test_file_quirks(feed):
     assert max(per_folder_day.values()) >= 2
 
 
-def rates(root) -> dict[date, list[dict[str, str]]]:
+def rates(root) -> dict[date, list[list[dict[str, str]]]]:
     """Rows of each rate_date, file by file in name order."""
-    out = {}
+    out: dict[date, list[list[dict[str, str]]]] = {}
     for folder in sorted((root / "fx_rates").iterdir()):
         day = date.fromisoformat(folder.name.split("=")[1])
         out[day] = [

@@ -68,7 +68,9 @@ def holders(instance: dg.DagsterInstance) -> set[str]:
 
 
 def status(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRunStatus:
-    return instance.get_run_by_id(run.run_id).status
+    stored = instance.get_run_by_id(run.run_id)
+    assert stored is not None, f"no run {run.run_id}"
+    return stored.status
 
 
 def test_a_tagged_run_whose_process_died_is_failed_and_its_slot_freed(instance, sleeper):

@@ -116,7 +116,11 @@ GRAPH = {name: _imports(path) - {name} for name, path in MODULES.items()}
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
-    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)

@@ -273,15 +273,16 @@ def postgres_url(given: str | None):
 def print_event_costs(work: Path, pg: str | None) -> None:
     """The same probe run on each storage: Dagster's cost per stored event, and how much of it
     is CPU time in the run's own process (which no second thread hides on two busy cores)."""
-    storages = [
-        ("SQLite, connections kept: the default here", "sqlite", {}),
-        ("SQLite, Dagster's own class", "sqlite-dagster", {"event_log": DAGSTERS_OWN}),
-        ("SQLite, one database file", "one-file", {"event_log": ONE_SQLITE_FILE}),
+    # (what, name, pg_url, event_log section)
+    storages: list[tuple[str, str, str | None, str | None]] = [
+        ("SQLite, connections kept: the default here", "sqlite", None, None),
+        ("SQLite, Dagster's own class", "sqlite-dagster", None, DAGSTERS_OWN),
+        ("SQLite, one database file", "one-file", None, ONE_SQLITE_FILE),
     ]
     if pg:
-        storages.append(("PostgreSQL", "pg", {"pg_url": pg}))
-    for storage, name, how in storages:
-        wall, cpu = event_cost_ms(work, name, **how)
+        storages.append(("PostgreSQL", "pg", pg, None))
+    for storage, name, pg_url, event_log in storages:
+        wall, cpu = event_cost_ms(work, name, pg_url=pg_url, event_log=event_log)
         print(
             f"dagster: {wall:.1f} ms to store one per-partition event ({storage}), "
             f"{cpu:.1f} ms of it CPU time in the run's process",

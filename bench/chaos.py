@@ -137,6 +137,7 @@ def lake_partitions(lake: Path, table: Checked) -> dict[date, Counter]:
 def reference_partitions(
     reference: Reference, table: Checked, days: list[date]
 ) -> dict[date, Counter]:
+    rows: list[RawRow] | list[QuarantineRow] | list[StagingRow] | list[FactRow]
     if table.row is RawRow:
         rows = reference.raw_orders(days)
     elif table.row is QuarantineRow:
@@ -192,7 +193,8 @@ def audit(
         if duplicated:
             counts.duplicate_keys += duplicated
             problems.append(f"{table.path}: {duplicated} duplicate key(s)")
-        must = set(table_days) if complete else reported.get(ASSET_OF_TABLE.get(table.path), set())
+        asset = ASSET_OF_TABLE.get(table.path)  # quarantine/orders: none of its own
+        must = set(table_days) if complete else (reported.get(asset, set()) if asset else set())
         for day in sorted(set(actual) | (must & set(table_days))):
             want, got = expected.get(day, Counter()), actual.get(day, Counter())
             if got == want:
@@ -388,7 +390,7 @@ def finish(
     """Run ``args`` to its end, then every partition of ``days`` must equal the reference."""
     proc = start_cli(env, root / "backfill.log", *args)
     try:
-        code = proc.wait(timeout=run_timeout_s)
+        code: int | str = proc.wait(timeout=run_timeout_s)
     except subprocess.TimeoutExpired:
         kill_group(proc)
         code = "hung"
@@ -524,7 +526,7 @@ def retried_steps(home: Path) -> list[tuple[bool, str]]:
     with dg.DagsterInstance.get() as instance:
         for run in instance.get_runs():
             for event in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY):
-                error = event.dagster_event.event_specific_data.error
+                error = event.get_dagster_event().step_retry_data.error
                 cause = error.cause or error
                 out.append(
                     (
@@ -602,6 +604,7 @@ def live(
         for moment, delivery in zip(moments, deliveries, strict=True):
             time.sleep(max(0.0, began + moment - time.monotonic()))
             land(root / "held", landing, delivery)
+        code: int | str
         try:
             code = proc.wait(timeout=max(1.0, run_timeout_s - (time.monotonic() - began)))
         except subprocess.TimeoutExpired:
@@ -845,7 +848,7 @@ def classify(content: bytes, arrival: date) -> list[tuple[int, str | None, str |
     not UTF-8 (JSON text is UTF-8). Independent of the pipeline's reader."""
     from backfill_assets_tests.reference import judge
 
-    out = []
+    out: list[tuple[int, str | None, str | None]] = []
     for number, raw in enumerate(content.split(b"\n"), start=1):
         raw = raw.removesuffix(b"\r")
         try:
@@ -888,7 +891,7 @@ def fuzz(counts: Counts, work: Path, n_cases: int, seed: int, run_timeout_s: flo
         last.isoformat(),
     )
     try:
-        code = proc.wait(timeout=run_timeout_s)
+        code: int | str = proc.wait(timeout=run_timeout_s)
     except subprocess.TimeoutExpired:
         kill_group(proc)
         code = "hung"

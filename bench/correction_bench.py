@@ -138,6 +138,7 @@ def main() -> None:
             published = copied = 0
             for table, write in outcome.writes.items():
                 staged = lake.staged_version(table, CID)
+                assert staged is not None, f"{table}: no staged version {CID} after the cutover"
                 a, c = copied_bytes(lake.path(table), write.version, {f.path for f in staged.files})
                 published, copied = published + a, copied + c
     print(

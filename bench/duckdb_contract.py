@@ -319,10 +319,12 @@ FACT = """
 def _write(con: duckdb.DuckDBPyConnection, query: str, out: Path, partition: str) -> int:
     """``query``'s rows as Parquet under ``out``, one folder per ``partition`` value."""
     target = str(out).replace("'", "''")
-    return con.execute(
+    written = con.execute(
         f"COPY ({query}) TO '{target}' "
         f"(FORMAT parquet, PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE)"
-    ).fetchone()[0]
+    ).fetchone()
+    assert written is not None, "COPY reports the rows it wrote"
+    return written[0]
 
 
 def run(
@@ -370,7 +372,9 @@ def run(
             out / "quarantine",
             "arrival_date",
         )
-        records = con.execute("SELECT count(*) FROM records").fetchone()[0]
+        counted = con.execute("SELECT count(*) FROM records").fetchone()
+        assert counted is not None  # an aggregate without GROUP BY has one row
+        records = counted[0]
     finally:
         con.close()
     return Summary(records, quarantined, staging_rows, fact_rows, held, time.monotonic() - began)

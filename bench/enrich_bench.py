@@ -145,6 +145,7 @@ def main() -> None:
         text=True,
         cwd=ROOT,
     )
+    assert service.stdout is not None  # stdout=PIPE
     try:
         url = service.stdout.readline().split()[3]
         env = {**env, "BACKFILL_SEGMENTS_URL": url, "BACKFILL_SEGMENTS_RPS": str(args.rps)}

@@ -21,10 +21,13 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 FIRST = date(2022, 1, 1)
+T = TypeVar("T")
 
 
 def order_line(order_id: str, event_time: str) -> str:
@@ -56,9 +59,10 @@ def build_landing(root: Path, days: int) -> None:
             (rates / "fx-rates-1.csv").write_text("currency,usd_per_unit\nEUR,1.08\n")
 
 
-def timed(fn, repeat: int) -> tuple[float, object]:
+def timed(fn: Callable[[], T], repeat: int) -> tuple[float, T]:
     """Median seconds of ``repeat`` calls, and the last result."""
-    times, result = [], None
+    assert repeat >= 1
+    times = []
     for _ in range(repeat):
         began = time.perf_counter()
         result = fn()
@@ -132,14 +136,18 @@ def bench_sensor(root: Path, last: date, repeat: int) -> None:
         sensor = build_late_data_sensor(
             Settings(root, root.parent / "lake", FIRST, 7), AutomationSettings(settle_seconds=0)
         )
-        seconds, cold = timed(lambda: sensor(dg.build_sensor_context(instance=instance)), 1)
+
+        def tick(cursor: str | None = None) -> dg.SensorResult:
+            result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+            assert isinstance(result, dg.SensorResult)
+            return result
+
+        seconds, cold = timed(tick, 1)
         print(
             f"sensor tick, cold (first tick)   {seconds * 1000:8.1f} ms  "
             f"({len(cold.run_requests or [])} run request(s))"
         )
-        seconds, warm = timed(
-            lambda: sensor(dg.build_sensor_context(instance=instance, cursor=cold.cursor)), repeat
-        )
+        seconds, warm = timed(lambda: tick(cold.cursor), repeat)
         print(
             f"sensor tick, warm                {seconds * 1000:8.1f} ms  "
             f"({len(warm.run_requests or [])} run request(s))"

@@ -30,7 +30,9 @@ def events(path: Path):
 
 
 def summarise(path: Path, min_seconds: float) -> list[str]:
-    started, jobs, stage_task_ms, stage_shuffle = None, {}, {}, {}
+    started, jobs = None, {}
+    stage_task_ms: dict[int, int] = {}  # by stage id
+    stage_shuffle: dict[int, int] = {}
     for e in events(path):
         kind = e["Event"]
         if kind == "SparkListenerApplicationStart":

@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._core.definitions.run_request import InstigatorType
+from dagster._core.scheduler.instigation import SensorInstigatorData
 from dagster._core.test_utils import in_process_test_workspace
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
@@ -158,17 +159,21 @@ def start_late_data_sensor(instance: dg.DagsterInstance, cursor: str) -> None:
     )
     with in_process_test_workspace(instance, origin) as workspace:
         [entry] = workspace.get_code_location_entries().values()
+        assert entry.code_location is not None, entry.load_error
         [repository] = entry.code_location.get_repositories().values()
         state = instance.start_sensor(repository.get_sensor("late_data_sensor"))
-    instance.update_instigator_state(state.with_data(state.instigator_data._replace(cursor=cursor)))
+    data = state.instigator_data
+    assert isinstance(data, SensorInstigatorData)
+    instance.update_instigator_state(state.with_data(data._replace(cursor=cursor)))
 
 
 def stored_sensor_cursors(instance: dg.DagsterInstance) -> list[str | None]:
-    return [
-        s.instigator_data.cursor
-        for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
-        if s.name == "late_data_sensor"
-    ]
+    cursors: list[str | None] = []
+    for state in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR):
+        if state.name == "late_data_sensor":
+            assert isinstance(state.instigator_data, SensorInstigatorData)
+            cursors.append(state.instigator_data.cursor)
+    return cursors
 
 
 def test_catch_up_refuses_while_the_sensor_runs_and_leaves_its_cursor_alone(tmp_path, spark):

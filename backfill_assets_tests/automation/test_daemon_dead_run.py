@@ -36,9 +36,9 @@ def reported_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
     for record in instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=50
     ).records:
-        pid = record.event_log_entry.dagster_event.engine_event_data.metadata.get("pid")
+        pid = record.event_log_entry.get_dagster_event().engine_event_data.metadata.get("pid")
         if pid is not None:
-            return int(pid.value)
+            return int(str(pid.value))  # Dagster reports it as text
     return None
 
 

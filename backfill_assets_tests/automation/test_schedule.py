@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -20,8 +21,12 @@ from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
+# The schedule reads dates only: its settings name folders that do not exist.
 SETTINGS = Settings(
-    landing_dir=None, lake_dir=None, start_date=date(2024, 1, 1), max_lateness_days=7
+    landing_dir=Path("/nonexistent/landing"),
+    lake_dir=Path("/nonexistent/lake"),
+    start_date=date(2024, 1, 1),
+    max_lateness_days=7,
 )
 
 

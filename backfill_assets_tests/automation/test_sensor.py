@@ -44,12 +44,15 @@ class Harness:
     def tick(self, cursor: str | None) -> tuple[list[dg.RunRequest], str]:
         time.sleep(0.01)  # past the clock tick that stamped the last file written
         result = self.sensor(dg.build_sensor_context(instance=self.instance, cursor=cursor))
+        assert isinstance(result, dg.SensorResult)
+        assert result.cursor is not None, "every tick stores its cursor"
         return list(result.run_requests or []), result.cursor
 
     def finish(self, request: dg.RunRequest, status=dg.DagsterRunStatus.SUCCESS) -> str:
         """Records the run the daemon would have launched for ``request``, ended (or, with
         another ``status``, queued or in progress); returns its id."""
         run_id = make_new_run_id()
+        assert request.asset_selection is not None, "the sensor names the assets it requests"
         self.instance.add_run(
             dg.DagsterRun(
                 job_name="backfill_job",
@@ -70,6 +73,7 @@ class Harness:
 
 
 def ranged(request: dg.RunRequest) -> tuple[tuple[str, ...], str, str]:
+    assert request.asset_selection is not None, "the sensor names the assets it requests"
     names = tuple(sorted(k.to_user_string() for k in request.asset_selection))
     return names, request.tags[RANGE[0]], request.tags[RANGE[1]]
 

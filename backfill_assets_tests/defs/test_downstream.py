@@ -295,11 +295,17 @@ def evaluate_downstream_sensor(env) -> list[dg.RunRequest]:
     return list(result.run_requests or [])
 
 
+def selected(request: dg.RunRequest) -> tuple[dg.AssetKey, ...]:
+    """The assets a request of the sensor selects (it always names them)."""
+    assert request.asset_selection is not None, request
+    return tuple(request.asset_selection)
+
+
 def run_requested(env, requests: list[dg.RunRequest]) -> None:
     """Execute what the sensor requested, as the daemon would: each request one ranged run."""
     for request in requests:
         plan = RunPlan(
-            tuple(request.asset_selection),
+            selected(request),
             date.fromisoformat(request.tags[RANGE_START]),
             date.fromisoformat(request.tags[RANGE_END]),
         )
@@ -311,11 +317,7 @@ def test_the_sensor_requests_nothing_while_ltv_and_months_are_current(env, first
 
 
 def ltv_requests(env) -> list[dg.RunRequest]:
-    return [
-        r
-        for r in evaluate_downstream_sensor(env)
-        if tuple(r.asset_selection) == (FCT_CUSTOMER_LTV,)
-    ]
+    return [r for r in evaluate_downstream_sensor(env) if selected(r) == (FCT_CUSTOMER_LTV,)]
 
 
 def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
@@ -324,6 +326,7 @@ def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
     location = InProcessCodeLocationOrigin(
         LoadableTargetOrigin(module_name="backfill_assets.definitions")
     )
+    assert request.job_name is not None, "the sensor names the job of each request"
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), request.job_name)
     return env.instance.add_run(
         dg.DagsterRun(
@@ -331,7 +334,7 @@ def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
             run_id=make_new_run_id(),
             status=dg.DagsterRunStatus.QUEUED,
             tags=dict(request.tags),
-            asset_selection=frozenset(request.asset_selection),
+            asset_selection=frozenset(selected(request)),
             remote_job_origin=origin,
         )
     )

@@ -43,7 +43,9 @@ def damage_staged_raw(lake: Lake, how: str) -> None:
     table = pq.read_table(path)
     if how == "payload_changed":
         payloads = table.column("payload").to_pylist()
-        at = re.search(r'"order_id": ?"', payloads[0]).end()
+        found = re.search(r'"order_id": ?"', payloads[0])
+        assert found is not None, payloads[0]
+        at = found.end()
         payloads[0] = (
             payloads[0][:at] + ("Z" if payloads[0][at] != "Z" else "Y") + payloads[0][at + 1 :]
         )

@@ -10,6 +10,10 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page, ViewportSize
 
 CHROMIUM = "/usr/bin/chromium"
 # The machine's network is closed: no background, update or sync traffic, no QUIC.
@@ -23,7 +27,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-VIEWPORT = {"width": 1920, "height": 1080}
+VIEWPORT: ViewportSize = {"width": 1920, "height": 1080}
 DOCS_IMG_ENV = "BACKFILL_E2E_DOCS_IMG"
 
 
@@ -37,7 +41,7 @@ def chromium_path() -> str | None:
 
 
 @contextlib.contextmanager
-def chromium_page(executable: str) -> Iterator:
+def chromium_page(executable: str) -> Iterator[Page]:
     """A page in a fresh profile of the system Chromium (Playwright's own browsers are not used)."""
     from playwright.sync_api import expect, sync_playwright
 
@@ -69,7 +73,7 @@ def chromium_page(executable: str) -> Iterator:
 class Ui:
     """The page, the base URL, and the folder screenshots go to."""
 
-    page: object
+    page: Page
     base_url: str
     out: Path
     server_log: Path | None = None
@@ -104,6 +108,7 @@ class Ui:
             yield
         except Exception as exc:
             slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+            shot: Path | str
             try:
                 shot = self.screenshot(f"FAILED-{slug}")
             except Exception as shot_exc:
@@ -128,8 +133,12 @@ def partition_counts(page) -> dict[str, int]:
 
     labels = page.get_by_text(re.compile(rf"^({'|'.join(PARTITION_STATUSES)}) \(\d+\)$"))
     expect(labels.first).to_be_visible()
-    found = (re.match(r"^(\w+) \((\d+)\)$", text) for text in labels.all_inner_texts())
-    return {m.group(1): int(m.group(2)) for m in found}
+    counts = {}
+    for text in labels.all_inner_texts():
+        m = re.match(r"^(\w+) \((\d+)\)$", text)
+        assert m is not None, f"not a partition count: {text!r}"
+        counts[m.group(1)] = int(m.group(2))
+    return counts
 
 
 def expect_columns_described(ui: Ui, asset: str, described: dict[str, str], columns) -> None:

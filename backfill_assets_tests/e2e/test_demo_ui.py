@@ -65,10 +65,10 @@ def expected_bars(demo: Demo) -> dict[str, tuple[set[date], set[date]]]:
     first = demo.first_partition
     arrivals = {d for d in reference.arrival_dates if d >= first}
     event_days = {
-        rec.fields["event_date"]
+        rec.order["event_date"]
         for a in arrivals
         for rec in reference.records(a)
-        if rec.reason is None and rec.fields["event_date"] >= first
+        if rec.reason is None and rec.order["event_date"] >= first
     }
     _, held = reference.staging(event_days)
     # The demo builds the rates of every day it backfills; a day without a rate file (a

@@ -356,11 +356,14 @@ def _wait_for_run(instance: dg.DagsterInstance, run_id: str, timeout: float) -> 
     import time
 
     deadline = time.monotonic() + timeout
-    while not (run := instance.get_run_by_id(run_id)).is_finished:
+    while True:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None, f"no run {run_id}"
+        if run.is_finished:
+            return run
         if time.monotonic() > deadline:
             raise AssertionError(f"run {run_id} still {run.status} after {timeout:.0f}s")
         time.sleep(1)
-    return run
 
 
 def test_reexecute_from_failure_in_the_ui_rebuilds_only_the_held_day(

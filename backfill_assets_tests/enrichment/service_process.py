@@ -28,6 +28,7 @@ def running_service(rps: int):
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         line = proc.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:\d+", line)

@@ -105,7 +105,13 @@ def callers(url: str, buckets: tuple[str, str]) -> list[tuple[int, int]]:
         )
         for i, b in enumerate(buckets)
     ]
-    return [tuple(int(x) for x in p.communicate(timeout=120)[0].split()) for p in procs]
+    return [_requests_and_throttled(p) for p in procs]
+
+
+def _requests_and_throttled(proc: subprocess.Popen[str]) -> tuple[int, int]:
+    """The two counts a caller prints."""
+    requests, throttled = (int(x) for x in proc.communicate(timeout=120)[0].split())
+    return requests, throttled
 
 
 def test_two_processes_sharing_the_bucket_never_exceed_the_limit(tmp_path):

@@ -101,7 +101,7 @@ def _case_key(nodeid: str) -> tuple[str, str]:
 class _NativeTwin:
     """Stands in for a fixture in the parent: the test's body ran in the native child."""
 
-    def __init__(self, outcomes: dict[str, tuple[str, str]], log: str) -> None:
+    def __init__(self, outcomes: dict[tuple[str, str], tuple[str, str]], log: str) -> None:
         self.outcomes, self.log = outcomes, log
 
 
@@ -144,10 +144,10 @@ def _run_child(request) -> _NativeTwin:
             + _text(exc.stdout)
             + _text(exc.stderr)
         )
-    outcomes = {}
+    outcomes: dict[tuple[str, str], tuple[str, str]] = {}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
-            key = (case.get("classname"), case.get("name"))
+            key = (case.attrib["classname"], case.attrib["name"])  # as _case_key spells it
             bad = case.find("failure") if case.find("failure") is not None else case.find("error")
             skipped = case.find("skipped")
             if bad is not None:

@@ -70,7 +70,7 @@ def wait_for(path: Path, procs: list[subprocess.Popen], timeout: float = 120) ->
         for proc in procs:
             if proc.poll() is not None:
                 raise AssertionError(
-                    f"child {proc.args} exited with {proc.returncode} before {path.name} appeared"
+                    f"child {proc.args!r} exited with {proc.returncode} before {path.name} appeared"
                 )
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {path}")

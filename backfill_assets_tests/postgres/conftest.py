@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from backfill_assets_tests.postgres.server import NO_SERVER, postgres_server, server_bin_dir
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> str:
+def pg_url() -> Iterator[str]:
     """The URL of a database on a fresh server; skipped where no server binaries exist."""
     if server_bin_dir() is None:
         pytest.skip(NO_SERVER)

@@ -56,8 +56,8 @@ def test_staging_keys_counts_ids_and_records_per_day_and_finds_the_hot_customer(
     assert keys.hot(0.9) == []
 
 
-def _read(table_dir, files) -> Counter:
-    out = Counter()
+def _read(table_dir, files) -> Counter[tuple]:
+    out: Counter[tuple] = Counter()
     for f in files:
         for r in pq.read_table(f"{table_dir}/{f.path}").to_pylist():
             out[(f.partition, r["order_id"], r["amount"])] += 1
