@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backfill_assets.cli import main as cli
-from backfill_assets.cli.demo import demo_range
+from backfill_assets.cli.demo import DemoRange, demo_range
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -40,9 +40,7 @@ def demo_env(tmp_path, monkeypatch):
 def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(demo_env):
     root, asked = demo_env
     yesterday = _yesterday()
-    first = yesterday - timedelta(days=59)
-    while first.isoweekday() in (6, 7):  # the feed has no rates on weekends: its Friday
-        first -= timedelta(days=1)
+    first = yesterday - timedelta(days=59)  # whatever its weekday: see the test below
 
     assert cli.main(["demo", "--no-correction", "--orders-per-day", "1"]) == 0
 
@@ -98,9 +96,13 @@ def test_a_configured_start_date_and_start_end_still_decide(demo_env, monkeypatc
     assert (root / "home" / "backfill_start_date").read_text().strip() == "2024-01-01"
 
 
-def test_a_weekend_first_day_begins_on_the_friday_before():
+def test_a_weekend_first_day_stays_the_first_day():
+    """The first partition reads the rates landed in the week before it (raw_fx_rates), so a
+    demo starting on a weekend needs no earlier start to have rates."""
     sunday = date(2026, 11, 22)
-    assert demo_range(sunday + timedelta(days=59)).start == date(2026, 11, 20)
+    assert demo_range(sunday + timedelta(days=59)) == DemoRange(
+        sunday, sunday, sunday + timedelta(59)
+    )
     assert demo_range(sunday + timedelta(days=60)).start == date(2026, 11, 23)
 
 
