@@ -24,7 +24,6 @@ from backfill_assets.settings import SegmentSettings, Settings
 DEMO_DAYS = 60
 # In DAGSTER_HOME; the Makefile reads the same name.
 FIRST_PARTITION_FILE = "backfill_start_date"
-_SATURDAY = 5
 
 
 @dataclass(frozen=True)
@@ -50,9 +49,8 @@ def demo_range(
     ``start``/``end`` (either or both) win; else a configured start date gives the
     ``days`` from it (to yesterday at most); else the ``days`` ending yesterday.
     The first partition is the configured start date when there is one, else the
-    range's first day. A default range starting on a weekend begins on the Friday
-    before instead: the generated feed publishes rates on weekdays only, and a
-    first partition with no rate at or before it would hold its first days.
+    range's first day, whatever its weekday: the generated feed publishes rates on
+    weekdays only, and the first partition reads those of the week before it.
     """
     if days < 1:
         raise ValueError("--days must be at least 1")
@@ -67,8 +65,6 @@ def demo_range(
         start, end = configured_start, min(configured_start + span, yesterday)
     else:
         end, start = yesterday, yesterday - span
-        while start.weekday() >= _SATURDAY:
-            start -= timedelta(days=1)
     if start > end:
         raise ValueError(f"the demo's range {start} .. {end} is empty")
     return DemoRange(configured_start or start, start, end)
