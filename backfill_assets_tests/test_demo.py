@@ -4,7 +4,6 @@ decide."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 
 from backfill_assets.cli import main as cli
 from backfill_assets.cli.demo import DemoRange, demo_range
+from backfill_assets.settings import Settings
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(
     [(settings, start, end)] = asked
     assert (start, end) == (first, yesterday)
     assert settings.start_date == first
-    assert os.environ["BACKFILL_START_DATE"] == first.isoformat()  # the in-process runs' partitions
+    assert Settings.from_env().start_date == first  # the runs' partitions, and every later process
     assert (root / "home" / "backfill_start_date").read_text().strip() == first.isoformat()
     landed = sorted(p.name for p in (root / "landing" / "orders").iterdir())
     # As of yesterday: nothing has landed later, which staging's window check would miss in raw.

@@ -4,8 +4,9 @@ By default the demo covers the 60 days ending yesterday (UTC) and its first day 
 also the first daily partition, so every partition bar in the UI shows the demo's
 days and nothing else: all published, a held day as failed, none missing. The
 demo records that first partition in the Dagster instance (``DAGSTER_HOME``),
-where `make ui` and `make status` read it, so the UI sees the same partitions.
-A configured ``BACKFILL_START_DATE`` and ``--start``/``--end`` still decide.
+where ``Settings`` reads it in every later process (`make ui`, the CLI), so they
+all see the same partitions. A configured ``BACKFILL_START_DATE`` and
+``--start``/``--end`` still decide.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from backfill_assets.settings import SegmentSettings, Settings
+from backfill_assets.settings import FIRST_PARTITION_FILE, SegmentSettings, Settings
 
 DEMO_DAYS = 60
-# In DAGSTER_HOME; the Makefile reads the same name.
-FIRST_PARTITION_FILE = "backfill_start_date"
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,9 @@ def demo_range(
 
 
 def use_first_partition(settings: Settings, first: date, dagster_home: Path) -> Settings:
-    """Make ``first`` the first partition for this process's runs and for a later `make ui`."""
-    os.environ["BACKFILL_START_DATE"] = first.isoformat()  # read when the runs load the definitions
+    """Make ``first`` the first partition for this process's runs and every later process on
+    this instance: recorded in ``dagster_home``, where ``Settings`` reads it when
+    BACKFILL_START_DATE is unset (the demo's runs, `make ui`, the CLI run directly)."""
     dagster_home.mkdir(parents=True, exist_ok=True)
     (dagster_home / FIRST_PARTITION_FILE).write_text(first.isoformat() + "\n", encoding="utf-8")
     return dataclasses.replace(settings, start_date=first)

@@ -46,7 +46,8 @@ LTV_COLUMNS = (
 
 @pytest.fixture(scope="module")
 def dagster_ui(demo: Demo, e2e_output):
-    """`make ui` after `make demo`: BACKFILL_START_DATE is the first partition the demo recorded."""
+    """`make ui` after `make demo`: BACKFILL_START_DATE unset, the definitions start the
+    partitions at the first partition the demo recorded."""
     with running_dagster_dev(
         demo.env(), e2e_output / "dagster-dev-demo.log", READY_TIMEOUT_S
     ) as ui:
