@@ -143,34 +143,35 @@ def build_raw_fx_rates(
         RAW_FX_RATES_TABLE, lines, stored, commit_info(step.context, RAW_FX_RATES, days, {})
     )
     column = RAW_FX_RATES_TABLE.partition_column
-
-    def by_partition(
-        found: dict[FileKey, tuple[int, Decimal]],
-    ) -> dict[FileKey, tuple[int, Decimal]]:
-        # keyed by (date, path): the path names its rate date, so no two keys merge
-        return {(rate_partition(d, first), path): v for (d, path), v in found.items()}
-
     outcomes = landing_outcomes(
         RAW_FX_RATES,
         RATES_MATCH_LANDING,
         days,
         _listed(replace(f, partition=rate_partition(f.partition, first)) for f in files),
-        by_partition(line_fingerprints(lines, column)),
-        by_partition(line_fingerprints(step.read_staged(staged), column)),
+        _by_partition(line_fingerprints(lines, column), first),
+        _by_partition(line_fingerprints(step.read_staged(staged), column), first),
     )
     lines.unpersist()
     good = step.audit(days, outcomes)
     if good:
         write = step.publish(staged, rate_dates(good, first, settings.rate_max_age_days))
         for day in good:
-            held = [d for d in stored if rate_partition(d, first) == day]
+            its_dates = [d for d in stored if rate_partition(d, first) == day]
             metadata = write_metadata(write, day, {}, schemas.RAW_FX_RATES)
             metadata["dagster/row_count"] = dg.MetadataValue.int(
-                sum(write.rows_by_partition.get(d, 0) for d in held)
+                sum(write.rows_by_partition.get(d, 0) for d in its_dates)
             )
-            if len(held) > 1:
-                metadata["rate_dates"] = dg.MetadataValue.text(f"{held[0]}..{held[-1]}")
+            if len(its_dates) > 1:
+                metadata["rate_dates"] = dg.MetadataValue.text(f"{its_dates[0]}..{its_dates[-1]}")
             step.published(RAW_FX_RATES, day, metadata)
+
+
+def _by_partition(
+    found: dict[FileKey, tuple[int, Decimal]], first: date
+) -> dict[FileKey, tuple[int, Decimal]]:
+    """Fingerprints keyed by the raw_fx_rates partition that holds each file's rate date; no two
+    keys merge, since a file's path names its rate date."""
+    return {(rate_partition(d, first), path): v for (d, path), v in found.items()}
 
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -203,8 +204,8 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
             "partition also holds the rate dates of the 7 days before it, whose rates its "
             "first days may take. A missing "
             "or wrong rate: land a CSV in fx_rates/rate_date=R/ (the file whose name sorts "
-            "last wins), materialize this partition, then re-execute the held staging run "
-            "from failure.",
+            "last wins), materialize this partition (the first one for a date before it), "
+            "then re-execute the held staging run from failure.",
             metadata={"tables": RAW_FX_RATES_TABLE.path},
         ),
         RAW_FX_RATES_CHECKS,
