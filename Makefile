@@ -11,11 +11,6 @@ setup:
 	@./scripts/bootstrap.sh
 	@$(PY) -m backfill_assets.cli.instance dagster.yaml "$(DAGSTER_HOME)"
 
-# `make demo` records its first partition in the instance; `make ui` and `make status` start
-# the partitions there too (unless BACKFILL_START_DATE is set), so they see the demo's days.
-START_FROM_DEMO = start="$${BACKFILL_START_DATE:-$$(cat "$(DAGSTER_HOME)/backfill_start_date" 2>/dev/null)}"; \
-	env $${start:+BACKFILL_START_DATE=$$start}
-
 demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
 
@@ -37,10 +32,10 @@ screenshots: setup  ## refresh README's pictures in docs/img/: the browser tests
 
 UI_PORT ?= 3000
 ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
-	$(START_FROM_DEMO) .venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
+	.venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 status: setup
-	$(START_FROM_DEMO) $(PY) -m backfill_assets.cli status
+	$(PY) -m backfill_assets.cli status
 
 clean:
 	rm -rf data .dagster_home

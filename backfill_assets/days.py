@@ -1,5 +1,5 @@
-"""Calendar days and months: how every layer spells out an inclusive range of partitions, and
-the last day that is a partition."""
+"""Calendar days and months: how every layer spells out an inclusive range of partitions, the
+rate dates raw_fx_rates' partitions hold, and the last day that is a partition."""
 
 from __future__ import annotations
 
@@ -9,6 +9,23 @@ from datetime import UTC, date, datetime, timedelta
 def days_between(first: date, last: date) -> list[date]:
     """Every day from ``first`` to ``last``, both included; empty when ``last`` < ``first``."""
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def rate_dates(partitions: list[date], first_partition: date, window_days: int) -> list[date]:
+    """The rate dates raw_fx_rates' ``partitions`` hold: each partition its own, and the first
+    partition also the ``window_days`` before it, whose rates its first days may take (the
+    contract's D - R <= 7 days); no other partition reaches them."""
+    lead_in = (
+        days_between(first_partition - timedelta(days=window_days), first_partition)
+        if first_partition in partitions
+        else []
+    )
+    return sorted(set(partitions) | set(lead_in))
+
+
+def rate_partition(rate_date: date, first_partition: date) -> date:
+    """The raw_fx_rates partition that holds ``rate_date`` (see ``rate_dates``)."""
+    return max(rate_date, first_partition)
 
 
 def last_partition() -> date:

@@ -3,12 +3,13 @@
 Nothing is read at import. Each group of settings is a frozen dataclass with a loader, run when
 the part that needs it runs, so that a bad value fails that part and nothing else, with the
 error naming the variable: ``Settings.from_env`` when Dagster loads the definitions or the CLI
-starts; ``AutomationSettings.from_env`` when the automation is declared or ``catch-up`` runs;
-``retention_days`` when maintenance runs; ``SparkSettings.from_env`` when a Spark conf is built;
-``RunSettings.from_env`` when a commit records its code version, a correction its author, or the
-CLI starts a run; ``pg_url`` and ``dagster_home`` when the Dagster instance is set up;
-``fault_settings`` at a test's pause point. Every loader takes an ``env`` mapping (default: the
-process's environment), for tests.
+starts (with the first partition `make demo` recorded under ``DAGSTER_HOME``: see
+``first_partition``); ``AutomationSettings.from_env`` when the automation is declared or
+``catch-up`` runs; ``retention_days`` when maintenance runs; ``SparkSettings.from_env`` when a
+Spark conf is built; ``RunSettings.from_env`` when a commit records its code version, a
+correction its author, or the CLI starts a run; ``pg_url`` and ``dagster_home`` when the
+Dagster instance is set up; ``fault_settings`` at a test's pause point. Every loader takes an
+``env`` mapping (default: the process's environment), for tests.
 
 Each variable is documented here, next to where it is read; README's "Configuration" table
 lists them all with their defaults (``test_settings.py`` keeps the table complete, and keeps
@@ -74,7 +75,7 @@ class Settings:
 
     landing_dir: Path  # BACKFILL_LANDING_DIR (data/landing), the input, only read
     lake_dir: Path  # BACKFILL_LAKE_DIR (data/lake), the Delta tables
-    start_date: date  # BACKFILL_START_DATE (2024-01-01), the first daily partition
+    start_date: date  # the first daily partition: see ``first_partition``
     max_lateness_days: int  # BACKFILL_MAX_LATENESS_DAYS (7): how late an order may still count
     rate_max_age_days: int = 7  # the contract's fixed as-of window for FX rates
     segments: SegmentSettings | None = None  # the segment service; None: not configured
@@ -86,7 +87,7 @@ class Settings:
     def from_env(cls, env: Env | None = None) -> Settings:
         env = _environ(env)
         try:
-            start = date.fromisoformat(env.get("BACKFILL_START_DATE", "2024-01-01"))
+            start = first_partition(env)
             lateness = int(env.get("BACKFILL_MAX_LATENESS_DAYS", "7"))
         except ValueError as exc:
             raise ValueError(
@@ -104,6 +105,32 @@ class Settings:
             skew=skew_from_env(env),
             start_date_configured=bool(env.get("BACKFILL_START_DATE")),
         )
+
+
+# In DAGSTER_HOME: the first partition `make demo` recorded (``cli/demo.py`` writes it).
+FIRST_PARTITION_FILE = "backfill_start_date"
+DEFAULT_START_DATE = date(2024, 1, 1)
+
+
+def first_partition(env: Env) -> date:
+    """The first daily partition, one rule for every process (the CLI, `make ui`'s webserver and
+    daemon, the runs): ``BACKFILL_START_DATE`` when set; else the date `make demo` recorded in
+    ``$DAGSTER_HOME/backfill_start_date``; else 2024-01-01."""
+    configured = env.get("BACKFILL_START_DATE")
+    if configured:
+        return date.fromisoformat(configured)
+    recorded = dagster_home(env) / FIRST_PARTITION_FILE
+    try:
+        text = recorded.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return DEFAULT_START_DATE
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{recorded} (the demo's first partition) holds {text!r}, not a date: "
+            "delete it or set BACKFILL_START_DATE"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,18 @@ def test_plan_lists_partitions_inputs_and_missing_days_and_changes_nothing(tmp_p
     assert "without landing files:" in out and "estimated total" in out
 
 
+def test_plan_counts_the_rates_landed_before_the_first_partition_as_its_input(tmp_path, capsys):
+    with pipeline_env(tmp_path, start_date="2024-01-06") as env:  # a Saturday
+        generate_feed(env.settings.landing_dir, date(2024, 1, 6), date(2024, 1, 8), seed=2)
+        assert main(["plan", "--start", "2024-01-06", "--end", "2024-01-07"]) == 0
+    [rates] = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("raw_fx_rates")
+    ]
+    # Wednesday's, Thursday's and Friday's files, read by the first partition; no day lacks input
+    assert rates.split()[1:4] == ["2024-01-06..2024-01-07", "(2)", "3"], rates
+    assert rates.split()[5] == "1", rates  # the Sunday: no rate of its own
+
+
 def test_plan_flags_a_hot_customer_from_the_landing_lines(tmp_path, capsys):
     import json
     from collections import Counter

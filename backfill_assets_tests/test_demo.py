@@ -4,15 +4,17 @@ decide."""
 
 from __future__ import annotations
 
-import os
+import re
 import subprocess
+import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from backfill_assets.cli import main as cli
-from backfill_assets.cli.demo import demo_range
+from backfill_assets.cli.demo import DemoRange, demo_range
+from backfill_assets.settings import Settings
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -40,16 +42,14 @@ def demo_env(tmp_path, monkeypatch):
 def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(demo_env):
     root, asked = demo_env
     yesterday = _yesterday()
-    first = yesterday - timedelta(days=59)
-    while first.isoweekday() in (6, 7):  # the feed has no rates on weekends: its Friday
-        first -= timedelta(days=1)
+    first = yesterday - timedelta(days=59)  # whatever its weekday: see the test below
 
     assert cli.main(["demo", "--no-correction", "--orders-per-day", "1"]) == 0
 
     [(settings, start, end)] = asked
     assert (start, end) == (first, yesterday)
     assert settings.start_date == first
-    assert os.environ["BACKFILL_START_DATE"] == first.isoformat()  # the in-process runs' partitions
+    assert Settings.from_env().start_date == first  # the runs' partitions, and every later process
     assert (root / "home" / "backfill_start_date").read_text().strip() == first.isoformat()
     landed = sorted(p.name for p in (root / "landing" / "orders").iterdir())
     # As of yesterday: nothing has landed later, which staging's window check would miss in raw.
@@ -98,35 +98,64 @@ def test_a_configured_start_date_and_start_end_still_decide(demo_env, monkeypatc
     assert (root / "home" / "backfill_start_date").read_text().strip() == "2024-01-01"
 
 
-def test_a_weekend_first_day_begins_on_the_friday_before():
+def test_a_weekend_first_day_stays_the_first_day():
+    """The first partition reads the rates landed in the week before it (raw_fx_rates), so a
+    demo starting on a weekend needs no earlier start to have rates."""
     sunday = date(2026, 11, 22)
-    assert demo_range(sunday + timedelta(days=59)).start == date(2026, 11, 20)
+    assert demo_range(sunday + timedelta(days=59)) == DemoRange(
+        sunday, sunday, sunday + timedelta(59)
+    )
     assert demo_range(sunday + timedelta(days=60)).start == date(2026, 11, 23)
 
 
-def test_make_ui_takes_the_demo_first_partition_unless_one_is_set(tmp_path):
-    """The command `make ui` runs, `dagster dev` swapped for printing the start date it gets."""
-    (tmp_path / "backfill_start_date").write_text("2026-01-02\n")
+# The first partition of the definitions `dagster dev` loads (workspace.yaml names the module).
+LOAD_DEFINITIONS = (
+    "from backfill_assets.catalog import BACKFILL_JOB; "
+    "from backfill_assets.definitions import defs; "
+    "print(defs().resolve_job_def(BACKFILL_JOB).partitions_def.get_first_partition_key())"
+)
+
+
+def test_the_cli_run_directly_and_make_ui_see_the_first_partition_the_demo_recorded(demo_env):
+    """After `make demo`, `backfill-assets ...` run directly and the definitions `make ui` loads
+    start the partitions on the same day: the one the demo recorded, unless one is set."""
+    root, _ = demo_env
+    days = ["--start", "2026-01-02", "--end", "2026-01-03"]
+    assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", *days]) == 0
     dry = subprocess.run(
-        ["make", "-s", "-n", "ui", f"DAGSTER_HOME={tmp_path}"],
+        ["make", "-s", "-n", "ui", f"DAGSTER_HOME={root / 'home'}"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     [command] = [line for line in dry.splitlines() if ".venv/bin/dagster dev" in line]
-    probe = command.replace(".venv/bin/dagster dev", "printenv BACKFILL_START_DATE #")
+    ui = command.replace(".venv/bin/dagster dev", f"{sys.executable} -c '{LOAD_DEFINITIONS}' #")
 
-    def start_seen(**env: str) -> str:
-        return subprocess.run(
-            ["bash", "-c", probe],
-            check=False,
-            capture_output=True,
-            text=True,
-            env={"PATH": "/usr/bin:/bin", **env},
-        ).stdout.strip()
+    def first_partitions(**extra: str) -> tuple[str, str]:
+        """(what `make ui`'s definitions start at, what the CLI run directly starts at)."""
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(root),
+            "DAGSTER_HOME": str(root / "home"),
+            "BACKFILL_LANDING_DIR": str(root / "landing"),
+            "BACKFILL_LAKE_DIR": str(root / "lake"),
+            **extra,
+        }
+        loaded = subprocess.run(
+            ["bash", "-c", ui], cwd=PROJECT_DIR, capture_output=True, text=True, env=env
+        )
+        assert loaded.returncode == 0, loaded.stderr
+        # a day before any first partition: the CLI refuses it, naming its first partition
+        plan = [sys.executable, "-m", "backfill_assets.cli", "plan", "--start", "2020-01-01"]
+        cli_run = subprocess.run(
+            [*plan, "--end", "2020-01-01"], cwd=PROJECT_DIR, capture_output=True, text=True, env=env
+        )
+        refused = re.search(r"within the partitions (\S+) \.\.", cli_run.stderr)
+        assert cli_run.returncode == 2 and refused, cli_run.stderr
+        return loaded.stdout.strip().splitlines()[-1], refused.group(1)
 
-    assert start_seen() == "2026-01-02"
-    assert start_seen(BACKFILL_START_DATE="2025-05-05") == "2025-05-05"
-    (tmp_path / "backfill_start_date").unlink()
-    assert start_seen() == ""  # no demo yet: unset, the configured default applies
+    assert first_partitions() == ("2026-01-02", "2026-01-02")
+    assert first_partitions(BACKFILL_START_DATE="2025-05-05") == ("2025-05-05", "2025-05-05")
+    (root / "home" / "backfill_start_date").unlink()
+    assert first_partitions() == ("2024-01-01", "2024-01-01")  # no demo yet: the default

@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -310,8 +311,24 @@ def test_dagster_home_and_the_segment_bucket_under_it(tmp_path):
     assert SegmentSettings.service_rps({}) == 20
 
 
-def test_a_configured_start_date_is_known_as_such():
-    assert not Settings.from_env({}).start_date_configured
+def test_the_first_partition_is_the_configured_date_else_the_demos_else_the_default(tmp_path):
+    """One rule for every process (the CLI, `make ui`, the runs): BACKFILL_START_DATE if set,
+    else the date `make demo` recorded in $DAGSTER_HOME/backfill_start_date, else 2024-01-01."""
+    home = {"DAGSTER_HOME": str(tmp_path)}
+    assert Settings.from_env(home).start_date == date(2024, 1, 1)  # no demo yet
+    (tmp_path / "backfill_start_date").write_text("2026-09-26\n")
+    recorded = Settings.from_env(home)
+    assert recorded.start_date == date(2026, 9, 26)
+    assert not recorded.start_date_configured  # a later demo picks its own days again
+    configured = Settings.from_env({**home, "BACKFILL_START_DATE": "2025-05-05"})
+    assert configured.start_date == date(2025, 5, 5) and configured.start_date_configured
+    (tmp_path / "backfill_start_date").write_text("yesterday\n")
+    with pytest.raises(ValueError, match=r"backfill_start_date.*BACKFILL_START_DATE"):
+        Settings.from_env(home)
+
+
+def test_a_configured_start_date_is_known_as_such(tmp_path):
+    assert not Settings.from_env({"DAGSTER_HOME": str(tmp_path)}).start_date_configured
     configured = Settings.from_env({"BACKFILL_START_DATE": "2024-03-01"})
     assert configured.start_date_configured and str(configured.start_date) == "2024-03-01"
     with pytest.raises(ValueError, match=r"^bad BACKFILL_START_DATE or BACKFILL_MAX_LATENESS_DAYS"):

@@ -32,7 +32,14 @@ from backfill_assets.catalog import (
     STG_ORDERS,
 )
 from backfill_assets.cli.skew import SkewReport, key_distribution, render_skew
-from backfill_assets.days import days_between, last_partition, months_between, next_month
+from backfill_assets.days import (
+    days_between,
+    last_partition,
+    months_between,
+    next_month,
+    rate_dates,
+    rate_partition,
+)
 from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
 from backfill_assets.defs.partitions import days_of_month, monthly_partitions
 from backfill_assets.lake import Lake
@@ -205,12 +212,14 @@ def reads_landing(run: RunPlan) -> bool:
 
 
 def input_files(settings: Settings, run: RunPlan) -> list[LandingFile]:
-    """The landing files a run reads: its own dates for raw, the arrival window for staging,
-    none for the tables downstream of the fact (they read the lake)."""
+    """The landing files a run reads: its own dates for raw (and, for the rates' first
+    partition, the rate window before it), the arrival window for staging, none for the tables
+    downstream of the fact (they read the lake)."""
     if not reads_landing(run):
         return []
     if run.assets[0] == RAW_FX_RATES:
-        return list_landing_files(settings.landing_dir, FX_RATES_DATASET, run.days)
+        dates = rate_dates(run.days, settings.start_date, settings.rate_max_age_days)
+        return list_landing_files(settings.landing_dir, FX_RATES_DATASET, dates)
     if run.assets[0] == RAW_ORDERS:
         return list_landing_files(settings.landing_dir, ORDERS_DATASET, run.days)
     window = run.days + [run.end + timedelta(days=i + 1) for i in range(settings.max_lateness_days)]
@@ -247,7 +256,7 @@ def make_plan(settings: Settings, start: date, end: date) -> BackfillPlan:
     layers = []
     for run in runs:
         files = input_files(settings, run)
-        present = {f.partition for f in files}
+        present = {rate_partition(f.partition, settings.start_date) for f in files}
         size = sum(f.size_bytes for f in files)
         missing = [d for d in run.days if d not in present] if reads_landing(run) else []
         layers.append(LayerPlan(run, len(files), size, missing, overhead + size / rate))

@@ -150,10 +150,8 @@ def build_staging(
     first, last = days[0], days[-1]
     lateness = settings.max_lateness_days
     arrivals = days_between(first, last + timedelta(days=lateness))
-    # Rate dates before the first partition are no raw partition: nothing reads or awaits them.
-    rate_days = days_between(
-        max(first - timedelta(days=settings.rate_max_age_days), settings.start_date), last
-    )
+    # The whole rate window, also before the first partition: its first partition holds those.
+    rate_days = days_between(first - timedelta(days=settings.rate_max_age_days), last)
     raw, raw_version = _read_or_empty(
         spark, lake, RAW_ORDERS_TABLE, arrivals, schemas.RAW_ORDERS_STORED
     )

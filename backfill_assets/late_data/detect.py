@@ -27,8 +27,13 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from pathlib import Path
 
-from backfill_assets.catalog import EVENT_DAYS_STEP, ORDERS_DATASET, RAW_STEP_OF_DATASET
-from backfill_assets.days import days_between
+from backfill_assets.catalog import (
+    EVENT_DAYS_STEP,
+    FX_RATES_DATASET,
+    ORDERS_DATASET,
+    RAW_STEP_OF_DATASET,
+)
+from backfill_assets.days import days_between, rate_partition
 from backfill_assets.landing.layout import DATASETS
 from backfill_assets.late_data.cursor import LandingCursor, PendingGroup, day_ranges
 from backfill_assets.late_data.effects import RateFolders, order_file_effect, rate_effects
@@ -197,7 +202,9 @@ def detect(
     settle_ns: int,
     recount_ns: int = RECOUNT_NS,
 ) -> Detection:
-    """New files since ``cursor`` among partitions ``first .. last``: raw requests, pending group.
+    """New files since ``cursor`` among partitions ``first .. last`` (and the rate folders of the
+    rate window before ``first``, which raw_fx_rates' first partition holds): raw requests,
+    pending group.
 
     ``built(dataset)`` maps the dates whose raw partition was materialized to when the run that
     did it started (ns); it is asked only on a cold start. ``lateness`` and ``rate_max_age``
@@ -215,17 +222,20 @@ def detect(
     counts, findings, keyed = {}, [], []
     for dataset in DATASETS:
         previous = None if cursor is None else cursor.counts.get(dataset, {})
-        scan = scan_dataset(root, dataset, first, last, previous, hw_old, hw_new, recount)
+        # The rate window before the first partition is read too, by that partition (rate_dates).
+        low = first - timedelta(days=rate_max_age) if dataset == FX_RATES_DATASET else first
+        scan = scan_dataset(root, dataset, low, last, previous, hw_old, hw_new, recount)
         counts[dataset] = scan.counts
         built_at = built(dataset) if cold else {}
         for folder in scan.changed:
-            if folder.day in built_at:
-                since = _since_build(folder, built_at[folder.day])
+            partition = rate_partition(folder.day, first)  # the raw partition that reads it
+            if partition in built_at:
+                since = _since_build(folder, built_at[partition])
                 if since is None:
                     continue
                 folder = since
-            raw_days[dataset].append(folder.day)
-            whole = cold and folder.day not in built_at
+            raw_days[dataset].append(partition)
+            whole = cold and partition not in built_at
             findings += _folder_findings(root, folder, whole, first, last, lateness, rates)
             keyed += [f"{f.path}@{f.stamp_ns}" for f in folder.new] or [f"{dataset}/{folder.day}@"]
     gid = _digest(keyed)

@@ -251,6 +251,25 @@ def test_new_rate_file_changes_its_currencies_up_to_their_next_rate_date(tmp_pat
     assert eur.group.days == (D("2024-01-11"), D("2024-01-12"))  # Jan 13 has its own EUR
 
 
+def test_a_rate_file_landed_before_the_first_partition_rebuilds_the_first_partition(tmp_path):
+    """raw_fx_rates' first partition holds the rate window before it: a file landing there
+    rebuilds that partition and the first days whose rate it sets."""
+    friday = FIRST - timedelta(days=3)
+    write_rates(tmp_path, FIRST - timedelta(days=4), "a.csv", {"EUR": "1.08"})
+    write_rates(tmp_path, D("2024-01-04"), "a.csv", {"EUR": "1.09"})
+    cold = tick(tmp_path, None)
+    assert raw(cold) == [("raw_fx_rates", FIRST, D("2024-01-04"))]  # over a short gap
+    assert cold.group.days == tuple(FIRST + timedelta(days=i) for i in range(11))
+    assert tick(tmp_path, None, built={FIRST, D("2024-01-04")}).raw == []  # read by that build
+    write_rates(tmp_path, friday, "a.csv", {"EUR": "1.10"})
+    found = tick(tmp_path, cold.cursor)
+    assert raw(found) == [("raw_fx_rates", FIRST, FIRST)]
+    assert found.group.days == (FIRST, D("2024-01-02"), D("2024-01-03"))  # Jan 4 has its own
+    assert [f.path for f in found.findings] == [f"fx_rates/rate_date={friday}/a.csv"]
+    write_rates(tmp_path, FIRST - timedelta(days=8), "a.csv", {"EUR": "1.11"})
+    assert tick(tmp_path, found.cursor).raw == []  # beyond the window: no day takes it
+
+
 def test_cursor_stays_small_over_three_years_of_folders():
     first = date(2022, 1, 1)
     counts = {

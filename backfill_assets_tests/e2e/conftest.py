@@ -17,9 +17,9 @@ import dagster as dg
 import pytest
 
 from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.cli.demo import FIRST_PARTITION_FILE
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
+from backfill_assets.settings import FIRST_PARTITION_FILE
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path
 from backfill_assets_tests.e2e.landing_data import (
     DAYS,
@@ -59,6 +59,10 @@ class Demo(Scenario):
 
     yesterday: date  # UTC, when the demo started
     seconds: float
+
+    def env(self) -> dict[str, str]:
+        """As `make ui` leaves it: BACKFILL_START_DATE unset, the recorded date decides."""
+        return server_env(self.home, self.landing, self.lake, None)
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,10 @@
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import date
+from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -21,6 +24,7 @@ from backfill_assets.catalog import (
     RAW_ORDERS_STEP,
     RAW_ORDERS_TABLE,
 )
+from backfill_assets.days import rate_dates, rate_partition
 from backfill_assets.defs.partitions import daily_partitions
 from backfill_assets.defs.raw.checks import (
     RATES_MATCH_LANDING,
@@ -38,6 +42,7 @@ from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import (
+    FileKey,
     counts_by,
     line_fingerprints,
     line_hash,
@@ -119,30 +124,54 @@ def build_raw_orders(step: Publication, days: list[date], resources: Any) -> Non
         )
 
 
-def build_raw_fx_rates(step: Publication, days: list[date], resources: Any) -> None:
+def build_raw_fx_rates(
+    settings: Settings, step: Publication, days: list[date], resources: Any
+) -> None:
     """Copy the rate lines of each rate date as landed, proven against the landing files
-    before they are published."""
+    before they are published.
+
+    The first partition also holds the rate dates of the rate window before it (``rate_dates``):
+    its first days take their rate from there (a Saturday's from the Friday before), and no
+    other partition would ever read them. The table stays partitioned by rate date; its check
+    and its materialization count those dates with the first partition's."""
     spark, pipeline = step.lake.spark, resources.pipeline
-    files = list_landing_files(pipeline.landing, FX_RATES_DATASET, days)
+    first = settings.start_date
+    stored = rate_dates(days, first, settings.rate_max_age_days)
+    files = list_landing_files(pipeline.landing, FX_RATES_DATASET, stored)
     lines = read_rate_lines(spark, pipeline.landing, files).persist(StorageLevel.MEMORY_AND_DISK)
     staged = step.stage(
-        RAW_FX_RATES_TABLE, lines, days, commit_info(step.context, RAW_FX_RATES, days, {})
+        RAW_FX_RATES_TABLE, lines, stored, commit_info(step.context, RAW_FX_RATES, days, {})
     )
     column = RAW_FX_RATES_TABLE.partition_column
     outcomes = landing_outcomes(
         RAW_FX_RATES,
         RATES_MATCH_LANDING,
         days,
-        _listed(files),
-        line_fingerprints(lines, column),
-        line_fingerprints(step.read_staged(staged), column),
+        _listed(replace(f, partition=rate_partition(f.partition, first)) for f in files),
+        _by_partition(line_fingerprints(lines, column), first),
+        _by_partition(line_fingerprints(step.read_staged(staged), column), first),
     )
     lines.unpersist()
     good = step.audit(days, outcomes)
     if good:
-        write = step.publish(staged, good)
+        write = step.publish(staged, rate_dates(good, first, settings.rate_max_age_days))
         for day in good:
-            step.published(RAW_FX_RATES, day, write_metadata(write, day, {}, schemas.RAW_FX_RATES))
+            its_dates = [d for d in stored if rate_partition(d, first) == day]
+            metadata = write_metadata(write, day, {}, schemas.RAW_FX_RATES)
+            metadata["dagster/row_count"] = dg.MetadataValue.int(
+                sum(write.rows_by_partition.get(d, 0) for d in its_dates)
+            )
+            if len(its_dates) > 1:
+                metadata["rate_dates"] = dg.MetadataValue.text(f"{its_dates[0]}..{its_dates[-1]}")
+            step.published(RAW_FX_RATES, day, metadata)
+
+
+def _by_partition(
+    found: dict[FileKey, tuple[int, Decimal]], first: date
+) -> dict[FileKey, tuple[int, Decimal]]:
+    """Fingerprints keyed by the raw_fx_rates partition that holds each file's rate date; no two
+    keys merge, since a file's path names its rate date."""
+    return {(rate_partition(d, first), path): v for (d, path), v in found.items()}
 
 
 def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -171,14 +200,16 @@ def build_raw_assets(settings: Settings) -> list[dg.AssetsDefinition]:
             RAW_FX_RATES,
             group_name="raw",
             description="Every exchange-rate line published for rate date R, as landed "
-            f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date. A missing "
+            f"(Delta table {RAW_FX_RATES_TABLE.path}). Partitioned by rate date; the first "
+            "partition also holds the rate dates of the 7 days before it, whose rates its "
+            "first days may take. A missing "
             "or wrong rate: land a CSV in fx_rates/rate_date=R/ (the file whose name sorts "
-            "last wins), materialize this partition, then re-execute the held staging run "
-            "from failure.",
+            "last wins), materialize this partition (the first one for a date before it), "
+            "then re-execute the held staging run from failure.",
             metadata={"tables": RAW_FX_RATES_TABLE.path},
         ),
         RAW_FX_RATES_CHECKS,
         partitions,
-        build_raw_fx_rates,
+        partial(build_raw_fx_rates, settings),
     )
     return [raw_orders, raw_fx_rates]

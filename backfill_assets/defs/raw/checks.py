@@ -42,8 +42,8 @@ RAW_FX_RATES_CHECKS = [
         asset=RAW_FX_RATES,
         blocking=True,
         description="raw_fx_rates[R] holds exactly the rate lines of the landing files of rate "
-        "date R. Failed: nothing was published; re-execute from failure once the folder has "
-        "settled.",
+        "date R (the first partition: of the rate dates of the 7 days before it too). Failed: "
+        "nothing was published; re-execute from failure once the folder has settled.",
     )
 ]
 
