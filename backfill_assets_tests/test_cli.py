@@ -15,6 +15,9 @@ from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 
 def _sizes(folder) -> int:
     return sum(e.stat().st_size for e in os.scandir(folder) if not e.name.startswith(("_", ".")))

@@ -16,6 +16,9 @@ from backfill_assets.cli import main as cli
 from backfill_assets.cli.demo import DemoRange, demo_range
 from backfill_assets.settings import Settings
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 

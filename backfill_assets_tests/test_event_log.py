@@ -21,6 +21,9 @@ from sqlalchemy.pool import Pool
 from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.event_log import EngineReusingSqliteEventLogStorage
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 PROJECT_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01")
 KEYS = [f"2024-01-{d:02d}" for d in range(1, 11)]  # ten partitions, spelled by hand

@@ -31,6 +31,9 @@ from backfill_assets_tests.automation.landing_files import oracle_event_days, or
 from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
 from backfill_assets_tests.reference import Reference
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 3)
 LATE_FOLDER = "arrival_date=2024-01-06"
 HAND_WRITTEN = date(2024, 1, 7)

@@ -21,6 +21,9 @@ from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 # The schedule reads dates only: its settings name folders that do not exist.
 SETTINGS = Settings(
     landing_dir=Path("/nonexistent/landing"),

@@ -27,6 +27,9 @@ from backfill_assets_tests.automation.landing_files import (
     write_rates,
 )
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 D = date.fromisoformat
 RANGE = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 ORIGIN = RemoteJobOrigin(

@@ -31,6 +31,9 @@ from backfill_assets.lake import Lake
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 14)
 START, END = date(2024, 1, 2), date(2024, 1, 12)  # production
 FIX_START, FIX_END = date(2024, 1, 2), date(2024, 1, 9)  # the correction

@@ -53,6 +53,9 @@ from backfill_assets.testing.faults import STAGED, forget_visits
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference, customer_ltv
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FIRST, LAST = date(2024, 1, 1), date(2024, 2, 2)  # the first partition; the feed's last day
 JAN, FEB = date(2024, 1, 1), date(2024, 2, 1)
 HELD = date(2024, 1, 10)  # its EUR rates (and the 7 days before) are removed

@@ -25,6 +25,9 @@ from backfill_assets_tests.enrichment.service_process import (
 )
 from backfill_assets_tests.pipeline_env import pipeline_env
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FIRST, LAST = date(2024, 3, 4), date(2024, 3, 6)
 ENRICH = RunPlan(STEP_ASSETS[ENRICH_STEP], FIRST, LAST)
 

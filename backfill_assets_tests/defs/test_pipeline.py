@@ -18,6 +18,9 @@ from backfill_assets.generate import generate_feed, remove_rates
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 12)
 START, END = date(2024, 1, 2), date(2024, 1, 11)
 HELD = date(2024, 1, 10)  # its EUR rates of Jan 3..10 are removed; Jan 2 is 8 days back

@@ -17,6 +17,9 @@ from backfill_assets.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 START, END = date(2024, 1, 1), date(2024, 2, 5)  # 36 days
 DROP = date(2024, 1, 20)  # a fifth of the usual orders
 SPIKE = date(2024, 1, 27)  # every USD order of the day turned into EUR

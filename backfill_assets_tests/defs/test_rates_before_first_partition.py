@@ -9,12 +9,17 @@ import io
 import shutil
 from datetime import date, timedelta
 
+import pytest
+
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, STG_ORDERS
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.days import days_between
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
+
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
 
 FIRST = date(2024, 1, 6)  # a Saturday, the first partition; the feed's rates start on Wednesday
 FRIDAY = FIRST - timedelta(days=1)

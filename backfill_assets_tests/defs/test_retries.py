@@ -7,6 +7,7 @@ from collections import Counter
 from datetime import date
 
 import dagster as dg
+import pytest
 from dagster._core.events import DagsterEventType
 
 from backfill_assets.catalog import RAW_FX_RATES
@@ -14,6 +15,9 @@ from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
+
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
 

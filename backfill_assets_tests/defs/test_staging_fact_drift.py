@@ -20,6 +20,9 @@ from backfill_assets.generate import generate_feed
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets_tests.pipeline_env import pipeline_env
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
 DAY = date(2024, 1, 2)
 

@@ -7,6 +7,8 @@ import contextlib
 import io
 from datetime import date
 
+import pytest
+
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, STG_ORDERS
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.planning import RunPlan
@@ -14,6 +16,9 @@ from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
+
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
 RESTATED = date(2024, 1, 2)  # a Tuesday: rate files landed for it

@@ -19,6 +19,9 @@ from backfill_assets.lake import Lake
 from backfill_assets.testing.faults import forget_visits
 from backfill_assets_tests.pipeline_env import pipeline_env
 
+# Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
 DAY = date(2024, 1, 2)
 TABLES = ("raw/orders", "quarantine/orders")
