@@ -262,14 +262,15 @@ def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     page = ui.page
     with ui.step("automation page"):
         ui.goto("/automation")
-        for name in ("daily_refresh", "late_data_sensor"):
-            row = (
-                page.locator("div")
-                .filter(has=page.get_by_text(name, exact=True))
-                .filter(has=page.locator("label[class*=formatSwitch]"))
-                .last
+        for name, kind in (("daily_refresh", "schedules"), ("late_data_sensor", "sensors")):
+            # The row is the list item holding the link to its own page: one, whatever else
+            # shares its name (daily_refresh_follow_up) or its container.
+            row = page.locator("[data-index]").filter(
+                has=page.locator(f'a[href$="/{kind}/{name}"]')
             )
+            expect(row).to_have_count(1)
             switch = row.locator("label[class*=formatSwitch]")
+            expect(switch).to_have_count(1)
             switch.click()
             expect(switch.locator("input")).to_be_checked()
             queries.wait_for_state(dagster_ui, name, "RUNNING")
