@@ -14,6 +14,15 @@ from datetime import date
 
 import dagster as dg
 from dagster._core.events import DagsterEventType, StepFailureData
+from dagster._core.execution.backfill import BulkActionStatus
+from dagster._core.storage.tags import (
+    BACKFILL_ID_TAG,
+    BACKFILL_TAGS,
+    PARENT_RUN_ID_TAG,
+    RESUME_RETRY_TAG,
+    ROOT_RUN_ID_TAG,
+    TAGS_TO_MAYBE_OMIT_ON_RETRY,
+)
 
 from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.cli.planning import RunPlan
@@ -98,18 +107,34 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
         instance=instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
         run_config=quiet(),
-        tags={
-            **{
-                k: v
-                for k, v in parent.tags.items()
-                if not k.startswith("dagster/") or k in (RANGE_START, RANGE_END)
-            },
-            WORKER_TAG: worker_identity(),
-        },
+        tags=reexecution_tags(instance, parent),
         raise_on_error=False,
     ) as result:
         run_id, success = result.run_id, result.success
     return outcome_of_run(instance, plan, run_id, success)
+
+
+def reexecution_tags(instance: dg.DagsterInstance, parent: dg.DagsterRun) -> dict[str, str]:
+    """The tags the UI's "Re-execute from failure" gives the run (Dagster's
+    ``create_reexecuted_run``), with this process as its worker.
+
+    ``execute_job`` links the run to its parent and root but does not tag it, and the UI and
+    ``get_run_group`` find a run group by its ``ROOT_RUN_ID_TAG``. The parent's own tags carry
+    over (its range, the command or request that started it), but not its outcome's, nor its
+    backfill's once that backfill is finished: the retry would not be counted in it anyway.
+    """
+    tags = {k: v for k, v in parent.tags.items() if k not in TAGS_TO_MAYBE_OMIT_ON_RETRY}
+    backfill_id = parent.tags.get(BACKFILL_ID_TAG)
+    backfill = instance.get_backfill(backfill_id) if backfill_id else None
+    if backfill is not None and backfill.status == BulkActionStatus.REQUESTED:
+        tags.update({k: v for k, v in parent.tags.items() if k in BACKFILL_TAGS})
+    return {
+        **tags,
+        PARENT_RUN_ID_TAG: parent.run_id,
+        ROOT_RUN_ID_TAG: parent.root_run_id or parent.run_id,
+        RESUME_RETRY_TAG: "true",
+        WORKER_TAG: worker_identity(),
+    }
 
 
 def release_orphans(instance: dg.DagsterInstance) -> None:

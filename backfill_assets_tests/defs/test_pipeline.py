@@ -9,8 +9,18 @@ from decimal import Decimal
 
 import dagster as dg
 import pytest
+from dagster._core.storage.tags import PARENT_RUN_ID_TAG, RESUME_RETRY_TAG, ROOT_RUN_ID_TAG
 
-from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
+from backfill_assets.catalog import (
+    CLI_TAG,
+    FCT_DAILY_REVENUE,
+    RANGE_END,
+    RANGE_START,
+    RAW_FX_RATES,
+    RAW_ORDERS,
+    STG_ORDERS,
+    WORKER_TAG,
+)
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute, reexecute_from_failure
@@ -354,12 +364,26 @@ def test_status_shows_published_rows_and_the_held_day(env, reference, first_back
     assert f"published {staging_rows}" in lines[day.isoformat()]
 
 
-def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first_backfill):
-    folder = env.settings.landing_dir / "fx_rates" / f"rate_date={HELD.isoformat()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
-    assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), env.instance).success
+def assert_grouped_as_the_ui_groups(
+    instance: dg.DagsterInstance, run_id: str, parent: dg.DagsterRun, root: dg.DagsterRun
+) -> dg.DagsterRun:
+    """The run re-executes ``parent`` from failure in ``root``'s run group, as the UI's "Re-execute
+    from failure" would have made it: linked, tagged, and with the parent's own tags."""
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    assert (run.parent_run_id, run.root_run_id) == (parent.run_id, root.run_id)
+    assert {k: run.tags.get(k) for k in (PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG, RESUME_RETRY_TAG)} == {
+        PARENT_RUN_ID_TAG: parent.run_id,
+        ROOT_RUN_ID_TAG: root.run_id,
+        RESUME_RETRY_TAG: "true",
+    }
+    for key in (RANGE_START, RANGE_END, CLI_TAG):
+        assert run.tags[key] == root.tags[key], key
+    assert WORKER_TAG in run.tags
+    return run
 
+
+def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first_backfill):
     failed = next(
         r
         for r in env.instance.get_runs(
@@ -367,8 +391,22 @@ def test_reexecution_from_failure_redoes_only_the_held_day(env, reference, first
         )
         if "stg_orders" in str(r.asset_selection)
     )
-    outcome = reexecute_from_failure(env.instance, failed.run_id)
+    # Too early: the rate is still missing, so the day is held again.
+    early = reexecute_from_failure(env.instance, failed.run_id)
+    assert not early.success and set(early.held) == {HELD}
+    retry = assert_grouped_as_the_ui_groups(env.instance, early.run_id, failed, failed)
+
+    folder = env.settings.landing_dir / "fx_rates" / f"rate_date={HELD.isoformat()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "zz_eur_restated.csv").write_text("currency,usd_per_unit\nEUR,1.09500000\n")
+    assert execute(RunPlan((RAW_FX_RATES,), HELD, HELD), env.instance).success
+
+    outcome = reexecute_from_failure(env.instance, early.run_id)
     assert outcome.success, outcome.error
+    assert_grouped_as_the_ui_groups(env.instance, outcome.run_id, retry, failed)
+    root, group = env.instance.get_run_group(outcome.run_id)
+    assert root == failed.run_id
+    assert sorted(r.run_id for r in group) == sorted([failed.run_id, early.run_id, outcome.run_id])
     assert outcome.published == {
         STG_ORDERS: {HELD: outcome.published[STG_ORDERS][HELD]},
         FCT_DAILY_REVENUE: {HELD: outcome.published[FCT_DAILY_REVENUE][HELD]},

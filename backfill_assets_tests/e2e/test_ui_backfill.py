@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from backfill_assets.catalog import RAW_FX_RATES
 from backfill_assets.cli.planning import RunPlan
-from backfill_assets.cli.runner import execute
+from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.transforms.columns import DESCRIPTIONS
 from backfill_assets_tests.e2e import queries
 from backfill_assets_tests.e2e.browser import expect_columns_described, partition_counts
@@ -262,14 +262,15 @@ def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
     page = ui.page
     with ui.step("automation page"):
         ui.goto("/automation")
-        for name in ("daily_refresh", "late_data_sensor"):
-            row = (
-                page.locator("div")
-                .filter(has=page.get_by_text(name, exact=True))
-                .filter(has=page.locator("label[class*=formatSwitch]"))
-                .last
+        for name, kind in (("daily_refresh", "schedules"), ("late_data_sensor", "sensors")):
+            # The row is the list item holding the link to its own page: one, whatever else
+            # shares its name (daily_refresh_follow_up) or its container.
+            row = page.locator("[data-index]").filter(
+                has=page.locator(f'a[href$="/{kind}/{name}"]')
             )
+            expect(row).to_have_count(1)
             switch = row.locator("label[class*=formatSwitch]")
+            expect(switch).to_have_count(1)
             switch.click()
             expect(switch.locator("input")).to_be_checked()
             queries.wait_for_state(dagster_ui, name, "RUNNING")
@@ -343,6 +344,37 @@ def test_lake_has_staging_and_fact_only_for_the_good_days(scenario, launched):
     }
     assert fact == expected_fact
     assert {d for d, _ in fact} == set(GOOD)
+
+
+# --- too early, from the command line: the held day is held again ---------------------------
+
+
+def test_a_cli_reexecution_shows_among_the_failed_runs_reexecutions(ui, scenario, launched):
+    """`backfill-assets reexecute` before the rate is repaired: the attempt fails as its parent
+    did, and the parent's page lists it in the run group, as it lists one started in the UI."""
+    from backfill_assets_tests.e2e.conftest import scenario_env
+
+    instance = dg.DagsterInstance.from_config(str(scenario.home))
+    try:
+        [failed] = instance.get_runs(
+            filters=dg.RunsFilter(tags={"dagster/backfill": launched["id"]})
+        )
+        with scenario_env(scenario):
+            retry = reexecute_from_failure(instance, failed.run_id)
+    finally:
+        instance.dispose()
+    assert not retry.success and set(retry.held) == {HELD}
+
+    page = ui.page
+    with ui.step(f"the failed run {failed.run_id[:8]} lists the CLI's re-execution"):
+        ui.goto(f"/runs/{failed.run_id}")
+        expect(page.get_by_text("Re-executions (1)", exact=True)).to_be_visible()
+        expect(page.locator(f'a[href="/runs/{retry.run_id}"]')).to_be_visible()
+        ui.screenshot("07b-cli-reexecution-in-run-group")
+    with ui.step(f"the re-execution {retry.run_id[:8]} names the failed run its root"):
+        ui.goto(f"/runs/{retry.run_id}")
+        root = page.locator(f'a[href="/runs/{failed.run_id}"]').filter(has_text="ROOT")
+        expect(root).to_be_visible()
 
 
 # --- after the data is repaired: re-execute from failure in the UI ----------------------------
