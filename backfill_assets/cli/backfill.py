@@ -21,7 +21,33 @@ def run_backfill(
     from backfill_assets.cli.report import report_outcomes
 
     outcomes = run_plans(settings, start, end, allow_empty_overwrite, tags={CLI_TAG: "backfill"})
-    return 1 if outcomes is None else report_outcomes(outcomes)
+    if outcomes is None:
+        return 1
+    report_left_for_late_data_lane(settings)
+    return report_outcomes(outcomes)
+
+
+def report_left_for_late_data_lane(settings: Settings) -> None:
+    """Names the event days outside the range whose raw window the backfill (or another run)
+    built after their last staging attempt: the late-data lane rebuilds them, not the backfill,
+    which stays within the days it was asked for (its exit code speaks for those)."""
+    import dagster as dg
+
+    from backfill_assets.automation.stale import find_stale_days
+    from backfill_assets.late_data import day_ranges
+
+    with dg.DagsterInstance.get() as instance:
+        stale = find_stale_days(instance, settings)
+    if stale:
+        spans = ", ".join(
+            str(a) if a == b else f"{a}..{b}" for a, b in day_ranges(s.day for s in stale)
+        )
+        print(
+            f"{len(stale)} event day(s) read raw partitions built after their last staging "
+            f"attempt, and are left for the late-data lane: {spans} (late_data_sensor rebuilds "
+            "them; while it is off, run `backfill-assets catch-up`)",
+            flush=True,
+        )
 
 
 def run_plans(

@@ -4,6 +4,7 @@ zone it starts from, and the lake compared with the reference once the dust sett
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
@@ -19,6 +20,17 @@ LAST_ARRIVAL = LAST + timedelta(days=LATENESS)
 # The arrival folders that land while the range runs: their windows reach back to Jan 3.
 LATE_ARRIVALS = (date(2024, 1, 10), date(2024, 1, 12), date(2024, 1, 13))
 REBUILD = (date(2024, 1, 9), date(2024, 1, 10))  # the rebuild of the last days, beside it
+
+
+RUN_LINE = re.compile(r"\] stg_orders\+fct_daily_revenue (\S+)\.\.(\S+) \.\.\.")
+
+
+def rebuilt_days(output: str) -> set[date]:
+    """The event days of the staging + fact runs a command's output announces."""
+    found: set[date] = set()
+    for start, end in RUN_LINE.findall(output):
+        found.update(days(date.fromisoformat(start), date.fromisoformat(end)))
+    return found
 
 
 def days(first: date, last: date) -> list[date]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import dataclass
+from datetime import date
 
 import pytest
 
@@ -20,10 +21,12 @@ from backfill_assets_tests.automation.race import (
     LAST,
     LAST_ARRIVAL,
     REBUILD,
+    days,
     differing_days,
     generate_and_hold_back,
     land_late_arrivals,
     mismatches,
+    rebuilt_days,
 )
 from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
 
@@ -111,3 +114,11 @@ def test_a_second_catch_up_finds_nothing_and_runs_nothing(race):
     code, output = race.again
     assert code == 0 and "nothing to rebuild" in output, output
     assert race.runs_again == 0
+
+
+def test_the_rebuild_names_the_days_it_leaves_to_the_late_data_lane(race):
+    # its raw [Jan 9, Jan 17] and rates [Jan 2, Jan 10] reach the event days Jan 2 .. Jan 8
+    assert "left for the late-data lane: 2024-01-02..2024-01-08" in race.rebuild[1], race.rebuild[1]
+    if race.landed != "after_rebuild":  # then catch-up's own detection rebuilds some of them
+        assert "catch-up: 7 stale event day(s)" in race.catch_up[1], race.catch_up[1]
+        assert set(rebuilt_days(race.catch_up[1])) == set(days(date(2024, 1, 2), date(2024, 1, 8)))
