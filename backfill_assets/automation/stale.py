@@ -24,6 +24,8 @@ from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
     EVENT_DAYS_TAG,
     FOLLOW_UP_TAG,
+    FOLLOWED_BY_PLAN,
+    PLAN_TAG,
     RANGE_END,
     RANGE_START,
     RAW_ASSET_OF_DATASET,
@@ -157,10 +159,21 @@ def requested_days(windows: Windows, requests: Iterable[Request]) -> set[date]:
     return days
 
 
+def _followed(instance: dg.DagsterInstance, run: dg.DagsterRun, first: date, last: date) -> bool:
+    """Whether the run that settles the event days of the ended raw ``run`` is on record."""
+    if run.tags[FOLLOW_UP_TAG] == FOLLOWED_BY_PLAN:
+        plan = run.tags.get(PLAN_TAG)
+        mine = instance.get_runs(filters=dg.RunsFilter(tags={PLAN_TAG: plan})) if plan else []
+        return not plan or any(STG_ORDERS in (r.asset_selection or ()) for r in mine)
+    key = follow_up_key(run.run_id, first, last)
+    return bool(instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1))
+
+
 def busy_event_days(instance: dg.DagsterInstance, windows: Windows, now: float) -> set[date]:
-    """Event days in hand of a run not yet ended, and of the daily refresh's ended raw runs
-    whose follow-up run is not on record yet (until ``ORPHAN_SECONDS`` have passed: a
-    stopped follow-up sensor does not hold them for ever)."""
+    """Event days in hand of a run not yet ended, and of ended raw runs whose successor is not
+    on record yet: the daily refresh's (its follow-up run) and a CLI backfill's (its staging
+    run), until ``ORPHAN_SECONDS`` have passed (a stopped follow-up sensor, a killed backfill
+    does not hold them for ever)."""
     busy: set[date] = set()
     all_assets = [k for keys in STEP_ASSETS.values() for k in keys]
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=NOT_ENDED)):
@@ -168,17 +181,18 @@ def busy_event_days(instance: dg.DagsterInstance, windows: Windows, now: float) 
         if span is not None:
             busy |= event_days_in_hand(windows, run.asset_selection or all_assets, *span)
     since = datetime.fromtimestamp(now - ORPHAN_SECONDS, tz=UTC)
-    daily = instance.get_runs(
+    followed = instance.get_runs(
         filters=dg.RunsFilter(
-            tags={FOLLOW_UP_TAG: EVENT_DAYS_STEP}, statuses=ENDED, updated_after=since
+            tags={FOLLOW_UP_TAG: [EVENT_DAYS_STEP, FOLLOWED_BY_PLAN]},
+            statuses=ENDED,
+            updated_after=since,
         )
     )
-    for run in daily:
+    for run in followed:
         if run.tags.get(WILL_RETRY_TAG) == "true" or EVENT_DAYS_TAG not in run.tags:
             continue  # its retry, queued, is in hand already
         first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
-        key = follow_up_key(run.run_id, first, last)
-        if not instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: key}), limit=1):
+        if not _followed(instance, run, first, last):
             busy.update(days_between(first, last))
     return busy
 

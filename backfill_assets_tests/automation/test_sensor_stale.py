@@ -21,6 +21,8 @@ from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
     EVENT_DAYS_TAG,
     FOLLOW_UP_TAG,
+    FOLLOWED_BY_PLAN,
+    PLAN_TAG,
     RANGE_END,
     RANGE_START,
     RAW_ORDERS,
@@ -41,7 +43,7 @@ class Instance:
     def __init__(self, instance: dg.DagsterInstance):
         self.instance = instance
 
-    def run(self, tags: dict[str, str], status=dg.DagsterRunStatus.SUCCESS) -> str:
+    def run(self, tags: dict[str, str], status=dg.DagsterRunStatus.SUCCESS, assets=()) -> str:
         run_id = make_new_run_id()
         self.instance.add_run(
             dg.DagsterRun(
@@ -49,6 +51,7 @@ class Instance:
                 run_id=run_id,
                 status=status,
                 tags=tags,
+                asset_selection=frozenset(assets),
                 remote_job_origin=ORIGIN,
             )
         )
@@ -60,7 +63,7 @@ class Instance:
     def staging(self, *days: str, publish: bool, status=dg.DagsterRunStatus.SUCCESS) -> str:
         """A staging run over ``days``: planned events when created, materializations if it
         published them."""
-        run_id = self.run({RANGE_START: days[0], RANGE_END: days[-1]}, status)
+        run_id = self.run({RANGE_START: days[0], RANGE_END: days[-1]}, status, [STG_ORDERS])
         for day in days:
             planned = AssetMaterializationPlannedData(STG_ORDERS, partition=day)
             self._event(
@@ -87,7 +90,7 @@ class Instance:
 
     def raw(self, tags: dict[str, str], *days: str) -> str:
         """A raw_orders run that built ``days`` (tags: who asked for it)."""
-        run_id = self.run({RANGE_START: days[0], RANGE_END: days[-1], **tags})
+        run_id = self.run({RANGE_START: days[0], RANGE_END: days[-1], **tags}, assets=[RAW_ORDERS])
         self.materialize(run_id, RAW_ORDERS, *days)
         return run_id
 
@@ -155,4 +158,23 @@ def test_daily_refresh_days_wait_for_its_follow_up_not_for_this_sensor(env):
     assert tick() == []  # ended, its follow-up not requested yet: the follow-up's days
     key = follow_up_key(daily, D("2024-01-01"), D("2024-01-10"))
     log.run({REQUEST_TAG: key})  # the follow-up's run, as if it had rebuilt nothing
+    assert [ranged(r) for r in tick()] == [(EVENT_DAYS, "2024-01-03", "2024-01-03")]
+
+
+def test_a_backfills_days_wait_for_its_own_staging_run_between_its_runs(env):
+    log, tick = env
+    log.staging("2024-01-03", publish=True)
+    plan = {PLAN_TAG: "p1"}
+    log.raw(
+        {**plan, FOLLOW_UP_TAG: FOLLOWED_BY_PLAN, EVENT_DAYS_TAG: "2024-01-01..2024-01-10"},
+        "2024-01-09",
+    )
+    assert tick() == []  # between its raw runs and its staging run: the backfill's to settle
+    log.staging("2024-01-09", "2024-01-10", publish=True)  # another plan's staging run
+    assert tick() == []
+    staging = log.staging(
+        "2024-01-09", "2024-01-10", publish=False, status=dg.DagsterRunStatus.QUEUED
+    )
+    log.instance.add_run_tags(staging, plan)
+    # its staging run is on record: Jan 3, outside its range, is the late-data lane's now
     assert [ranged(r) for r in tick()] == [(EVENT_DAYS, "2024-01-03", "2024-01-03")]
