@@ -107,6 +107,10 @@ REQUEST_TAG = "backfill_assets/request"  # the request's key: one run per detect
 WHY_TAG = "backfill_assets/why"
 FOLLOW_UP_TAG = "backfill_assets/follow_up"  # on the schedule's raw run: follow it up
 EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" event days
+# On a CLI backfill's raw runs, FOLLOW_UP_TAG's other value: the backfill's own staging run
+# (same PLAN_TAG) follows them, and EVENT_DAYS_TAG spans the event days they reach.
+FOLLOWED_BY_PLAN = "plan"
+PLAN_TAG = "backfill_assets/plan"  # the backfill invocation a run belongs to
 CLI_TAG = "backfill_assets/cli"  # the command that started the run
 CORRECTION_TAG = "backfill_assets/correction"  # the correction a run builds (nothing published)
 CORRECTION_REASON_TAG = "backfill_assets/correction_reason"

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import sys
 import time
+import uuid
 from datetime import date
 from typing import TYPE_CHECKING
 
-from backfill_assets.catalog import CLI_TAG
+from backfill_assets.catalog import (
+    CLI_TAG,
+    EVENT_DAYS_TAG,
+    FOLLOW_UP_TAG,
+    FOLLOWED_BY_PLAN,
+    PLAN_TAG,
+)
 from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.days import last_partition
 from backfill_assets.settings import Settings
 
 if TYPE_CHECKING:
+    from backfill_assets.cli.planning import RunPlan
     from backfill_assets.cli.runner import RunOutcome
 
 
@@ -21,7 +30,56 @@ def run_backfill(
     from backfill_assets.cli.report import report_outcomes
 
     outcomes = run_plans(settings, start, end, allow_empty_overwrite, tags={CLI_TAG: "backfill"})
-    return 1 if outcomes is None else report_outcomes(outcomes)
+    if outcomes is None:
+        return 1
+    report_left_for_late_data_lane(settings)
+    return report_outcomes(outcomes)
+
+
+def raw_run_tags(settings: Settings, plans: list[RunPlan]) -> tuple[str, dict[RunPlan, dict]]:
+    """(an id for this backfill, the tags of its raw runs): every run carries the id; a raw run
+    also the event days its raw reaches, which the late-data lane leaves to this backfill until
+    its staging run is on record (``automation/stale.py``), rather than rebuild them between
+    two of its runs."""
+    from backfill_assets.automation.stale import windows_of
+    from backfill_assets.catalog import RAW_ASSET_OF_DATASET
+
+    plan_id = uuid.uuid4().hex[:12]
+    windows = windows_of(settings)
+    datasets = {key: dataset for dataset, key in RAW_ASSET_OF_DATASET.items()}
+    spans = [
+        windows.readers(datasets[p.assets[0]], p.start, p.end)
+        for p in plans
+        if p.assets[0] in datasets
+    ]
+    if not spans:
+        return plan_id, {}
+    reach = f"{min(a for a, _ in spans)}..{min(max(b for _, b in spans), last_partition())}"
+    raw_tags = {PLAN_TAG: plan_id, FOLLOW_UP_TAG: FOLLOWED_BY_PLAN, EVENT_DAYS_TAG: reach}
+    return plan_id, {p: raw_tags for p in plans if p.assets[0] in datasets}
+
+
+def report_left_for_late_data_lane(settings: Settings) -> None:
+    """Names the event days outside the range whose raw window the backfill (or another run)
+    built after their last staging attempt: the late-data lane rebuilds them, not the backfill,
+    which stays within the days it was asked for (its exit code speaks for those)."""
+    import dagster as dg
+
+    from backfill_assets.automation.stale import find_stale_days
+    from backfill_assets.late_data import day_ranges
+
+    with dg.DagsterInstance.get() as instance:
+        stale = find_stale_days(instance, settings)
+    if stale:
+        spans = ", ".join(
+            str(a) if a == b else f"{a}..{b}" for a, b in day_ranges(s.day for s in stale)
+        )
+        print(
+            f"{len(stale)} event day(s) read raw partitions built after their last staging "
+            f"attempt, and are left for the late-data lane: {spans} (late_data_sensor rebuilds "
+            "them; while it is off, run `backfill-assets catch-up`)",
+            flush=True,
+        )
 
 
 def run_plans(
@@ -60,6 +118,7 @@ def run_plans(
             file=sys.stderr,
         )
         return None
+    plan_id, plan_tags = raw_run_tags(settings, plans)
     with dg.DagsterInstance.get() as instance:
         if correction_tags is None:
             downstream, notes = downstream_plans(settings, start, end, instance)
@@ -73,10 +132,11 @@ def run_plans(
             print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
             run_began = time.monotonic()
             correcting = correction_tags is not None and plan is plans[-1]
+            run_tags = {**tags, **plan_tags.get(plan, {PLAN_TAG: plan_id})}
             outcome = execute(
                 plan,
                 instance,
-                tags={**tags, **(correction_tags or {})} if correcting else tags,
+                tags={**run_tags, **(correction_tags or {})} if correcting else run_tags,
                 correction=correcting,
             )
             if outcome.success and reads_landing(plan):

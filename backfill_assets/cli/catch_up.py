@@ -3,9 +3,10 @@
 For operators (the sensor is off, or they will not wait for its next tick) and for tests.
 It reads the sensor's cursor, detects what is new (counting every folder's files, see
 ``late_data/scan.py``), runs raw first, then staging + fact for every pending event day (its
-own and any the sensor left waiting) whose raw runs succeeded, each as ranged runs through
-Dagster in this process, then advances the cursor. A group whose raw run failed stays pending
-in the cursor, and the next ``catch-up`` runs that raw request again first.
+own and any the sensor left waiting) whose raw runs succeeded, then the stale event days (whose
+raw window was built after their last staging attempt, ``late_data/stale.py``), each as ranged
+runs through Dagster in this process, then advances the cursor. A group whose raw run failed
+stays pending in the cursor, and the next ``catch-up`` runs that raw request again first.
 
 It refuses to run while ``late_data_sensor`` is running: the sensor's tick stores its own
 cursor (pending groups included) whatever ``catch-up`` wrote meanwhile, and ``catch-up``
@@ -22,6 +23,7 @@ import time
 
 import dagster as dg
 
+from backfill_assets.automation.stale import find_stale_days
 from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,
@@ -37,6 +39,7 @@ from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.report import report_outcomes
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.late_data import Detection, Request, release
+from backfill_assets.late_data.stale import StaleDay, stale_requests
 from backfill_assets.settings import AutomationSettings, Settings
 
 
@@ -54,8 +57,16 @@ def _explain(detection: Detection, reruns: list[Request]) -> None:
             print(f"  left pending: {group.why}")
     for request in reruns:
         print(f"  raw run to run again: {request.why}")
-    if not detection.raw and not reruns and not detection.cursor.pending:
-        print("nothing to rebuild")
+
+
+def _explain_stale(stale: list[StaleDay]) -> None:
+    held = sum(1 for s in stale if s.held)
+    print(
+        f"catch-up: {len(stale)} stale event day(s) ({held} held at their last attempt): "
+        "raw of their window was built after their last staging attempt"
+    )
+    for request in stale_requests(stale):
+        print(f"  {request.start}..{request.end}: {request.why}")
 
 
 REFUSAL = (
@@ -114,6 +125,11 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
         for group in cursor.pending:
             print(f"still pending (its raw run failed or has not ended): {group.why}")
         save_cursor(instance, cursor.dumps())
+        waiting = {d for g in cursor.pending for d in g.days}
+        stale = find_stale_days(instance, settings, skip=waiting)
+        _explain_stale(stale)
+        outcomes += run_requests(instance, stale_requests(stale))
     if not outcomes:
+        print("nothing to rebuild")
         return 0
     return report_outcomes(outcomes)

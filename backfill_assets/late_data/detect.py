@@ -88,7 +88,7 @@ def _digest(parts: Iterable[str]) -> str:
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def _shorten(parts: list[str]) -> str:
+def shorten(parts: list[str]) -> str:
     text = "; ".join(parts)
     if len(text) <= WHY_LENGTH:
         return text
@@ -159,7 +159,7 @@ def _raw_requests(
     requests = []
     for dataset in DATASETS:
         step = RAW_STEP_OF_DATASET[dataset]
-        why = _shorten(
+        why = shorten(
             [f"{f.path} {f.detail}" for f in findings if f.path.startswith(dataset + "/")]
         )
         for a, b in _bridged(day_ranges(raw_days[dataset]), bridge_days):
@@ -249,7 +249,7 @@ def detect(
             tuple(days),
             tuple(r.key for r in raw),
             now_ns / 1e9,
-            _shorten([f"{f.path} ({f.detail})" for f in findings if f.days]),
+            shorten([f"{f.path} ({f.detail})" for f in findings if f.days]),
         )
         pending.append(group)
     after = LandingCursor(hw_new, counts, tuple(pending), counted_ns)
@@ -262,7 +262,7 @@ def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:
     if not groups:
         return []
     gid = _digest(sorted(g.id for g in groups))
-    why = _shorten([g.why for g in groups])
+    why = shorten([g.why for g in groups])
     days = {d for g in groups for d in g.days}
     return [
         Request(EVENT_DAYS_STEP, a, b, f"{EVENT_DAYS_STEP}:{a}..{b}:{gid}", why)

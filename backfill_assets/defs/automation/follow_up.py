@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime
 import dagster as dg
 from dagster._core.storage.tags import WILL_RETRY_TAG
 
+from backfill_assets.automation.stale import follow_up_key
 from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
@@ -69,8 +70,9 @@ def follow_ups(instance: dg.DagsterInstance, mark: float) -> tuple[list[Request]
             continue  # its retry keeps these tags: that run's end is followed up instead
         first, last = (date.fromisoformat(d) for d in run.tags[EVENT_DAYS_TAG].split(".."))
         why = f"after raw run {run.run_id[:8]} ({run.tags.get(WHY_TAG, 'daily')})"
-        key = f"{EVENT_DAYS_STEP}:{first}..{last}:after:{run.run_id[:12]}"
-        requests.append(Request(EVENT_DAYS_STEP, first, last, key, why))
+        requests.append(
+            Request(EVENT_DAYS_STEP, first, last, follow_up_key(run.run_id, first, last), why)
+        )
     return requests, new_mark
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from backfill_assets.automation.stale import find_stale_days, requested_days, windows_of
 from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,
@@ -16,6 +17,7 @@ from backfill_assets.automation.state import (
 from backfill_assets.catalog import LATE_DATA_SENSOR
 from backfill_assets.defs.automation.wiring import pipeline_sensor, sensor_status
 from backfill_assets.late_data import Detection, LandingCursor, Request, release
+from backfill_assets.late_data.stale import stale_requests
 from backfill_assets.settings import AutomationSettings, Settings
 
 
@@ -26,6 +28,7 @@ class Tick:
     detection: Detection
     requests: list[Request]
     cursor: LandingCursor
+    stale: list[Request]  # among ``requests``: the stale event days'
 
 
 def evaluate(
@@ -34,11 +37,15 @@ def evaluate(
     instance: dg.DagsterInstance,
     cursor_text: str | None,
 ) -> Tick:
-    """Detect new files (phase 1); release the pending groups whose raw runs succeeded (phase 2)."""
+    """Detect new files (phase 1); release the pending groups whose raw runs succeeded (phase 2);
+    request the stale event days that no pending group, request or run in flight has in hand."""
     detection = detect_now(settings, instance, cursor_text, auto.settle_ns, auto.recount_ns)
     now = time.time()
     released, cursor = release(detection.cursor, lambda group: group_ready(instance, group, now))
-    return Tick(detection, detection.raw + released, cursor)
+    pending = {d for g in detection.cursor.pending for d in g.days}
+    in_hand = pending | requested_days(windows_of(settings), detection.raw + released)
+    stale = stale_requests(find_stale_days(instance, settings, in_hand, now))
+    return Tick(detection, detection.raw + released + stale, cursor, stale)
 
 
 def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.SensorDefinition:
@@ -48,11 +55,16 @@ def build_late_data_sensor(settings: Settings, auto: AutomationSettings) -> dg.S
         exactly the event days inside the lateness window that their records carry (for rate
         files: the days whose rate they set), once those raw runs have succeeded (a failed
         one holds its days until a re-execution succeeds or its raw partitions are rebuilt).
-        Contiguous days run as one ranged run; run keys make a re-evaluated tick request
-        nothing twice."""
+        It also rebuilds stale event days, whoever built their raw: a day whose raw window
+        was built after its last staging attempt, if that attempt held it, or published it and
+        the build was not this sensor's (a backfill of later days, the daily refresh without
+        its follow-up). Contiguous days run as one ranged run; run keys make a re-evaluated
+        tick request nothing twice."""
         tick = evaluate(settings, auto, context.instance, context.cursor)
         for finding in tick.detection.findings:
             context.log.info(finding.line())
+        for request in tick.stale:
+            context.log.info(f"{request.start}..{request.end}: {request.why}")
         cursor = tick.cursor.dumps()
         failed = sorted(
             {
