@@ -283,11 +283,17 @@ def test_sensor_tick_on_postgres_requests_raw_then_the_late_orders_event_day(pg,
     ).success
     released, cursor = tick(cursor)
     event_days = tuple(sorted(k.to_user_string() for k in (STG_ORDERS, FCT_DAILY_REVENUE)))
-    assert [r[:3] for r in released] == [(event_days, str(late_day), str(late_day))]
+    # The late order's day, released once its raw run succeeded. Beside it the tick may name
+    # stale days (late_data/stale.py): the rate rebuild of the held day by hand, above, came
+    # after the attempts of published days whose window reads it; those are requested as such.
+    late = [r for r in released if ":stale:" not in r[3].run_key]
+    assert [r[:3] for r in late] == [(event_days, str(late_day), str(late_day))]
+    for stale in (r for r in released if r not in late):
+        assert stale[0] == event_days and START <= date.fromisoformat(stale[1]) <= END, stale[:3]
     assert execute(
         RunPlan((STG_ORDERS, FCT_DAILY_REVENUE), late_day, late_day),
         instance,
-        tags=dict(released[0][3].tags),
+        tags=dict(late[0][3].tags),
     ).success
 
     from deltalake import DeltaTable
