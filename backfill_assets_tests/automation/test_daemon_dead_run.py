@@ -17,7 +17,13 @@ from dagster._core.events import DagsterEventType
 
 from backfill_assets.automation.state import load_cursor
 from backfill_assets_tests.automation.landing_files import order, write_orders
-from backfill_assets_tests.automation.test_daemon_e2e import PROJECT, daemon_env, stop, wait_for
+from backfill_assets_tests.automation.test_daemon_e2e import (
+    PROJECT,
+    daemon_env,
+    start_daemon,
+    stop,
+    wait_for,
+)
 
 POOL = "spark"
 # Bounds: Spark's start in the run worker, then the release (a sensor tick, a monitoring pass).
@@ -84,14 +90,7 @@ def test_daemon_releases_the_slot_of_a_killed_run(tmp_path):
     }
     log, seen = tmp_path / "daemon.log", set()
     with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance, open(log, "wb") as out:
-        daemon = subprocess.Popen(
-            [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
-            cwd=PROJECT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        daemon = start_daemon(env, out)
         try:
             wait_for("the sensor's first tick", lambda: load_cursor(instance), daemon, log)
             write_orders(

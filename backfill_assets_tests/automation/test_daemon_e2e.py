@@ -11,6 +11,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 from types import SimpleNamespace
+from typing import IO
 
 import dagster as dg
 import pytest
@@ -63,6 +64,19 @@ def wait_for(
         time.sleep(0.5)
     tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
     pytest.fail(f"gave up waiting for {what} (daemon exit code {daemon.poll()}); log tail:\n{tail}")
+
+
+def start_daemon(env: dict[str, str], out: IO[bytes]) -> subprocess.Popen:
+    """The real ``dagster-daemon`` on the project's workspace, in its own process group (which
+    ``stop`` ends), its output into ``out``."""
+    return subprocess.Popen(
+        [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
+        cwd=PROJECT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -146,14 +160,7 @@ def run_daemon_scenario(root: Path) -> tuple[list[Path], list[dg.DagsterRun], li
     log, began = root / "daemon.log", time.time()
     # the instance's storage is created here, before the daemon opens it
     with dg.DagsterInstance.from_config(str(root / "home")) as instance, open(log, "wb") as out:
-        daemon = subprocess.Popen(
-            [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
-            cwd=PROJECT,
-            env=daemon_env(root),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        daemon = start_daemon(daemon_env(root), out)
         try:
             wait_for("the sensor's first tick", lambda: load_cursor(instance), daemon, log)
             new_files = land_late_files(root / "landing", root / "outbox")

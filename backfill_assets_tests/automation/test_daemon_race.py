@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from backfill_assets_tests.automation.test_daemon_e2e import (
     PROJECT,
     daemon_env,
     print_timeline,
+    start_daemon,
     stop,
     wait_for,
 )
@@ -96,14 +96,7 @@ def test_the_daemon_settles_a_raced_range_backfill_and_its_rebuild(tmp_path, spa
         # the range backfill's raw steps, before the late folders land
         execute(RunPlan((RAW_ORDERS,), FIRST, LAST_ARRIVAL), instance)
         execute(RunPlan((RAW_FX_RATES,), FIRST, LAST), instance)
-        daemon = subprocess.Popen(
-            [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
-            cwd=PROJECT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        daemon = start_daemon(env, out)
         try:
             wait_for("the sensor's first tick", lambda: load_cursor(instance), daemon, log)
             land_late_arrivals(landing, tmp_path / "outbox")
