@@ -44,9 +44,7 @@ def on_disk(lake, files) -> list[bool]:
 
 
 @pytest.mark.parametrize("how", CLEANUPS)
-def test_a_publish_whose_manifest_update_fails_keeps_the_files_it_committed(
-    lake, monkeypatch, how
-):
+def test_a_publish_whose_manifest_update_fails_keeps_the_files_it_committed(lake, monkeypatch, how):
     write_old(lake)
     staged = lake.stage(
         TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
@@ -91,3 +89,20 @@ def test_keep_staged_interrupted_between_its_manifest_saves_loses_no_kept_file(
         lake.expire_staged(TABLE, retention_hours=0)  # closes both: every staged file goes
         assert lake.staged_versions(TABLE) == [] and not any(on_disk(lake, staged.files))
         assert content(lake) == old
+
+
+def test_the_log_is_read_through_its_checkpoint_once_commit_files_are_cleaned_up(lake, monkeypatch):
+    """A commit file removed by log clean-up: the checkpoint that replaced it still protects
+    the files the unrecorded publish committed."""
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    fail_save_after(monkeypatch, 0)
+    with pytest.raises(OSError, match="No space"):
+        lake.publish(staged)
+    monkeypatch.undo()
+    assert lake.checkpoint(TABLE) == 1
+    log_dir = lake.path(TABLE) / "_delta_log"
+    for version in (0, 1):
+        (log_dir / f"{version:020d}.json").unlink()
+    lake.discard(staged)
+    assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
