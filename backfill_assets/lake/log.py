@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
+_CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet")
 
 
 def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> dict[str, int]:
@@ -139,3 +141,52 @@ def newest_commit(table_dir: str) -> int | None:
         (int(m.group(1)) for name in os.listdir(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
         default=None,
     )
+
+
+def referenced_files(table_dir: str, since: int | None) -> set[str]:
+    """The data files (normalised paths relative to the table) that an add action of a commit
+    after ``since`` (any when None), or of a checkpoint after it, names.
+
+    For a file written after version ``since`` (a staged file, since its manifest's base) this
+    is every version that can reference it: the current one and every one within the log's
+    retention. Checkpoints stand in for the commit files that log clean-up removed. Only vacuum,
+    judging by the log, may delete such a file; the staged-file delete paths ask this first."""
+    floor = -1 if since is None else since
+    log_dir = os.path.join(table_dir, "_delta_log")
+    for _attempt in range(3):
+        try:
+            names = os.listdir(log_dir)
+        except FileNotFoundError:
+            return set()
+        try:
+            return _adds(table_dir, log_dir, names, floor)
+        except FileNotFoundError:
+            continue  # a commit file cleaned up meanwhile: its checkpoint is newer, list again
+    raise OSError(f"{log_dir}: the log kept changing while it was read; try again")
+
+
+def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str]:
+    paths: set[str] = set()
+    for name in names:
+        if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
+            with open(os.path.join(log_dir, name), encoding="utf-8") as lines:
+                for line in lines:
+                    add = json.loads(line).get("add")
+                    if add is not None:
+                        paths.add(_relative(table_dir, add["path"]))
+        elif (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
+            import pyarrow.parquet as pq
+
+            adds = pq.read_table(os.path.join(log_dir, name), columns=["add"]).column("add")
+            paths |= {_relative(table_dir, a["path"]) for a in adds.to_pylist() if a is not None}
+    return paths
+
+
+def _relative(table_dir: str, path: str) -> str:
+    """A log path (URL-encoded, relative or an absolute URI) relative to the table directory."""
+    path = unquote(path)
+    if "://" in path:
+        path = path.split("://", 1)[1]
+    if os.path.isabs(path):
+        path = os.path.relpath(path, table_dir)
+    return os.path.normpath(path)

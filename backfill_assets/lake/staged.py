@@ -13,6 +13,11 @@ in between leaves files no manifest or log names, which vacuum removes like any 
 open manifest protects its files: ``Lake.vacuum`` refuses a retention that could delete them,
 and ``Lake.expire_staged`` closes the versions older than a retention (a killed step's, an
 abandoned correction's) so that maintenance can proceed.
+
+A manifest can lag behind the log (a publish whose commit landed and whose manifest update
+failed) or share files with another (a ``keep_staged`` interrupted between its two saves).
+So no path trusts one manifest alone: discard, expiry and ``keep_staged`` delete through
+``delete_files``, which asks the Delta log and the other open manifests right before deleting.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.log import referenced_files
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
 
@@ -187,9 +193,25 @@ def merge(
     )
 
 
-def delete_files(table_dir: str, files: Iterable[StagedFile]) -> int:
+def delete_files(
+    table_dir: str, files: Iterable[StagedFile], since: int | None, closing: str | None = None
+) -> int:
+    """Delete the staged ``files`` nothing needs any more; files deleted. The only way a staged
+    file is deleted. Checked right before deleting, a file stays when the Delta log names it
+    after version ``since`` (the current version or one within the retention references it: a
+    publish whose manifest update failed; only vacuum deletes those) or when an open staged
+    version other than ``closing`` owns it (a ``keep_staged`` interrupted between its saves)."""
+    candidates = list(files)
+    if not candidates:
+        return 0
+    needed = referenced_files(table_dir, since)
+    for other in open_versions(table_dir):
+        if other.id != closing:
+            needed |= {os.path.normpath(f.path) for f in other.files}
     deleted = 0
-    for f in files:
+    for f in candidates:
+        if os.path.normpath(f.path) in needed:
+            continue
         try:
             os.remove(os.path.join(table_dir, f.path))
             deleted += 1
@@ -199,9 +221,13 @@ def delete_files(table_dir: str, files: Iterable[StagedFile]) -> int:
 
 
 def remove(table_dir: str, staged: StagedVersion) -> int:
-    """Delete the files of partitions never published, then the manifest; files deleted."""
+    """Close a staged version: delete the files of its partitions never published that nothing
+    else needs (``delete_files``), then the manifest; files deleted."""
     deleted = delete_files(
-        table_dir, [f for f in staged.files if f.partition not in staged.published]
+        table_dir,
+        [f for f in staged.files if f.partition not in staged.published],
+        staged.base_version,
+        closing=staged.id,
     )
     try:
         os.remove(manifest_path(table_dir, staged.id))

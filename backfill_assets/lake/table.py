@@ -429,11 +429,15 @@ class Lake:
         source = self._open_staged(staged, dates)
         target = manifests.load(table_dir, manifests.check_id(into))
         merged = manifests.merge(target, source, dates, into)
+        # The target first: until the source drops them, both own the moved files, and
+        # delete_files keeps a file any other open version owns, so no order of failures
+        # leaves a kept file ownerless or deletable.
         manifests.save(table_dir, merged)
         if target is not None:
             manifests.delete_files(
                 table_dir,
                 [f for f in target.files_of(dates) if f.partition not in target.published],
+                target.base_version,
             )
         manifests.save(
             table_dir,

@@ -184,23 +184,33 @@ def test_publish_again_after_a_restore_checks_conflicts_from_the_restore(lake):
     assert content(lake)[0] == (D1, 10, "new")
 
 
+@pytest.mark.parametrize("closed", ["before-the-commit-lands", "after-it-landed"])
 def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_published(
-    lake, monkeypatch
+    lake, monkeypatch, closed
 ):
-    """A concurrent discard (or expiry) between the commit and the manifest's update: the
-    commit stands; a metadata swap whose files the closer deleted says so, a copy does not care."""
+    """A concurrent discard (or expiry) racing the commit: the commit stands. A closer that
+    checks the log after the commit landed keeps the files it names; a swap whose files a closer
+    deleted just before says so; a copy does not care."""
     write_old(lake)
     staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
     method = "publish" if lake.engine_name == "delta-rs" else "replace"
     committing = getattr(lake._engine, method)
 
-    def commit_then_close(*args, **kwargs):
+    def close_and_commit(*args, **kwargs):
+        if closed == "before-the-commit-lands":
+            lake.discard(staged)
         result = committing(*args, **kwargs)
-        lake.discard(staged)
+        if closed == "after-it-landed":
+            lake.discard(staged)
         return result
 
-    monkeypatch.setattr(lake._engine, method, commit_then_close)
-    if lake.engine_name == "delta-rs":
+    monkeypatch.setattr(lake._engine, method, close_and_commit)
+    if closed == "before-the-commit-lands" and lake.engine_name != "delta-rs":
+        with pytest.raises(Exception, match="part-"):  # the copy cannot read deleted files
+            lake.publish(staged)
+        assert lake.version(TABLE) == 0 and lake.staged_versions(TABLE) == []
+        return
+    if closed == "before-the-commit-lands":
         with pytest.raises(LakeError, match=r"version 1 .*closed .*restore"):
             lake.publish(staged)
     else:

@@ -1,0 +1,109 @@
+"""Write-audit-publish under I/O faults, on every engine: a manifest write that fails after a
+publish's commit, or between keep_staged's two manifest saves, never lets discard, expiry or a
+step's cleanup delete a file the table or another staged version still needs."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+import backfill_assets.lake.staged as manifests
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content
+from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old
+
+TABLE = THINGS
+CLEANUPS = ["discard", "expire"]
+
+
+def fail_save_after(monkeypatch, saves_allowed: int) -> None:
+    """The manifest save after ``saves_allowed`` more good ones raises ENOSPC, once."""
+    real = manifests.save
+    calls = []
+
+    def save(table_dir, staged):
+        calls.append(staged.id)
+        if len(calls) == saves_allowed + 1:
+            raise OSError(errno.ENOSPC, "No space left on device (injected)")
+        real(table_dir, staged)
+
+    monkeypatch.setattr(manifests, "save", save)
+
+
+def clean_up(lake, staged, how: str) -> None:
+    """What runs after a failed step: its cleanup (``Publication.__exit__``: discard) or
+    maintenance's expiry of every staged version older than the retention."""
+    if how == "discard":
+        lake.discard(staged)
+    else:
+        lake.expire_staged(TABLE, retention_hours=0)
+
+
+def on_disk(lake, files) -> list[bool]:
+    return [(lake.path(TABLE) / f.path).exists() for f in files]
+
+
+@pytest.mark.parametrize("how", CLEANUPS)
+def test_a_publish_whose_manifest_update_fails_keeps_the_files_it_committed(lake, monkeypatch, how):
+    write_old(lake)
+    staged = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
+    )
+    fail_save_after(monkeypatch, 0)  # the commit lands; recording it in the manifest fails
+    with pytest.raises(OSError, match="No space"):
+        lake.publish(staged, [D1])
+    monkeypatch.undo()
+    assert lake.version(TABLE) == 1
+    clean_up(lake, staged, how)
+    assert lake.staged_versions(TABLE) == []
+    assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
+    assert on_disk(lake, staged.files_of([D2])) == [False]  # the held day's file did go
+
+
+@pytest.mark.parametrize("how", CLEANUPS)
+@pytest.mark.parametrize("into_existing", [False, True], ids=["new-target", "existing-target"])
+def test_keep_staged_interrupted_between_its_manifest_saves_loses_no_kept_file(
+    lake, monkeypatch, how, into_existing
+):
+    old = write_old(lake)
+    if into_existing:
+        earlier = lake.stage(TABLE, frame(lake, [(D1, 9, "x")]), "d", [D1], commit("x"))
+        lake.keep_staged(earlier, [D1], into="fix")
+        lake.discard(earlier)
+    staged = lake.stage(
+        TABLE, frame(lake, [(D1, 10, "a"), (D2, 20, "a")]), "d", [D1, D2], commit("a")
+    )
+    fail_save_after(monkeypatch, 1)  # the merged target is saved; the source's update fails
+    with pytest.raises(OSError, match="No space"):
+        lake.keep_staged(staged, [D1], into="fix")
+    monkeypatch.undo()
+    target = lake.staged_version(TABLE, "fix")
+    assert target is not None
+    if how == "discard":
+        lake.discard(staged)
+        assert all(on_disk(lake, target.files)), "the target's files were deleted"
+        assert on_disk(lake, staged.files_of([D2])) == [False]
+        lake.publish(target)
+        assert content(lake) == [(D1, 10, "a"), (D2, 2, "old"), (D3, 3, "old")]
+    else:
+        lake.expire_staged(TABLE, retention_hours=0)  # closes both: every staged file goes
+        assert lake.staged_versions(TABLE) == [] and not any(on_disk(lake, staged.files))
+        assert content(lake) == old
+
+
+def test_the_log_is_read_through_its_checkpoint_once_commit_files_are_cleaned_up(lake, monkeypatch):
+    """A commit file removed by log clean-up: the checkpoint that replaced it still protects
+    the files the unrecorded publish committed."""
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    fail_save_after(monkeypatch, 0)
+    with pytest.raises(OSError, match="No space"):
+        lake.publish(staged)
+    monkeypatch.undo()
+    lake.replace_partitions(TABLE, frame(lake, [(D3, 30, "later")]), "d", [D3], commit("later"))
+    assert lake.checkpoint(TABLE) == 2
+    log_dir = lake.path(TABLE) / "_delta_log"
+    for version in (0, 1):  # as log clean-up does: never the newest commit
+        (log_dir / f"{version:020d}.json").unlink()
+    lake.discard(staged)
+    assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 30, "later")]
