@@ -418,3 +418,14 @@ def fault_settings(env: Env | None = None) -> FaultSettings | None:
         fail_at=tuple(env.get("BACKFILL_LAKE_FAIL_AT", "").split(",")),
         fail_times_text=env.get("BACKFILL_LAKE_FAIL_TIMES", "1"),
     )
+
+
+def iofault_plan(env: Env | None = None) -> str:
+    """``BACKFILL_IOFAULT``: the I/O seam's plan for this process (``testing/iofault.py``):
+    ``count``, ``error:N`` or ``kill:N``; unset or empty, the seam is inert."""
+    return _environ(env).get("BACKFILL_IOFAULT", "")
+
+
+def iofault_log(env: Env | None = None) -> str:
+    """``BACKFILL_IOFAULT_LOG``: a file the seam appends each operation's name to, when armed."""
+    return _environ(env).get("BACKFILL_IOFAULT_LOG", "")

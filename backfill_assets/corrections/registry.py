@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import getpass
 import json
-import os
 import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from backfill_assets.lake import durable
 from backfill_assets.settings import RunSettings
 
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
@@ -130,14 +130,7 @@ def get(lake_root: Path, correction_id: str) -> Correction:
 
 
 def save(lake_root: Path, correction: Correction) -> None:
-    path = _path(lake_root, correction.id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(correction.to_json())
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    durable.write_atomically(_path(lake_root, correction.id), correction.to_json(), "record")
 
 
 def all_corrections(lake_root: Path) -> list[Correction]:

@@ -30,6 +30,9 @@ class CommitInfo:
     code_version: str
     input_versions: dict[str, int] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
+    # Set by a caller that records its intent before the commit (a journal), so that it can find
+    # the commit in the log afterwards (``log.commit_of_write``); None: the engine picks one.
+    write_id: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
@@ -50,6 +53,15 @@ class CommitInfo:
         for key, value in self.extra.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise LakeError(f"extra must map strings to strings, got {key!r}: {value!r}")
+        if self.write_id is not None and not (
+            isinstance(self.write_id, str)
+            and 1 <= len(self.write_id) <= 64
+            and all(c.isalnum() or c in "-_:" for c in self.write_id)
+        ):
+            raise LakeError(
+                f"CommitInfo.write_id must be 1-64 letters, digits, '-', '_' or ':', "
+                f"got {self.write_id!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,11 @@ class PartitionInfo:
 
 def new_write_id() -> str:
     return uuid.uuid4().hex
+
+
+def write_id_of(commit: CommitInfo) -> str:
+    """The write id a commit records: the caller's (``CommitInfo.write_id``), else a new one."""
+    return commit.write_id or new_write_id()
 
 
 def encode_metadata(

@@ -38,7 +38,7 @@ from backfill_assets.lake.commit import (
     Compaction,
     WriteResult,
     encode_metadata,
-    new_write_id,
+    write_id_of,
 )
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import commit_file_counts, commit_of_write, touched_after
@@ -52,6 +52,7 @@ from backfill_assets.lake.spark_files import (
 )
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.testing.faults import pause_point
+from backfill_assets.testing.iofault import io_step
 
 MAX_ATTEMPTS = 12
 
@@ -174,7 +175,7 @@ class DeltaRsEngine:
                     )
             return adds, "overwrite", [(column, "in", texts)]
 
-        write_id = new_write_id()
+        write_id = write_id_of(commit)
         metadata = encode_metadata(commit, self.name, operation, rows, write_id=write_id)
         delta_schema = DeltaSchema.from_json(schema.json())
         version, attempts = self._commit(
@@ -295,7 +296,7 @@ class DeltaRsEngine:
             added[0] = len(adds)
             return removes + adds, "append", None
 
-        write_id = new_write_id()
+        write_id = write_id_of(commit)
         metadata = encode_metadata(
             commit, self.name, "restore_partitions", rows, version, write_id=write_id
         )
@@ -310,6 +311,7 @@ class DeltaRsEngine:
             raise LakeTableMissing(f"table {name} does not exist")
         # Whole hours only in delta-rs; round up so nothing younger than asked is removed.
         hours = max(0, int(-(-retention_hours // 1)))
+        io_step("vacuum")
         return sorted(
             table.vacuum(
                 retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True
@@ -322,7 +324,7 @@ class DeltaRsEngine:
         conflict check and ``partitions`` ignore it). Committed like every write here: at
         read_version + 1 only, retried from a fresh snapshot when another commit came first,
         so a publish that lands meanwhile is never undone by a compaction of the old files."""
-        write_id = new_write_id()
+        write_id = write_id_of(commit)
         last_error: Exception | None = None
         for attempt in range(1, MAX_ATTEMPTS + 1):
             table = self.load(table_dir)
@@ -336,7 +338,9 @@ class DeltaRsEngine:
                 custom_metadata={"userMetadata": metadata}, max_commit_retries=0
             )
             try:
+                io_step("commit")
                 metrics = table.optimize.compact(commit_properties=props)
+                io_step("commit.landed")
             except Exception as exc:
                 landed = commit_of_write(table_dir, write_id, read_version)
                 if landed is not None:
@@ -387,6 +391,7 @@ class DeltaRsEngine:
                         raise LakeTableMissing(f"table at {table_dir} disappeared")
                     if attempt == 1:
                         pause_point("before_commit")
+                    io_step("commit")
                     create_table_with_add_actions(
                         table_dir,
                         create_schema,
@@ -395,11 +400,13 @@ class DeltaRsEngine:
                         partition_by=[column],
                         commit_properties=props,
                     )
+                    io_step("commit.landed")
                     return 0, attempt
                 landing = table.version() + 1  # the snapshot read, before the commit moves it
                 file_actions, mode, filters = actions(table)
                 if attempt == 1:
                     pause_point("before_commit")
+                io_step("commit")
                 table.create_write_transaction(
                     file_actions,
                     mode=mode,
@@ -408,6 +415,7 @@ class DeltaRsEngine:
                     partition_filters=filters,
                     commit_properties=props,
                 )
+                io_step("commit.landed")
                 return landing, attempt
             except LakeError:
                 raise  # refused before committing (conflict, schema): nothing to look for

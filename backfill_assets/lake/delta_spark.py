@@ -30,11 +30,12 @@ from backfill_assets.lake.commit import (
     Compaction,
     WriteResult,
     encode_metadata,
-    new_write_id,
+    write_id_of,
 )
 from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import commit_file_counts, commit_of_write, newest_commit
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
+from backfill_assets.testing.iofault import io_step
 
 MAX_ATTEMPTS = 8
 # What VACUUM needs to honour a retention shorter than the table's 7 days; set only around it.
@@ -127,13 +128,14 @@ class DeltaSparkEngine:
                 f"{', '.join(outside[:10])}"
             )
         rows = {day: counts.get(day, 0) for day in dates}
-        write_id = new_write_id()
+        write_id = write_id_of(commit)
         metadata = encode_metadata(
             commit, self.name, operation, rows, restored_from, write_id=write_id
         )
         for attempt in range(1, MAX_ATTEMPTS + 1):
             read_version = newest_commit(table_dir)  # a floor: this write's commit is newer
             try:
+                io_step("commit")
                 (
                     self._with_pause_points(df, column, dates, attempt)
                     .write.format("delta")
@@ -143,6 +145,7 @@ class DeltaSparkEngine:
                     .partitionBy(column)
                     .save(table_dir)
                 )
+                io_step("commit.landed")
                 break
             except Exception as exc:
                 if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
@@ -245,6 +248,7 @@ class DeltaSparkEngine:
         try:
             for key, value in conf.items():
                 self.spark.conf.set(key, value)
+            io_step("vacuum")
             self.spark.sql(
                 f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
             )
@@ -262,7 +266,7 @@ class DeltaSparkEngine:
         conflict exception on the compaction's side: retried from a fresh snapshot, so the
         publish stands. The commit carries the metadata document through the session's
         ``commitInfo.userMetadata`` setting, set only around the command."""
-        write_id = new_write_id()
+        write_id = write_id_of(commit)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             read_version = self._pinned(name, table_dir, None)
             rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
@@ -270,7 +274,9 @@ class DeltaSparkEngine:
             previous = self.spark.conf.get(USER_METADATA_CONF, None)
             try:
                 self.spark.conf.set(USER_METADATA_CONF, metadata)
+                io_step("commit")
                 metrics = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()[0]["metrics"]
+                io_step("commit.landed")
             except Exception as exc:
                 landed = commit_of_write(table_dir, write_id, read_version)
                 if landed is not None:

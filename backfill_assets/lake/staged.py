@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from backfill_assets.lake import durable
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.keys import LakeError, date_text
 from backfill_assets.lake.log import referenced_files
@@ -123,14 +124,7 @@ def manifest_path(table_dir: str, stage_id: str) -> str:
 
 def save(table_dir: str, staged: StagedVersion) -> None:
     """Write the manifest atomically (a reader sees the old one or the new one, never half)."""
-    path = manifest_path(table_dir, staged.id)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(staged.to_json())
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    durable.write_atomically(manifest_path(table_dir, staged.id), staged.to_json(), "manifest")
 
 
 def load(table_dir: str, stage_id: str) -> StagedVersion | None:
@@ -212,11 +206,7 @@ def delete_files(
     for f in candidates:
         if os.path.normpath(f.path) in needed:
             continue
-        try:
-            os.remove(os.path.join(table_dir, f.path))
-            deleted += 1
-        except FileNotFoundError:
-            pass
+        deleted += durable.remove(os.path.join(table_dir, f.path), "file")
     return deleted
 
 
@@ -229,8 +219,5 @@ def remove(table_dir: str, staged: StagedVersion) -> int:
         staged.base_version,
         closing=staged.id,
     )
-    try:
-        os.remove(manifest_path(table_dir, staged.id))
-    except FileNotFoundError:
-        pass
+    durable.remove(manifest_path(table_dir, staged.id), "manifest")
     return deleted

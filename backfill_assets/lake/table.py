@@ -44,6 +44,7 @@ from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.testing.faults import STAGED, pause_point
+from backfill_assets.testing.iofault import io_step
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -301,6 +302,7 @@ class Lake:
         base = self.version(table)
         pause_point("before_files")
         os.makedirs(table_dir, exist_ok=True)
+        io_step("files.write")
         written = write_files(df, table_dir, column, dates, spread)
         pause_point("after_files")
         staged = StagedVersion(
