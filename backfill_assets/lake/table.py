@@ -39,7 +39,12 @@ from backfill_assets.lake.keys import (
     date_text,
     parse_partition_dates,
 )
-from backfill_assets.lake.log import commit_metadata, last_written_versions, touched_after
+from backfill_assets.lake.log import (
+    commit_metadata,
+    commit_of_write,
+    last_written_versions,
+    touched_after,
+)
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
@@ -193,6 +198,11 @@ class Lake:
             str(self.path(table)), check_column_name(partition_column), version, texts
         )
         return {dt.date.fromisoformat(t) for t in changed}
+
+    def commit_of_write(self, table: str, write_id: str, after: int | None = None) -> int | None:
+        """The version of the commit after ``after`` (any when None) that recorded ``write_id``
+        (``CommitInfo.write_id``), or None: how a journal learns whether its commit landed."""
+        return commit_of_write(str(self.path(table)), write_id, self._version_arg(after))
 
     def commit_metadata(self, table: str, version: int) -> dict:
         """The CommitInfo document (run, code and input versions) of one commit, from its commit
