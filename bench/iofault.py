@@ -38,8 +38,16 @@ def main() -> int:
     parser.add_argument("--engines", nargs="+", default=["delta-rs", "delta-spark"])
     parser.add_argument("--paths", nargs="+", default=[p.name for p in h.PATHS])
     parser.add_argument("--modes", nargs="+", default=["error", "kill"])
+    parser.add_argument(
+        "--steps",
+        nargs="*",
+        default=[],
+        help="also sweep whole pipeline steps (raw event_days ltv), I/O errors at every point",
+    )
     args = parser.parse_args()
     tally = h.Tally()
+    if args.steps:
+        sweep_steps(args.steps, tally)
     for engine in args.engines:
         session = build_session(
             spark_config(
@@ -75,6 +83,37 @@ def main() -> int:
         print(detail)
     print(tally.line(), flush=True)
     return 1 if tally.details else 0
+
+
+def sweep_steps(names: list[str], tally) -> None:
+    """Every I/O operation of each named pipeline step failed in turn (on delta-rs, the
+    default engine; ``backfill_assets_tests/iofault_steps.py``)."""
+    from backfill_assets_tests import iofault_steps as s
+    from backfill_assets_tests.pipeline_env import pipeline_env
+
+    with tempfile.TemporaryDirectory(prefix="iofault-steps-") as tmp:
+        root = Path(tmp)
+        with pipeline_env(root, start_date=s.FIRST.isoformat()) as env:
+            before = s.prepare(env)
+            for step in (st for st in s.STEPS if st.name in names):
+                started = time.monotonic()
+                template = s.step_template(env, before, step)
+                count = len(s.operations(env, template, step, root / "ops.log"))
+                found = 0
+                for n in range(1, count + 1):
+                    problems = s.run_point(env, template, step, n)
+                    tally.paths.add(f"step:{step.name}")
+                    tally.points += 1
+                    tally.faults["error"] += 1
+                    for problem in problems:
+                        kind, _, rest = problem.partition(" at ")
+                        tally.flag(kind, *rest.split(": ", 1))
+                    found += len(problems)
+                print(
+                    f"{'pipeline':12} {step.name:14} operations={count:3} problems={found} "
+                    f"({time.monotonic() - started:.1f} s)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
