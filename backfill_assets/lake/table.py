@@ -367,7 +367,9 @@ class Lake:
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
         table_dir = str(self.path(staged.table))
         on_disk = self._open_staged(staged, dates)
-        commit = replace(commit or staged.commit, write_id=new_write_id())
+        commit = commit or staged.commit
+        if commit.write_id is None:  # a journaling caller's own id is kept: it looks for it
+            commit = replace(commit, write_id=new_write_id())
         current = on_disk
         if since is not None:
             current = replace(current, base_version=self._version_arg(since))

@@ -17,7 +17,9 @@ the asset bodies call:
   ``skippable``);
 - ``finish``: the step's check outputs closed, then the step fails naming the held days,
   without retries, so the run ends failed and "re-execute from failure" redoes only them;
-- leaving the ``with`` block discards what was staged and not published.
+- leaving the ``with`` block discards what was staged and not published; what a step of an
+  earlier run could not discard (its cleanup failed, or it was killed) is discarded by the
+  next step that stages into the same table, once Dagster says that run is over.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import Table
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
+from backfill_assets.lake.staged import new_id
 from backfill_assets.publishing.run_workers import record_worker
+
+STEP_STAGE_PREFIX = "step-"  # the staged versions of asset steps, which a later step may close
 
 
 @dataclass(frozen=True)
@@ -188,14 +193,42 @@ class Publication:
         self.held: dict[date, list[str]] = {}
         self._events: list = []
         self._staged: list[StagedVersion] = []
+        self._tables_seen: set[str] = set()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for staged in self._staged:
-            self.lake.discard(staged)
-        self._staged = []
+        """Discard every version the step staged: each one tried, the first failure raised."""
+        staged, self._staged = self._staged, []
+        failures = []
+        for version in staged:
+            try:
+                self.lake.discard(version)
+            except Exception as error:
+                failures.append(error)
+        if failures:
+            raise failures[0]
+
+    def close_abandoned(self, table: Table) -> list[str]:
+        """Discard the staged versions of ``table`` that steps of finished runs, or earlier
+        attempts of this step, left open (their cleanup failed, or their process died); their
+        ids. A correction's gathered version (not a step's) and other runs' still going stay."""
+        closed = []
+        for staged in self.lake.staged_versions(table.path):
+            if not staged.id.startswith(STEP_STAGE_PREFIX):
+                continue
+            # This run's own: an earlier attempt of this step (one step writes a table).
+            run = self.context.instance.get_run_by_id(staged.commit.run_id)
+            # A run this instance does not know (another instance's lake user) is left to expiry.
+            if staged.commit.run_id == self.context.run_id or (run is not None and run.is_finished):
+                self.lake.discard(staged)
+                closed.append(staged.id)
+        if closed:
+            self.context.log.info(
+                f"{table.path}: discarded staged versions {closed} left open by finished runs"
+            )
+        return closed
 
     def days_to_build(self, asset_key: dg.AssetKey, days: list[date] | None = None) -> list[date]:
         """``days`` (default: the step's partitions) less those earlier attempts published."""
@@ -209,8 +242,17 @@ class Publication:
     ) -> StagedVersion:
         """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers
         (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``)."""
+        if table.path not in self._tables_seen:
+            self._tables_seen.add(table.path)
+            self.close_abandoned(table)
         staged = self.lake.stage(
-            table.path, df, table.partition_column, days, commit, spread=spread
+            table.path,
+            df,
+            table.partition_column,
+            days,
+            commit,
+            stage_id=f"{STEP_STAGE_PREFIX}{new_id()}",
+            spread=spread,
         )
         self._staged.append(staged)
         return staged

@@ -1,6 +1,7 @@
 """One whole step each of the pipeline (raw, the event days, LTV) failed by an I/O error where
-it matters most: the commit that raises after it landed, and the manifest write that confirms
-it (``iofault_steps.py``; ``bench/iofault.py --steps`` sweeps every point)."""
+it matters most: the commit that raises after it landed, the manifest write that confirms it,
+and the step's last cleanup (``iofault_steps.py``; ``bench/iofault.py --steps`` sweeps every
+point)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,17 @@ def env(tmp_path_factory, spark):
 
 
 @pytest.mark.parametrize("step", h.STEPS, ids=lambda s: s.name)
-def test_a_step_failed_at_its_first_commit_or_its_confirmation_converges(env, step, tmp_path):
+def test_a_step_failed_at_its_commit_its_confirmation_or_its_cleanup_converges(
+    env, step, tmp_path
+):
     penv, before = env
     template = h.step_template(penv, before, step)
     names = h.operations(penv, template, step, tmp_path / "ops.log")
     landed = names.index("commit.landed") + 1
     confirm = names.index("manifest.write", landed) + 1
     assert names[landed - 2] == "commit" and confirm > landed
+    assert names[-1] == "manifest.delete"  # leaving the step closes what it staged
     problems = []
-    for n in (landed, confirm):
+    for n in (landed, confirm, len(names)):
         problems += h.run_point(penv, template, step, n)
     assert not problems, "\n".join(problems)
