@@ -164,18 +164,26 @@ def test_decommission_failed_at_any_io_operation_converges_when_run_again(templa
 
 
 @pytest.mark.slow  # a child process per operation
-@pytest.mark.parametrize("command", ["cutover", "rollback"])
-def test_a_kill_at_any_io_operation_converges_when_the_command_runs_again(
+@pytest.mark.parametrize("command", ["cutover", "rollback", "discard"])
+def test_a_kill_at_any_io_operation_converges_after_recovery_and_the_command_again(
     template, cut_over, tmp_path, command
 ):
+    """Odd N: the command run again recovers; even N: maintain's ``recover_all`` first."""
     source = template if command == "cutover" else cut_over
     ops = count_ops(source, tmp_path / "count", command)
     for n in range(1, ops + 1):
         lake = copy(source, tmp_path / f"n{n}")
         child = run_child(lake.root, command, f"kill:{n}")
         assert child.returncode == -9, (n, child.returncode, child.stderr[-2000:])
-        if record(lake.root)["state"] != TARGET[command]:
+        if n % 2 == 0:
+            lifecycle.recover_all(lake)
+            assert record(lake.root).get("pending", {}) == {}
+        document = record(lake.root)
+        if document.get("pending") or document["state"] != TARGET[command]:
             run(lake, command)
+        if command == "discard":
+            assert_discarded(lake, State.DISCARDED, cut=True)
+            continue
         assert record(lake.root)["state"] == TARGET[command]
         assert_record_agrees(lake, cut=command == "cutover")
         assert_staged_intact(lake)
