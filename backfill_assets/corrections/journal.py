@@ -333,15 +333,22 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
         registry.save(lake.root, c)
     restored = []
     for path, u in p["undo"].items():
-        if lake.commit_of_write(path, u["write_id"], after=u["landed"]) is None:
+        version = lake.commit_of_write(path, u["write_id"], after=u["landed"])
+        if version is None:
             # Days production rebuilt after the landed commit are production's now.
             rebuilt = lake.changed_since(path, COLUMNS[path], u["landed"], days)
             todo = [d for d in days if d not in rebuilt]
             if todo:
                 commit = commit_info(c, f"{action} undone", u["write_id"])
-                _restore(lake, c, path, todo, p["tables"][path]["from"], commit)
-            if not rebuilt:  # the days hold what they held before: the next check starts here
-                _baseline(c, action)[path] = lake.version(path)
+                version = _restore(lake, c, path, todo, p["tables"][path]["from"], commit).version
+        else:
+            todo = [
+                dt.date.fromisoformat(d) for d in lake.commit_metadata(path, version)["partitions"]
+            ]
+        if version is not None and set(todo) == set(days):
+            if not lake.changed_since(path, COLUMNS[path], version, days):
+                # The days hold what they held before: the next check starts from here.
+                _baseline(c, action)[path] = version
         restored.append(path)
     c.pending = {}
     detail = f"{', '.join(restored)} restored: {reason}"
