@@ -122,3 +122,14 @@ def test_forget_refuses_while_the_lake_shows_a_half_done_cutover(broken, capsys)
     err = capsys.readouterr().err
     assert f"{staging} v{cut.version}" in err and TABLES[1] in err
     assert path.exists() and lake.staged_version(TABLES[1], CID) is not None
+
+
+def test_maintain_reports_the_broken_record_and_maintains_the_rest(broken, capsys):
+    lake, path = broken
+    assert main(["maintain"]) == 1
+    out = capsys.readouterr().out
+    assert_names_file_and_repair(out, path)
+    assert all(f"{t}: expired 0 staged versions" in out for t in TABLES)
+    for t in TABLES:  # maintained all the same: checkpointed
+        assert list((lake.root / t / "_delta_log").glob("*.checkpoint.parquet")), t
+    assert path.exists() and lake.staged_version(TABLES[0], CID) is not None

@@ -210,16 +210,38 @@ def test_an_intent_whose_process_still_runs_is_left_to_it(template, tmp_path):
     assert registry.get(lake.root, CID).state == State.DIFFED
 
 
-def test_maintain_completes_an_interrupted_cutover_and_tells_dagster(
-    template, tmp_path, cutover_kill_op, monkeypatch, capsys
-):
-    lake = killed_between_commits(template, tmp_path / "lake", "cutover", cutover_kill_op)
+def cli_env(monkeypatch, lake: Lake, tmp_path: Path) -> Path:
     home = tmp_path / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("BACKFILL_LAKE_DIR", str(lake.root))
     monkeypatch.setenv("BACKFILL_LANDING_DIR", str(tmp_path / "landing"))
     monkeypatch.setenv("BACKFILL_LAKE_ENGINE", "delta-rs")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def test_the_rollback_command_run_again_completes_its_interrupted_self(
+    cut_over, tmp_path, rollback_kill_op, monkeypatch, capsys
+):
+    lake = killed_between_commits(cut_over, tmp_path / "lake", "rollback", rollback_kill_op)
+    cli_env(monkeypatch, lake, tmp_path)
+    assert main(["corrections"]) == 0
+    assert "[rollback interrupted at" in capsys.readouterr().out
+    assert main(["rollback", CID]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"correction {CID}: interrupted rollback completed" in out
+    assert f"correction {CID} rolled back: 2 day(s)" in out
+    c = registry.get(lake.root, CID)
+    assert c.state == State.ROLLED_BACK and c.pending == {}
+    for table in TABLES:
+        assert rows(lake.root, table) == production_rows(table)
+
+
+def test_maintain_completes_an_interrupted_cutover_and_tells_dagster(
+    template, tmp_path, cutover_kill_op, monkeypatch, capsys
+):
+    lake = killed_between_commits(template, tmp_path / "lake", "cutover", cutover_kill_op)
+    cli_env(monkeypatch, lake, tmp_path)
     assert main(["maintain"]) == 0, capsys.readouterr()
     assert f"maintain: correction {CID}: interrupted cutover completed" in capsys.readouterr().out
     c = registry.get(lake.root, CID)
