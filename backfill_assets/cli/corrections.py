@@ -3,7 +3,7 @@
 The commands of a versioned correction (see ``backfill_assets.corrections``): each prints
 what it did and exits 0, or prints why it refused and exits 1. Those that read tables open
 a local Spark session; those that commit record it in Dagster too. Each first recovers an
-operation of the correction left interrupted (``journal.py``) and says what it did; a broken
+operation of the correction left interrupted (``recovery.py``) and says what it did; a broken
 record is refused, naming its file and ``forget`` (``repair.py``).
 """
 
@@ -20,7 +20,7 @@ from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_T
 from backfill_assets.cli.backfill import run_plans
 from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.corrections import diff as diffing
-from backfill_assets.corrections import events, journal, lifecycle, registry, repair
+from backfill_assets.corrections import events, lifecycle, recovery, registry, repair
 from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
@@ -35,18 +35,18 @@ def _lake(settings: Settings) -> Lake:
     return resources["pipeline"].lake(resources["spark"].spark_session)
 
 
-def _open(settings: Settings, correction_id: str) -> tuple[Lake, journal.Recovery | None]:
+def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recovery | None]:
     """The lake, once the record of ``correction_id`` is known to be readable (no Spark is
     started for a refusal), and the recovery of what it left interrupted, reported."""
     registry.get(settings.lake_dir, correction_id)
     lake = _lake(settings)
-    found = journal.recover(lake, correction_id)
+    found = recovery.recover(lake, correction_id)
     if found is not None:
         report_recovery(found)
     return lake, found
 
 
-def report_recovery(found: journal.Recovery, prefix: str = "") -> None:
+def report_recovery(found: recovery.Recovery, prefix: str = "") -> None:
     """Print what a recovery did; a completed cutover or rollback goes to Dagster too, as the
     command itself would have recorded it."""
     print(f"{prefix}{found}", flush=True)
@@ -113,7 +113,7 @@ def cutover(
     settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool
 ) -> int:
     lake, found = _open(settings, correction_id)
-    outcome = journal.completed(found, "cutover")
+    outcome = recovery.completed(found, "cutover")
     if outcome is None:
         outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
         _record(outcome, "cutover")
@@ -131,7 +131,7 @@ def cutover(
 
 def rollback(settings: Settings, correction_id: str) -> int:
     lake, found = _open(settings, correction_id)
-    outcome = journal.completed(found, "rollback")
+    outcome = recovery.completed(found, "rollback")
     if outcome is None:
         outcome = lifecycle.rollback(lake, correction_id)
         _record(outcome, "rollback")
@@ -150,7 +150,7 @@ def _record(outcome: lifecycle.Outcome, action: str) -> None:
 
 def discard(settings: Settings, correction_id: str) -> int:
     lake, found = _open(settings, correction_id)
-    outcome = journal.completed(found, "discard")
+    outcome = recovery.completed(found, "discard")
     deleted = outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
     print(f"correction {correction_id} discarded: {deleted} staged file(s) deleted")
     return 0

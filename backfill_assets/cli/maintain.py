@@ -1,7 +1,7 @@
 """`backfill-assets maintain`: the weekly lake maintenance, now, from the command line.
 
 Corrections first: an operation left interrupted is recovered (completed or undone, see
-``corrections/journal.py``), a broken record reported (exit 1: ``backfill-assets forget`` repairs
+``corrections/recovery.py``), a broken record reported (exit 1: ``backfill-assets forget`` repairs
 it), and corrections older than the retention are decommissioned (no rollback after that). Every
 table of the catalog: expire abandoned staged versions, vacuum with
 ``BACKFILL_RETENTION_DAYS`` honoured (default 14, refused below the floor of 7: in-flight

@@ -20,9 +20,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from backfill_assets.corrections import journal, registry
+from backfill_assets.corrections import journal, recovery, registry
 from backfill_assets.corrections.diff import CORRECTED, ready_days
-from backfill_assets.corrections.journal import Outcome, Recovery, recover, recover_all
+from backfill_assets.corrections.journal import Outcome
+from backfill_assets.corrections.recovery import Recovery, recover, recover_all
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
 from backfill_assets.lake import Lake, StagedVersion
 
@@ -62,8 +63,8 @@ def cutover(
     force: bool = False,
     skip_rebuilt: bool = False,
 ) -> Outcome:
-    c, found = journal.settled(lake, correction_id)
-    if (done := journal.completed(found, "cutover")) is not None:
+    c, found = recovery.settled(lake, correction_id)
+    if (done := recovery.completed(found, "cutover")) is not None:
         return done  # this very cutover, interrupted: now completed
     if c.state == State.STAGED:
         raise CorrectionError(
@@ -108,7 +109,7 @@ def cutover(
     journal.begin(
         lake, c, "cutover", days, since=since, skipped_rebuilt=[d.isoformat() for d in rebuilt]
     )
-    return journal.carry_out(lake, c)
+    return recovery.carry_out(lake, c)
 
 
 def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
@@ -128,8 +129,8 @@ def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
 
 
 def rollback(lake: Lake, correction_id: str) -> Outcome:
-    c, found = journal.settled(lake, correction_id)
-    if (done := journal.completed(found, "rollback")) is not None:
+    c, found = recovery.settled(lake, correction_id)
+    if (done := recovery.completed(found, "rollback")) is not None:
         return done
     if c.state == State.DECOMMISSIONED:
         raise CorrectionError(
@@ -156,18 +157,18 @@ def rollback(lake: Lake, correction_id: str) -> Outcome:
             "rolling back would revert those rebuilds"
         )
     journal.begin(lake, c, "rollback", days)
-    return journal.carry_out(lake, c)
+    return recovery.carry_out(lake, c)
 
 
 def discard(lake: Lake, correction_id: str, state: str = State.DISCARDED) -> int:
     """Drop the correction's staged files (published ones stay: they are production's now)."""
-    c, found = journal.settled(lake, correction_id)
-    if (done := journal.completed(found, "discard")) is not None and c.state == state:
+    c, found = recovery.settled(lake, correction_id)
+    if (done := recovery.completed(found, "discard")) is not None and c.state == state:
         return done.deleted
     if c.state in State.CLOSED:
         raise CorrectionError(f"correction {c.id} is already {c.state}")
     journal.begin(lake, c, "discard", [], state=state)
-    return journal.carry_out(lake, c).deleted
+    return recovery.carry_out(lake, c).deleted
 
 
 def decommission(lake: Lake, retention_days: float, now: dt.datetime | None = None) -> list[str]:
@@ -176,7 +177,7 @@ def decommission(lake: Lake, retention_days: float, now: dt.datetime | None = No
     closed = []
     for found in registry.all_corrections(lake.root):
         try:
-            c, _ = journal.settled(lake, found.id)  # an interrupted discard may close it
+            c, _ = recovery.settled(lake, found.id)  # an interrupted discard may close it
         except CorrectionError:
             continue  # under way in another process, or not recoverable now: maintain says so
         if c.state in State.CLOSED:
