@@ -1,7 +1,7 @@
 """Recovery of a cutover or rollback killed between its two tables' commits: completed when it
 can be, undone when production changed the other table meanwhile, itself failed at every I/O
 operation and recovered again; left alone while its process still runs; run by maintain, which
-reports the completed cutover to Dagster."""
+reports the completed cutover to Dagster, as does the weekly maintenance op."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from backfill_assets.catalog import FCT_DAILY_REVENUE, STG_ORDERS
+from backfill_assets.catalog import FCT_DAILY_REVENUE, MAINTENANCE_JOB, STG_ORDERS
 from backfill_assets.cli.main import main
 from backfill_assets.corrections import lifecycle, registry
 from backfill_assets.corrections.registry import CorrectionError, State
+from backfill_assets.definitions import build_definitions
 from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets.settings import Settings
 from backfill_assets.testing.iofault import arm
 from backfill_assets_tests.corrections.small_lake import (
     CID,
@@ -259,3 +261,24 @@ def test_maintain_completes_an_interrupted_cutover_and_tells_dagster(
             assert cut == dict.fromkeys(
                 [d.isoformat() for d in FIXED], c.cutover["versions"][table]
             )
+
+
+def test_the_weekly_maintenance_op_completes_an_interrupted_cutover_and_records_it(
+    template, tmp_path, cutover_kill_op, spark, monkeypatch
+):
+    lake = killed_between_commits(template, tmp_path / "lake", "cutover", cutover_kill_op)
+    monkeypatch.delenv("BACKFILL_RETENTION_DAYS", raising=False)
+    monkeypatch.delenv("BACKFILL_LAKE_ENGINE", raising=False)
+    defs = build_definitions(Settings(tmp_path / "landing", lake.root, D1, 7))
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance)
+        assert result.success
+        c = registry.get(lake.root, CID)
+        assert c.state == State.CUT_OVER and c.pending == {}
+        for table in TABLES:
+            assert rows(lake.root, table) == after_cutover(table)
+        records = instance.fetch_materializations(FCT_DAILY_REVENUE, limit=10).records
+        assert {
+            r.partition_key: r.asset_materialization.metadata["delta_version"].value
+            for r in records
+        } == dict.fromkeys([d.isoformat() for d in FIXED], c.cutover["versions"][FACT])
