@@ -125,6 +125,18 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     return run_maintain(settings)
 
 
+def cmd_repair_manifest(args: argparse.Namespace, settings: Settings) -> int:
+    """Set a corrupt staged manifest aside (the error that found it names this command)."""
+    from backfill_assets.lake.staged import set_aside_broken
+
+    moved = set_aside_broken(args.path)
+    print(
+        f"set aside as {moved}: its files that no table version references are left to "
+        "vacuum (`backfill-assets maintain`, after the retention); published ones stay"
+    )
+    return 0
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.status import print_status
 
@@ -198,6 +210,12 @@ def parser() -> argparse.ArgumentParser:
         "write checkpoints",
     )
     m.set_defaults(func=cmd_maintain)
+    rm = sub.add_parser(
+        "repair-manifest",
+        help="set aside a corrupt staged manifest (<table>/_staged/<id>.json) that an error named",
+    )
+    rm.add_argument("path")
+    rm.set_defaults(func=cmd_repair_manifest)
     corrections.add_parsers(sub, _date)
     return p
 

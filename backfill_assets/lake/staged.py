@@ -30,10 +30,11 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from backfill_assets.lake import durable
+import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.keys import LakeError, date_text
-from backfill_assets.lake.log import referenced_files
+from backfill_assets.lake.log import commit_of_write, referenced_files
+from backfill_assets.testing.iofault import io_step
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
 
@@ -61,6 +62,11 @@ class StagedVersion:
     base_version: int | None  # the table's version when staged (None: no table yet)
     created_ms: int
     published: dict[dt.date, int] = field(default_factory=dict)  # partition -> version
+    # Intents, recorded before a multi-step operation and cleared when it is done (``settle``):
+    # a publish's {"write_id", "dates", "after"}; a keep_staged's {"into", "dates", "replaced"}.
+    publishing: dict | None = None
+    moving: dict | None = None
+    moved: dict[dt.date, str] = field(default_factory=dict)  # partition -> version kept into
 
     @property
     def rows_by_partition(self) -> dict[dt.date, int]:
@@ -78,10 +84,12 @@ class StagedVersion:
         document["dates"] = [date_text(d) for d in self.dates]
         document["files"] = [{**asdict(f), "partition": date_text(f.partition)} for f in self.files]
         document["published"] = {date_text(d): v for d, v in self.published.items()}
+        document["moved"] = {date_text(d): into for d, into in self.moved.items()}
         return json.dumps(document, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> StagedVersion:
+        """KeyError, TypeError or ValueError when ``text`` is not a whole manifest."""
         d = json.loads(text)
         return cls(
             table=d["table"],
@@ -103,6 +111,9 @@ class StagedVersion:
             base_version=d["base_version"],
             created_ms=d["created_ms"],
             published={dt.date.fromisoformat(k): v for k, v in d["published"].items()},
+            publishing=d.get("publishing"),
+            moving=d.get("moving"),
+            moved={dt.date.fromisoformat(k): v for k, v in d.get("moved", {}).items()},
         )
 
 
@@ -127,12 +138,51 @@ def save(table_dir: str, staged: StagedVersion) -> None:
     durable.write_atomically(manifest_path(table_dir, staged.id), staged.to_json(), "manifest")
 
 
+class BrokenManifest(LakeError):
+    """A manifest on disk that is not a whole one (truncated, not JSON, keys missing)."""
+
+
+BROKEN_SUFFIX = ".broken"
+
+
 def load(table_dir: str, stage_id: str) -> StagedVersion | None:
+    """The manifest of ``stage_id``; None when there is none; BrokenManifest when it is corrupt:
+    nothing that needs it (a publish, a discard, a vacuum) then goes ahead."""
+    path = manifest_path(table_dir, stage_id)
     try:
-        with open(manifest_path(table_dir, stage_id), encoding="utf-8") as src:
-            return StagedVersion.from_json(src.read())
+        with open(path, encoding="utf-8") as src:
+            text = src.read()
     except FileNotFoundError:
         return None
+    try:
+        staged = StagedVersion.from_json(text)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BrokenManifest(
+            f"the staged manifest {path} is corrupt ({type(exc).__name__}: {exc}); nothing was "
+            f"published or deleted. Run `backfill-assets repair-manifest {path}` to set it "
+            "aside: its files that no table version references are then left to vacuum"
+        ) from exc
+    if staged.id != stage_id:
+        raise BrokenManifest(f"the staged manifest {path} names another id, {staged.id!r}")
+    return staged
+
+
+def set_aside_broken(path: str) -> str:
+    """Rename the corrupt manifest at ``path`` to ``<id>.json.broken``, where it protects no
+    file (its unpublished files become orphans, which vacuum deletes after the retention; its
+    published ones are in the log, which vacuum keeps); the new path. Refused for a manifest
+    that reads: that one is closed with ``Lake.discard``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
+    if os.path.basename(folder) != STAGED_DIR or not name.endswith(".json"):
+        raise LakeError(f"{path} is not a staged manifest (<table>/{STAGED_DIR}/<id>.json)")
+    try:
+        load(os.path.dirname(folder), name[: -len(".json")])
+    except BrokenManifest:
+        io_step("manifest.rename")
+        os.replace(path, path + BROKEN_SUFFIX)
+        return path + BROKEN_SUFFIX
+    raise LakeError(f"{path} is not corrupt (or is gone): nothing to repair; discard it instead")
 
 
 def open_versions(table_dir: str) -> list[StagedVersion]:
@@ -171,7 +221,14 @@ def merge(
     moved = tuple(f for f in source.files if f.partition in wanted)
     if target is None:
         return dataclasses.replace(
-            source, id=target_id, dates=tuple(sorted(wanted)), files=moved, published={}
+            source,
+            id=target_id,
+            dates=tuple(sorted(wanted)),
+            files=moved,
+            published={},
+            publishing=None,
+            moving=None,
+            moved={},
         )
     if target.schema_json != source.schema_json:
         raise LakeError(
@@ -188,14 +245,15 @@ def merge(
 
 
 def delete_files(
-    table_dir: str, files: Iterable[StagedFile], since: int | None, closing: str | None = None
+    table_dir: str, paths: Iterable[str], since: int | None, closing: str | None = None
 ) -> int:
-    """Delete the staged ``files`` nothing needs any more; files deleted. The only way a staged
-    file is deleted. Checked right before deleting, a file stays when the Delta log names it
-    after version ``since`` (the current version or one within the retention references it: a
-    publish whose manifest update failed; only vacuum deletes those) or when an open staged
-    version other than ``closing`` owns it (a ``keep_staged`` interrupted between its saves)."""
-    candidates = list(files)
+    """Delete the staged files at ``paths`` (relative to the table) that nothing needs any more;
+    files deleted. The only way a staged file is deleted. Checked right before deleting, a file
+    stays when the Delta log names it after version ``since`` (the current version or one within
+    the retention references it: a publish whose manifest update failed; only vacuum deletes
+    those) or when an open staged version other than ``closing`` owns it (a ``keep_staged``
+    interrupted between its saves)."""
+    candidates = [os.path.normpath(p) for p in paths]
     if not candidates:
         return 0
     needed = referenced_files(table_dir, since)
@@ -203,10 +261,9 @@ def delete_files(
         if other.id != closing:
             needed |= {os.path.normpath(f.path) for f in other.files}
     deleted = 0
-    for f in candidates:
-        if os.path.normpath(f.path) in needed:
-            continue
-        deleted += durable.remove(os.path.join(table_dir, f.path), "file")
+    for path in candidates:
+        if path not in needed:
+            deleted += durable.remove(os.path.join(table_dir, path), "file")
     return deleted
 
 
@@ -215,9 +272,57 @@ def remove(table_dir: str, staged: StagedVersion) -> int:
     else needs (``delete_files``), then the manifest; files deleted."""
     deleted = delete_files(
         table_dir,
-        [f for f in staged.files if f.partition not in staged.published],
+        [f.path for f in staged.files if f.partition not in staged.published],
         staged.base_version,
         closing=staged.id,
     )
     durable.remove(manifest_path(table_dir, staged.id), "manifest")
     return deleted
+
+
+def settle(table_dir: str, staged: StagedVersion) -> StagedVersion:
+    """Complete or drop the intent ``staged`` records, so that the manifest agrees with the log
+    and with the other manifests again; saved when it changed. The recovery of a publish or a
+    ``keep_staged`` that stopped half-way (an error, a kill): run by every ``Lake`` method that
+    opens a staged version, and so by discard, expiry and maintenance."""
+    settled = staged
+    if settled.publishing is not None:
+        intent = settled.publishing
+        version = commit_of_write(table_dir, intent["write_id"], intent["after"])
+        published = dict(settled.published)
+        if version is not None:  # it landed: record it; else nothing was published
+            published.update(dict.fromkeys(_days(intent["dates"]), version))
+        settled = dataclasses.replace(settled, published=published, publishing=None)
+    if settled.moving is not None:
+        settled = finish_move(table_dir, settled)
+    if settled is not staged:
+        save(table_dir, settled)
+    return settled
+
+
+def finish_move(table_dir: str, source: StagedVersion) -> StagedVersion:
+    """``source`` after its ``moving`` intent (``Lake.keep_staged``): when the target's manifest
+    holds the moved files, the files the target held for those partitions before are deleted and
+    the partitions leave ``source`` (recorded in ``moved``); otherwise the move never happened
+    and only the intent goes. Not saved."""
+    intent = source.moving
+    assert intent is not None
+    into, dates = intent["into"], set(_days(intent["dates"]))
+    target = load(table_dir, into)
+    moved = {f.path for f in source.files_of(dates)}
+    if target is None or not dates <= set(target.dates):
+        return dataclasses.replace(source, moving=None)
+    if {f.path for f in target.files_of(dates)} != moved:
+        return dataclasses.replace(source, moving=None)
+    delete_files(table_dir, intent["replaced"], intent["since"])
+    return dataclasses.replace(
+        source,
+        dates=tuple(d for d in source.dates if d not in dates),
+        files=tuple(f for f in source.files if f.partition not in dates),
+        moved={**source.moved, **dict.fromkeys(dates, into)},
+        moving=None,
+    )
+
+
+def _days(texts: Iterable[str]) -> list[dt.date]:
+    return [dt.date.fromisoformat(t) for t in texts]

@@ -30,6 +30,7 @@ from backfill_assets.lake.commit import (
     PartitionInfo,
     WriteResult,
     decode_metadata,
+    new_write_id,
 )
 from backfill_assets.lake.keys import (
     LakeConflict,
@@ -43,6 +44,7 @@ from backfill_assets.lake.log import (
     commit_metadata,
     commit_of_write,
     last_written_versions,
+    newest_commit,
     touched_after,
 )
 from backfill_assets.lake.parquet_writer import write_files
@@ -364,15 +366,28 @@ class Lake:
         compared with) touched one of them."""
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
         table_dir = str(self.path(staged.table))
-        current = self._open_staged(staged, dates)
-        commit = commit or staged.commit
+        on_disk = self._open_staged(staged, dates)
+        commit = replace(commit or staged.commit, write_id=new_write_id())
+        current = on_disk
         if since is not None:
             current = replace(current, base_version=self._version_arg(since))
+        # The intent first: whatever stops this publish, the write id tells ``settle`` whether
+        # the commit landed, so the manifest ends up agreeing with the log.
+        intent = {
+            "write_id": commit.write_id,
+            "dates": [date_text(d) for d in dates],
+            "after": newest_commit(table_dir),
+        }
+        manifests.save(table_dir, replace(on_disk, publishing=intent))
         engine_publish = getattr(self._engine, "publish", None)
-        if engine_publish is not None:
-            result = engine_publish(staged.table, table_dir, current, dates, commit)
-        else:
-            result = self._publish_by_copy(current, dates, commit)
+        try:
+            if engine_publish is not None:
+                result = engine_publish(staged.table, table_dir, current, dates, commit)
+            else:
+                result = self._publish_by_copy(current, dates, commit)
+        except Exception:
+            self._settle_quietly(table_dir, staged.id)
+            raise
         after = manifests.load(table_dir, staged.id)
         if after is None:
             # Closed (discarded or expired) while this commit landed: nothing left to record,
@@ -381,9 +396,23 @@ class Lake:
             return result
         manifests.save(
             table_dir,
-            replace(after, published={**after.published, **dict.fromkeys(dates, result.version)}),
+            replace(
+                after,
+                published={**after.published, **dict.fromkeys(dates, result.version)},
+                publishing=None,
+            ),
         )
         return result
+
+    @staticmethod
+    def _settle_quietly(table_dir: str, stage_id: str) -> None:
+        """Settle a failed publish's intent now if the disk lets us; else the next opener will."""
+        try:
+            current = manifests.load(table_dir, stage_id)
+            if current is not None:
+                manifests.settle(table_dir, current)
+        except Exception:
+            pass
 
     def _check_swapped_files(
         self, staged: StagedVersion, dates: list[dt.date], result: WriteResult, swapped: bool
@@ -427,7 +456,7 @@ class Lake:
         """Close a staged version: delete the files of partitions it never published, and its
         manifest. Returns the files deleted. Published partitions are not touched."""
         table_dir = str(self.path(staged.table))
-        current = manifests.load(table_dir, staged.id)
+        current = self._settled(table_dir, staged.id)
         return 0 if current is None else manifests.remove(table_dir, current)
 
     def keep_staged(
@@ -435,47 +464,69 @@ class Lake:
     ) -> StagedVersion:
         """Move the staged files of ``partitions`` into the staged version ``into`` of the same
         table (opened when absent), replacing the files it held for them, which are deleted.
-        How a correction gathers the days of several runs into one version to cut over."""
+        How a correction gathers the days of several runs into one version to cut over.
+
+        Three saves, the intent first (``moving`` on the source), so that ``settle`` completes
+        or drops a move stopped at any point; until the source drops them, both manifests own the
+        moved files, and ``delete_files`` keeps a file any open version owns. Repeated once done,
+        it changes nothing."""
         dates = self._dates(partitions)
         table_dir = str(self.path(staged.table))
+        into = manifests.check_id(into)
+        source = self._settled(table_dir, staged.id)
+        if source is not None and all(source.moved.get(d) == into for d in dates):
+            kept = self._settled(table_dir, into)
+            if kept is not None:
+                return kept
         source = self._open_staged(staged, dates)
-        target = manifests.load(table_dir, manifests.check_id(into))
+        target = self._settled(table_dir, into)
+        intent = {
+            "into": into,
+            "dates": [date_text(d) for d in dates],
+            "replaced": []
+            if target is None
+            else [f.path for f in target.files_of(dates) if f.partition not in target.published],
+            "since": None if target is None else target.base_version,
+        }
+        source = replace(source, moving=intent)
+        manifests.save(table_dir, source)
         merged = manifests.merge(target, source, dates, into)
-        # The target first: until the source drops them, both own the moved files, and
-        # delete_files keeps a file any other open version owns, so no order of failures
-        # leaves a kept file ownerless or deletable.
         manifests.save(table_dir, merged)
-        if target is not None:
-            manifests.delete_files(
-                table_dir,
-                [f for f in target.files_of(dates) if f.partition not in target.published],
-                target.base_version,
-            )
-        manifests.save(
-            table_dir,
-            replace(source, files=tuple(f for f in source.files if f.partition not in set(dates))),
-        )
+        manifests.save(table_dir, manifests.finish_move(table_dir, source))
         return merged
 
     def _open_staged(self, staged: StagedVersion, dates: Iterable[dt.date]) -> StagedVersion:
-        """The current manifest of ``staged``; LakeError when it is closed or lacks ``dates``."""
+        """The current manifest of ``staged`` (settled); LakeError when it is closed or lacks
+        ``dates``."""
         unknown = sorted(set(dates) - set(staged.dates))
         if unknown:
             raise LakeError(
                 f"{staged.table}: {unknown} are not partitions of staged version {staged.id}"
             )
-        current = manifests.load(str(self.path(staged.table)), staged.id)
+        current = self._settled(str(self.path(staged.table)), staged.id)
         if current is None:
             raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        gone = sorted(set(dates) - set(current.dates))
+        if gone:
+            raise LakeError(
+                f"{staged.table}: partitions {[date_text(d) for d in gone]} of staged version "
+                f"{staged.id} were kept into {sorted({current.moved.get(d, '?') for d in gone})}"
+            )
         return current
+
+    @staticmethod
+    def _settled(table_dir: str, stage_id: str) -> StagedVersion | None:
+        current = manifests.load(table_dir, stage_id)
+        return None if current is None else manifests.settle(table_dir, current)
 
     def staged_version(self, table: str, stage_id: str) -> StagedVersion | None:
         """The open staged version ``stage_id`` of ``table``, or None."""
-        return manifests.load(str(self.path(table)), manifests.check_id(stage_id))
+        return self._settled(str(self.path(table)), manifests.check_id(stage_id))
 
     def staged_versions(self, table: str) -> list[StagedVersion]:
-        """The open staged versions of ``table``."""
-        return manifests.open_versions(str(self.path(table)))
+        """The open staged versions of ``table``, each settled (``staged.settle``)."""
+        table_dir = str(self.path(table))
+        return [manifests.settle(table_dir, s) for s in manifests.open_versions(table_dir)]
 
     def maintain(self, table: str, retention_hours: float) -> tuple[list[str], list[str]]:
         """Close the staged versions older than the retention, then vacuum with it: (staged

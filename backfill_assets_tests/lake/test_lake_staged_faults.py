@@ -5,6 +5,7 @@ step's cleanup delete a file the table or another staged version still needs."""
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_a_publish_whose_manifest_update_fails_keeps_the_files_it_committed(lake
     staged = lake.stage(
         TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
     )
-    fail_save_after(monkeypatch, 0)  # the commit lands; recording it in the manifest fails
+    fail_save_after(monkeypatch, 1)  # intent saved, the commit lands; its confirmation fails
     with pytest.raises(OSError, match="No space"):
         lake.publish(staged, [D1])
     monkeypatch.undo()
@@ -73,7 +74,7 @@ def test_keep_staged_interrupted_between_its_manifest_saves_loses_no_kept_file(
     staged = lake.stage(
         TABLE, frame(lake, [(D1, 10, "a"), (D2, 20, "a")]), "d", [D1, D2], commit("a")
     )
-    fail_save_after(monkeypatch, 1)  # the merged target is saved; the source's update fails
+    fail_save_after(monkeypatch, 2)  # intent and merged target saved; the source's update fails
     with pytest.raises(OSError, match="No space"):
         lake.keep_staged(staged, [D1], into="fix")
     monkeypatch.undo()
@@ -96,7 +97,7 @@ def test_the_log_is_read_through_its_checkpoint_once_commit_files_are_cleaned_up
     the files the unrecorded publish committed."""
     write_old(lake)
     staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
-    fail_save_after(monkeypatch, 0)
+    fail_save_after(monkeypatch, 1)
     with pytest.raises(OSError, match="No space"):
         lake.publish(staged)
     monkeypatch.undo()
@@ -107,3 +108,46 @@ def test_the_log_is_read_through_its_checkpoint_once_commit_files_are_cleaned_up
         (log_dir / f"{version:020d}.json").unlink()
     lake.discard(staged)
     assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 30, "later")]
+
+
+CORRUPTIONS = {
+    "truncated": lambda text: text[: len(text) // 2],
+    "not-json": lambda text: "\x00\x01 not a manifest",
+    "keys-missing": lambda text: '{"id": "x"}',
+}
+
+
+@pytest.mark.parametrize("corrupt", sorted(CORRUPTIONS))
+def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_deleted(
+    lake, corrupt, capsys
+):
+    from backfill_assets.cli.main import main
+
+    old = write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    path = manifests.manifest_path(str(lake.path(TABLE)), staged.id)
+    with open(path, encoding="utf-8") as src:
+        text = src.read()
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(CORRUPTIONS[corrupt](text))
+    attempts = [
+        lambda: lake.staged_versions(TABLE),
+        lambda: lake.discard(staged),
+        lambda: lake.publish(staged),
+        lambda: lake.expire_staged(TABLE, 0),
+        lambda: lake.vacuum(TABLE, 0),
+    ]
+    for attempt in attempts:
+        with pytest.raises(manifests.BrokenManifest) as error:
+            attempt()
+        assert path in str(error.value) and f"backfill-assets repair-manifest {path}" in str(
+            error.value
+        )
+    assert all(on_disk(lake, staged.files)) and content(lake) == old
+    assert main(["repair-manifest", str(lake.path(TABLE))]) == 2  # not a manifest: refused
+    assert main(["repair-manifest", path]) == 0
+    assert "set aside" in capsys.readouterr().out
+    assert lake.staged_versions(TABLE) == [] and os.path.exists(path + ".broken")
+    assert main(["repair-manifest", path]) == 2  # nothing left to repair
+    lake.vacuum(TABLE, 0)  # its unpublished file is an orphan now: vacuum's to delete
+    assert not any(on_disk(lake, staged.files)) and content(lake) == old
