@@ -1,7 +1,7 @@
 """Recovery of a correction's operation left interrupted (its intent in ``pending``, see
 ``journal.py``).
 
-``recover`` asks the Delta log which of the intent's commits landed (``Lake.commit_of_write``):
+``recover`` asks the Delta log which of the intent's commits landed (``commit_carrying``):
 
 - all of them: the operation is done, only its outcome was not saved: save it;
 - none: nothing changed: drop the intent (the command may be given again);
@@ -29,6 +29,7 @@ from backfill_assets.corrections.journal import (
     ACTIONS,
     COLUMNS,
     Outcome,
+    commit_carrying,
     commit_info,
     days_of,
     forward,
@@ -181,7 +182,7 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
         registry.save(lake.root, c)
     restored = []
     for path, u in p["undo"].items():
-        version = lake.commit_of_write(path, u["write_id"], after=u["landed"])
+        version = commit_carrying(lake, path, u["write_id"], u["landed"])
         if version is None:
             # Days production rebuilt after the landed commit are production's now.
             rebuilt = lake.changed_since(path, COLUMNS[path], u["landed"], days)
