@@ -1,8 +1,10 @@
-"""`backfill-assets correct | diff | cutover | rollback | corrections | discard`.
+"""`backfill-assets correct | diff | cutover | rollback | corrections | discard | forget`.
 
 The commands of a versioned correction (see ``backfill_assets.corrections``): each prints
 what it did and exits 0, or prints why it refused and exits 1. Those that read tables open
-a local Spark session; those that commit record it in Dagster too.
+a local Spark session; those that commit record it in Dagster too. Each first recovers an
+operation of the correction left interrupted (``recovery.py``) and says what it did; a broken
+record is refused, naming its file and ``forget`` (``repair.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_T
 from backfill_assets.cli.backfill import run_plans
 from backfill_assets.cli.instance import ensure_dagster_home
 from backfill_assets.corrections import diff as diffing
-from backfill_assets.corrections import events, lifecycle, registry
+from backfill_assets.corrections import events, lifecycle, recovery, registry, repair
 from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
@@ -33,12 +35,35 @@ def _lake(settings: Settings) -> Lake:
     return resources["pipeline"].lake(resources["spark"].spark_session)
 
 
+def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recovery | None]:
+    """The lake, once the record of ``correction_id`` is known to be readable (no Spark is
+    started for a refusal), and the recovery of what it left interrupted, reported."""
+    registry.get(settings.lake_dir, correction_id)
+    lake = _lake(settings)
+    found = recovery.recover(lake, correction_id)
+    if found is not None:
+        report_recovery(found)
+    return lake, found
+
+
+def report_recovery(found: recovery.Recovery, prefix: str = "") -> None:
+    """Print what a recovery did; a completed cutover or rollback goes to Dagster too, as the
+    command itself would have recorded it."""
+    print(f"{prefix}{found}", flush=True)
+    outcome = found.outcome
+    if outcome is not None and found.action in ("cutover", "rollback"):
+        _record(outcome, found.action)
+
+
 def correct(
     settings: Settings, start: date, end: date, reason: str, correction_id: str | None
 ) -> int:
     """Raw for the range (the landing's record, published as usual), then staging and fact as
     the correction ``correction_id``: staged, checked, not published."""
     cid = correction_id or registry.new_id(start)
+    existing = registry.load(settings.lake_dir, cid)
+    if existing is not None and existing.pending:
+        _open(settings, cid)
     registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
     outcomes = run_plans(
         settings,
@@ -68,7 +93,7 @@ def correct(
 
 
 def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:
-    lake = _lake(settings)
+    lake, _ = _open(settings, correction_id)
     result = diffing.compute(lake, registry.get(lake.root, correction_id))
     diffing.record(lake, result)
     markdown = reporting.render(result)
@@ -87,9 +112,11 @@ def diff(settings: Settings, correction_id: str, report_path: str | None) -> int
 def cutover(
     settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool
 ) -> int:
-    lake = _lake(settings)
-    outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
-    _record(outcome, "cutover")
+    lake, found = _open(settings, correction_id)
+    outcome = recovery.completed(found, "cutover")
+    if outcome is None:
+        outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
+        _record(outcome, "cutover")
     print(
         f"correction {correction_id} cut over: {len(outcome.days)} day(s), "
         + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
@@ -103,9 +130,11 @@ def cutover(
 
 
 def rollback(settings: Settings, correction_id: str) -> int:
-    lake = _lake(settings)
-    outcome = lifecycle.rollback(lake, correction_id)
-    _record(outcome, "rollback")
+    lake, found = _open(settings, correction_id)
+    outcome = recovery.completed(found, "rollback")
+    if outcome is None:
+        outcome = lifecycle.rollback(lake, correction_id)
+        _record(outcome, "rollback")
     print(
         f"correction {correction_id} rolled back: {len(outcome.days)} day(s), "
         + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
@@ -120,23 +149,53 @@ def _record(outcome: lifecycle.Outcome, action: str) -> None:
 
 
 def discard(settings: Settings, correction_id: str) -> int:
-    deleted = lifecycle.discard(_lake(settings), correction_id)
+    lake, found = _open(settings, correction_id)
+    outcome = recovery.completed(found, "discard")
+    deleted = outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
     print(f"correction {correction_id} discarded: {deleted} staged file(s) deleted")
     return 0
 
 
+def forget(settings: Settings, correction_id: str) -> int:
+    done = repair.forget(_lake(settings), correction_id)
+    print(
+        f"correction {correction_id} forgotten: its broken record moved to {done.path}; "
+        f"{done.deleted} staged file(s) deleted"
+    )
+    if done.in_production:
+        print(
+            "production holds its cutover (no rollback through backfill-assets any more; "
+            "correct those days again to change them): "
+            + "; ".join(f"{t} v{v}: {', '.join(ds)}" for t, (v, ds) in done.in_production.items())
+        )
+    else:
+        print("nothing of it is in production")
+    return 0
+
+
 def listing(settings: Settings) -> int:
-    found = registry.all_corrections(settings.lake_dir)
-    if not found:
+    found, broken = registry.scan(settings.lake_dir)
+    if not found and not broken:
         print("no corrections")
         return 0
     print(f"{'id':<24}{'state':<16}{'range':<25}{'by':<12}{'created (UTC)':<27}reason")
     for c in found:
+        pending = c.pending.get("action")
         print(
             f"{c.id:<24}{c.state:<16}{c.start + '..' + c.end:<25}{c.created_by:<12}"
             f"{c.created_at:<27}{c.reason}"
+            + (
+                f" [{pending} interrupted at {c.pending.get('at')}: the next command on it, "
+                "or maintain, completes or undoes it]"
+                if pending
+                else ""
+            )
         )
-    return 0
+    for b in broken:
+        print(f"{b.correction_id:<24}{'broken record':<16}{'':<25}{'':<12}{'':<27}see below")
+    for b in broken:
+        print(f"backfill-assets corrections: {b}", file=sys.stderr)
+    return 1 if broken else 0
 
 
 def run_step(command: str, step: Callable[[], int]) -> int:
@@ -157,6 +216,7 @@ def run(command: str, settings: Settings, args: argparse.Namespace) -> int:
         ),
         "rollback": lambda: rollback(settings, args.id),
         "discard": lambda: discard(settings, args.id),
+        "forget": lambda: forget(settings, args.id),
         "corrections": lambda: listing(settings),
     }
     return run_step(command, steps[command])
@@ -193,8 +253,22 @@ def add_parsers(sub: argparse._SubParsersAction, date_type: Callable[[str], date
     r.add_argument("id")
     x = sub.add_parser("discard", help="drop a correction's staged files")
     x.add_argument("id")
+    f = sub.add_parser(
+        "forget",
+        help="repair a correction whose record is broken: check the lake, close its staged "
+        "versions, move the record aside to <id>.json.broken",
+    )
+    f.add_argument("id")
     sub.add_parser("corrections", help="every correction: state, range, who, when, why")
-    for name, p in (("correct", c), ("diff", d), ("cutover", u), ("rollback", r), ("discard", x)):
+    commands = (
+        ("correct", c),
+        ("diff", d),
+        ("cutover", u),
+        ("rollback", r),
+        ("discard", x),
+        ("forget", f),
+    )
+    for name, p in commands:
         p.set_defaults(func=lambda args, settings, name=name: run(name, settings, args))
     sub.choices["corrections"].set_defaults(
         func=lambda args, settings: run("corrections", settings, args)

@@ -205,8 +205,9 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_catch_up)
     m = sub.add_parser(
         "maintain",
-        help="every table: vacuum with BACKFILL_RETENTION_DAYS "
-        "honoured (default 14, at least 7), compact small files, write checkpoints",
+        help="recover interrupted correction commands; every table: vacuum with "
+        "BACKFILL_RETENTION_DAYS honoured (default 14, at least 7), compact small files, "
+        "write checkpoints",
     )
     m.set_defaults(func=cmd_maintain)
     rm = sub.add_parser(

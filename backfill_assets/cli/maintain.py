@@ -1,6 +1,8 @@
 """`backfill-assets maintain`: the weekly lake maintenance, now, from the command line.
 
-Corrections older than the retention are decommissioned first (no rollback after that). Every
+Corrections first: an operation left interrupted is recovered (completed or undone, see
+``corrections/recovery.py``), a broken record reported (exit 1: ``backfill-assets forget`` repairs
+it), and corrections older than the retention are decommissioned (no rollback after that). Every
 table of the catalog: expire abandoned staged versions, vacuum with
 ``BACKFILL_RETENTION_DAYS`` honoured (default 14, refused below the floor of 7: in-flight
 writers' files), compact small files, write a checkpoint. See ``lake/maintenance.py``.
@@ -11,7 +13,8 @@ from __future__ import annotations
 import datetime as dt
 
 from backfill_assets.catalog import LAKE_TABLES
-from backfill_assets.corrections.lifecycle import decommission
+from backfill_assets.corrections import registry
+from backfill_assets.corrections.lifecycle import decommission, recover_all
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import code_version
@@ -33,6 +36,15 @@ def run_maintain(settings: Settings) -> int:
         run_id=f"maintain-{stamp}", code_version=code_version(), extra={"maintenance": "cli"}
     )
     print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine_name}", flush=True)
+    recovered = recover_all(lake)
+    if recovered:
+        from backfill_assets.cli.corrections import report_recovery
+
+        for found in recovered:
+            report_recovery(found, "maintain: ")
+    broken = registry.scan(lake.root)[1]
+    for b in broken:
+        print(f"maintain: {b}", flush=True)
     for closed in decommission(lake, days):
         print(
             f"maintain: correction {closed} decommissioned (older than {days:g} days: no "
@@ -48,5 +60,5 @@ def run_maintain(settings: Settings) -> int:
             f"maintain: vacuum skipped for {', '.join(refused)} (open staged versions with "
             f"files older than the retention); everything else done"
         )
-        return 1
-    return 0
+    failed = [r.correction_id for r in recovered if r.result in ("failed", "in progress")]
+    return 1 if refused or broken or failed else 0

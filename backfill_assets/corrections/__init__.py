@@ -17,4 +17,6 @@ The life of a correction (``registry.State``):
    after ``BACKFILL_RETENTION_DAYS``; after that, no rollback.
 
 Each correction's record is one JSON file under ``<lake>/_corrections/`` (``registry.py``).
+Cutover, rollback and discard record their intent there first and recover when interrupted
+(``journal.py``); ``forget`` sets aside a record that cannot be read (``repair.py``).
 """

@@ -143,6 +143,11 @@ def record(lake: Lake, diff: Diff) -> Correction:
     correction = diff.correction
     if correction.state in State.CLOSED:
         raise CorrectionError(f"correction {correction.id} is {correction.state}")
+    if correction.pending:  # its outcome would be lost under this save: recover it first
+        raise CorrectionError(
+            f"correction {correction.id} has an interrupted {correction.pending['action']}: "
+            f"run backfill-assets {correction.pending['action']} {correction.id} first"
+        )
     correction.diff = {
         "at": registry.now(),
         "versions": diff.versions,

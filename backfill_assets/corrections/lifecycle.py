@@ -4,54 +4,43 @@
   passing days (the staged files themselves; nothing copied on delta-rs). Refused when
   production changed those days after the diff, when a day's revenue moves more than the
   guardrail allows (unless forced), or when the live lane rebuilt a day after the
-  correction was staged (unless those days are skipped). If the fact's commit fails after
-  staging's, staging is put back, so the two never disagree.
+  correction was staged (unless those days are skipped).
 - ``rollback``: one commit per table pointing exactly the cut-over days back at their
   pre-cutover files. Refused when production changed them after the cutover.
 - ``discard`` drops the correction's staged files; ``decommission`` does it for every
   correction older than the retention, after which a rollback is a clear error.
+
+Each records its intent in the correction's record before its first effect and recovers
+when interrupted (``journal.py``): if the fact's commit fails after staging's, the cutover is
+completed, or staging is put back, so the two never disagree for longer than one command.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-from backfill_assets.corrections import registry
+from backfill_assets.corrections import journal, recovery, registry
 from backfill_assets.corrections.diff import CORRECTED, ready_days
+from backfill_assets.corrections.journal import Outcome
+from backfill_assets.corrections.recovery import Recovery, recover, recover_all
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
-from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
+from backfill_assets.lake import Lake, StagedVersion
+
+__all__ = [
+    "DEFAULT_MAX_REVENUE_CHANGE_PCT",
+    "Outcome",
+    "Recovery",
+    "cutover",
+    "decommission",
+    "discard",
+    "guardrail_breaches",
+    "recover",
+    "recover_all",
+    "rollback",
+]
 
 DEFAULT_MAX_REVENUE_CHANGE_PCT = 10.0
-
-
-@dataclass
-class Outcome:
-    """What a cutover or rollback committed: per table, the commit; and the days it covered."""
-
-    correction: Correction
-    days: list[dt.date]
-    writes: dict[str, WriteResult]
-    skipped: list[dt.date]
-
-
-def _commit(correction: Correction, action: str) -> CommitInfo:
-    inputs: dict[str, int] = {}
-    for run in correction.runs:
-        for table, version in run["input_versions"].items():
-            inputs[table] = max(inputs.get(table, version), version)
-    return CommitInfo(
-        run_id=f"correction:{correction.id}",
-        code_version=correction.code_version,
-        input_versions=inputs,
-        extra={
-            "correction": correction.id,
-            "action": action,
-            "by": registry.user(),
-            "reason": correction.reason,
-        },
-    )
 
 
 def _dates(texts: Iterable[str]) -> list[dt.date]:
@@ -74,7 +63,9 @@ def cutover(
     force: bool = False,
     skip_rebuilt: bool = False,
 ) -> Outcome:
-    c = registry.get(lake.root, correction_id)
+    c, found = recovery.settled(lake, correction_id)
+    if (done := recovery.completed(found, "cutover")) is not None:
+        return done  # this very cutover, interrupted: now completed
     if c.state == State.STAGED:
         raise CorrectionError(
             f"correction {c.id} has not been diffed: run backfill-assets diff {c.id} first"
@@ -114,34 +105,11 @@ def cutover(
     days = [d for d in days if d not in set(rebuilt)]
     if not days:
         raise CorrectionError(f"correction {c.id}: every diffed day was rebuilt in production")
-    staged = _staged_versions(lake, c)
-    before = {t.path: lake.version(t.path) for t in CORRECTED}
-    writes: dict[str, WriteResult] = {}
-    commit = _commit(c, "cutover")
-    try:
-        for table in CORRECTED:
-            writes[table.path] = lake.publish(
-                staged[table.path], days, commit, since=since[table.path]
-            )
-    except Exception:
-        if writes:  # staging is published, the fact is not: put staging back
-            _restore(lake, c, list(writes), days, before, _commit(c, "cutover undone"))
-        raise
-    c.cutover = {
-        "at": registry.now(),
-        "days": [d.isoformat() for d in days],
-        "versions_before": before,
-        "versions": {t: w.version for t, w in writes.items()},
-        "skipped_rebuilt": [d.isoformat() for d in rebuilt],
-    }
-    c.rollback = {}
-    c.state = State.CUT_OVER
-    c.note(
-        "cut over",
-        f"{len(days)} day(s): " + ", ".join(f"{t} v{w.version}" for t, w in writes.items()),
+    _staged_versions(lake, c)  # both open, checked before anything is published
+    journal.begin(
+        lake, c, "cutover", days, since=since, skipped_rebuilt=[d.isoformat() for d in rebuilt]
     )
-    registry.save(lake.root, c)
-    return Outcome(c, days, writes, rebuilt)
+    return recovery.carry_out(lake, c)
 
 
 def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
@@ -160,29 +128,10 @@ def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
     return found
 
 
-def _restore(
-    lake: Lake,
-    c: Correction,
-    tables: list[str],
-    days: list[dt.date],
-    versions: Mapping[str, int | None],
-    commit: CommitInfo,
-) -> dict[str, WriteResult]:
-    by_path = {t.path: t for t in CORRECTED}
-    writes = {}
-    for path in tables:
-        version = versions[path]
-        if version is None:
-            raise CorrectionError(
-                f"{path} did not exist before the cutover of {c.id}: nothing to restore"
-            )
-        table = by_path[path]
-        writes[path] = lake.restore_partitions(path, table.partition_column, days, version, commit)
-    return writes
-
-
 def rollback(lake: Lake, correction_id: str) -> Outcome:
-    c = registry.get(lake.root, correction_id)
+    c, found = recovery.settled(lake, correction_id)
+    if (done := recovery.completed(found, "rollback")) is not None:
+        return done
     if c.state == State.DECOMMISSIONED:
         raise CorrectionError(
             f"correction {c.id} was decommissioned ({_last(c, 'decommissioned')}) after the "
@@ -195,11 +144,8 @@ def rollback(lake: Lake, correction_id: str) -> Outcome:
             f"correction {c.id} is {c.state}: only a cut-over correction rolls back"
         )
     days = _dates(c.cutover["days"])
-    done = c.rollback.get("versions", {})
     moved = {}
     for table in CORRECTED:
-        if table.path in done:
-            continue
         changed = lake.changed_since(
             table.path, table.partition_column, c.cutover["versions"][table.path], days
         )
@@ -210,45 +156,30 @@ def rollback(lake: Lake, correction_id: str) -> Outcome:
             f"refusing: production changed after the cutover: {_listing(moved)}; "
             "rolling back would revert those rebuilds"
         )
-    writes = {}
-    for table in CORRECTED:
-        if table.path in done:
-            continue
-        writes.update(
-            _restore(
-                lake, c, [table.path], days, c.cutover["versions_before"], _commit(c, "rollback")
-            )
-        )
-        done[table.path] = writes[table.path].version
-        c.rollback = {"at": registry.now(), "versions": done}
-        registry.save(lake.root, c)  # a rollback stopped half-way resumes with the other table
-    c.state = State.ROLLED_BACK
-    c.note("rolled back", ", ".join(f"{t} v{v}" for t, v in done.items()))
-    registry.save(lake.root, c)
-    return Outcome(c, days, writes, [])
+    journal.begin(lake, c, "rollback", days)
+    return recovery.carry_out(lake, c)
 
 
 def discard(lake: Lake, correction_id: str, state: str = State.DISCARDED) -> int:
     """Drop the correction's staged files (published ones stay: they are production's now)."""
-    c = registry.get(lake.root, correction_id)
+    c, found = recovery.settled(lake, correction_id)
+    if (done := recovery.completed(found, "discard")) is not None and c.state == state:
+        return done.deleted
     if c.state in State.CLOSED:
         raise CorrectionError(f"correction {c.id} is already {c.state}")
-    deleted = 0
-    for table in CORRECTED:
-        staged = lake.staged_version(table.path, c.id)
-        if staged is not None:
-            deleted += lake.discard(staged)
-    c.state = state
-    c.note(state, f"{deleted} staged file(s) deleted")
-    registry.save(lake.root, c)
-    return deleted
+    journal.begin(lake, c, "discard", [], state=state)
+    return recovery.carry_out(lake, c).deleted
 
 
 def decommission(lake: Lake, retention_days: float, now: dt.datetime | None = None) -> list[str]:
     """Close every open correction created more than ``retention_days`` ago; their ids."""
     now = now or dt.datetime.now(dt.UTC)
     closed = []
-    for c in registry.all_corrections(lake.root):
+    for found in registry.all_corrections(lake.root):
+        try:
+            c, _ = recovery.settled(lake, found.id)  # an interrupted discard may close it
+        except CorrectionError:
+            continue  # under way in another process, or not recoverable now: maintain says so
         if c.state in State.CLOSED:
             continue
         if now - dt.datetime.fromisoformat(c.created_at) > dt.timedelta(days=retention_days):

@@ -3,9 +3,14 @@
 What it holds is what ``backfill-assets corrections`` lists and what every later step checks:
 who made the correction, when and why; the code version and input versions it was built
 from; per table, the days staged and the days its checks held; the production versions the
-diff compared with; the versions a cutover replaced and wrote. Written atomically (a reader
-sees the old record or the new one), by one writer at a time: a correction's runs, then the
-commands an engineer gives it.
+diff compared with; the versions a cutover replaced and wrote; and, while a cutover, rollback
+or discard is under way, its intent (``pending``, see ``journal.py``). Written atomically (a
+reader sees the old record or the new one), by one writer at a time: a correction's runs, then
+the commands an engineer gives it.
+
+A record that cannot be read (cut short, not JSON, keys missing: a disk fault or a hand edit)
+is a ``BrokenRecord``: every command on it refuses, naming the file and ``backfill-assets
+forget``, which moves it aside (``repair.py``); nothing deletes it.
 """
 
 from __future__ import annotations
@@ -13,15 +18,17 @@ from __future__ import annotations
 import datetime as dt
 import getpass
 import json
+import os
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from backfill_assets.lake import durable
 from backfill_assets.settings import RunSettings
 
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
+BROKEN_SUFFIX = ".broken"  # a broken record set aside by `forget`: kept, never read again
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
 
 
@@ -37,6 +44,19 @@ class State:
 
 class CorrectionError(ValueError):
     """A correction command that cannot be carried out; the message says why and what to do."""
+
+
+class BrokenRecord(CorrectionError):
+    """A correction's record that cannot be read: its file, and the command that repairs it."""
+
+    def __init__(self, correction_id: str, path: Path, why: str) -> None:
+        self.correction_id, self.path = correction_id, path
+        super().__init__(
+            f"the record of correction {correction_id}, {path}, is unreadable ({why}): cut "
+            "short or edited by hand. Nothing reads or changes it until it is repaired: "
+            f"backfill-assets forget {correction_id} checks the lake, closes the correction's "
+            f"staged versions and moves the record aside to {path.name}{BROKEN_SUFFIX}"
+        )
 
 
 @dataclass
@@ -67,6 +87,7 @@ class Correction:
     cutover: dict = field(default_factory=dict)  # at, days, versions_before, versions
     rollback: dict = field(default_factory=dict)  # at, versions
     history: list[dict] = field(default_factory=list)  # at, by, action, detail
+    pending: dict = field(default_factory=dict)  # the intent of an operation under way (journal)
 
     def table(self, path: str) -> TableRecord:
         return self.tables.setdefault(path, TableRecord())
@@ -79,9 +100,29 @@ class Correction:
 
     @classmethod
     def from_json(cls, text: str) -> Correction:
+        """The record in ``text``; ValueError (or TypeError) saying what is wrong with it."""
         d = json.loads(text)
+        if not isinstance(d, dict):
+            raise ValueError(f"a JSON object expected, got {type(d).__name__}")
+        missing = sorted(REQUIRED - d.keys())
+        if missing:
+            raise ValueError(f"keys missing: {', '.join(missing)}")
+        unknown = sorted(d.keys() - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown keys: {', '.join(unknown)}")
+        for name in ("runs", "history"):
+            if not isinstance(d.get(name, []), list):
+                raise ValueError(f"{name} is not a list")
+        for name in ("tables", "diff", "cutover", "rollback", "pending"):
+            if not isinstance(d.get(name, {}), dict):
+                raise ValueError(f"{name} is not an object")
         d["tables"] = {k: TableRecord(**v) for k, v in d.get("tables", {}).items()}
         return cls(**d)
+
+
+REQUIRED = frozenset(
+    ("id", "reason", "created_by", "created_at", "start", "end", "code_version", "state", "tables")
+)
 
 
 def now() -> str:
@@ -112,11 +153,24 @@ def _path(lake_root: Path, correction_id: str) -> Path:
     return Path(lake_root) / FOLDER / f"{check_id(correction_id)}.json"
 
 
+def record_path(lake_root: Path, correction_id: str) -> Path:
+    return _path(lake_root, correction_id)
+
+
 def load(lake_root: Path, correction_id: str) -> Correction | None:
+    """The record, or None when there is none; BrokenRecord when it cannot be read."""
+    path = _path(lake_root, correction_id)
     try:
-        return Correction.from_json(_path(lake_root, correction_id).read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    try:
+        correction = Correction.from_json(text)
+    except (ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise BrokenRecord(correction_id, path, str(exc) or type(exc).__name__) from None
+    if correction.id != correction_id:
+        raise BrokenRecord(correction_id, path, f"it names correction {correction.id!r}")
+    return correction
 
 
 def get(lake_root: Path, correction_id: str) -> Correction:
@@ -133,12 +187,40 @@ def save(lake_root: Path, correction: Correction) -> None:
     durable.write_atomically(_path(lake_root, correction.id), correction.to_json(), "record")
 
 
-def all_corrections(lake_root: Path) -> list[Correction]:
+def scan(lake_root: Path) -> tuple[list[Correction], list[BrokenRecord]]:
+    """Every record: the readable ones, oldest first, and the broken ones."""
     folder = Path(lake_root) / FOLDER
     if not folder.is_dir():
-        return []
-    found = [load(lake_root, p.stem) for p in sorted(folder.glob("*.json"))]
-    return sorted((c for c in found if c is not None), key=lambda c: c.created_at)
+        return [], []
+    found, broken = [], []
+    for p in sorted(folder.glob("*.json")):
+        try:
+            correction = load(lake_root, check_id(p.stem))
+        except BrokenRecord as exc:
+            broken.append(exc)
+            continue
+        except CorrectionError:
+            continue  # not a record's name: nothing of this registry's
+        if correction is not None:
+            found.append(correction)
+    return sorted(found, key=lambda c: c.created_at), broken
+
+
+def all_corrections(lake_root: Path) -> list[Correction]:
+    """The readable records, oldest first (``scan`` names the broken ones too)."""
+    return scan(lake_root)[0]
+
+
+def set_aside(lake_root: Path, correction_id: str) -> Path:
+    """Rename the record to ``<id>.json.broken`` (``.broken.<n>`` when taken): kept, not read."""
+    path = _path(lake_root, correction_id)
+    aside = path.with_name(path.name + BROKEN_SUFFIX)
+    n = 1
+    while aside.exists():
+        aside = path.with_name(f"{path.name}{BROKEN_SUFFIX}.{n}")
+        n += 1
+    os.replace(path, aside)
+    return aside
 
 
 def open_correction(
@@ -169,6 +251,12 @@ def open_correction(
         return correction
     if existing.state in State.CLOSED:
         raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")
+    if existing.pending:
+        action = existing.pending.get("action", "operation")
+        raise CorrectionError(
+            f"correction {correction_id} has an interrupted {action}: run backfill-assets "
+            f"{action} {correction_id} (or backfill-assets maintain) to complete or undo it first"
+        )
     if existing.state == State.CUT_OVER:
         raise CorrectionError(
             f"correction {correction_id} is cut over: roll it back before "

@@ -30,7 +30,7 @@ from backfill_assets.catalog import (
     CORRECTION_TAG,
     Table,
 )
-from backfill_assets.corrections import registry
+from backfill_assets.corrections import recovery, registry
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
 from backfill_assets.publishing.publication import (
     CheckOutcome,
@@ -65,6 +65,7 @@ class CorrectionPublication(Publication):
         super().__init__(context, lake)
         days = partition_dates(context)
         try:
+            recovery.recover(lake, correction_id)  # an interrupted cutover, rollback or discard
             self.correction = registry.open_correction(
                 lake.root,
                 correction_id,

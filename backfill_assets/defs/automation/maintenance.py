@@ -1,9 +1,10 @@
 """The weekly lake maintenance: a job of one op over every table of the catalog, and its schedule.
 
-The op is ``lake.maintenance.maintain_tables`` (what ``backfill-assets maintain`` runs too):
-expire abandoned staged versions, vacuum with ``BACKFILL_RETENTION_DAYS`` honoured, compact
-small files, write checkpoints. A retention below the floor fails the run before anything is
-touched.
+The op is ``lake.maintenance.maintain_tables`` (what ``backfill-assets maintain`` runs too),
+after the corrections' upkeep: recover their interrupted operations, report broken records,
+decommission the old ones. Per table: expire abandoned staged versions, vacuum with
+``BACKFILL_RETENTION_DAYS`` honoured, compact small files, write checkpoints. A retention
+below the floor fails the run before anything is touched.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from backfill_assets.catalog import (
     MAINTENANCE_SCHEDULE,
     WHY_TAG,
 )
-from backfill_assets.corrections.lifecycle import decommission
+from backfill_assets.corrections import events, registry
+from backfill_assets.corrections.lifecycle import decommission, recover_all
 from backfill_assets.defs.automation.wiring import schedule_status
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake.maintenance import maintain_tables
@@ -34,10 +36,16 @@ CRON = "0 4 * * 0"  # Sundays 04:00 UTC, clear of the daily refresh at 02:00
 def maintain_lake(  # type: ignore[no-untyped-def]
     context, spark: SparkResource, pipeline: PipelineResource
 ) -> None:
-    """Decommission corrections older than the retention, then vacuum (retention honoured),
-    compact and checkpoint every table of the lake."""
+    """Recover the corrections' interrupted operations, decommission those older than the
+    retention, then vacuum (retention honoured), compact and checkpoint every table."""
     days = retention_days()
     lake = pipeline.lake(spark.spark_session)
+    for found in recover_all(lake):
+        context.log.info(str(found))
+        if found.outcome is not None and found.action in ("cutover", "rollback"):
+            events.report_commits(context.instance, found.outcome, found.action)
+    for broken in registry.scan(lake.root)[1]:
+        context.log.warning(str(broken))
     for closed in decommission(lake, days):
         context.log.info(f"correction {closed} decommissioned: older than {days:g} days")
     done = maintain_tables(
