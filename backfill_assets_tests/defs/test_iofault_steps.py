@@ -22,9 +22,7 @@ def env(tmp_path_factory, spark):
 
 
 @pytest.mark.parametrize("step", h.STEPS, ids=lambda s: s.name)
-def test_a_step_failed_at_its_commit_its_confirmation_or_its_cleanup_converges(
-    env, step, tmp_path
-):
+def test_a_step_failed_at_its_commit_its_confirmation_or_its_cleanup_converges(env, step, tmp_path):
     penv, before = env
     template = h.step_template(penv, before, step)
     names = h.operations(penv, template, step, tmp_path / "ops.log")
