@@ -4,8 +4,8 @@ A cutover commits to two tables (staging, then fact), a rollback too, and a disc
 both tables' staged files: a crash or an I/O error between two steps must not leave the
 record and the lake telling different stories. So before its first effect an operation saves
 its intent in the record (``Correction.pending``, ``begin``): the action, the days, and per
-table the write id its commit will carry (in its extras, ``MARK``, and as its
-``CommitInfo.write_id``) and the version it starts from. Then it commits the tables whose
+table the write id its commit will carry (``CommitInfo.write_id``) and the version it starts
+from. Then it commits the tables whose
 commit has not landed (``forward``: the log is asked first, so a commit is never made twice),
 then saves its outcome and clears the intent. ``recovery.py`` completes or undoes an intent
 left behind.
@@ -27,7 +27,6 @@ from backfill_assets.lake.log import commit_file_counts
 
 ACTIONS = ("cutover", "rollback", "discard")
 COLUMNS = {t.path: t.partition_column for t in CORRECTED}
-MARK = "journal_write_id"  # the extra of a journaled commit that names its intent's write id
 
 
 @dataclass
@@ -56,7 +55,6 @@ def commit_info(c: Correction, action: str, write_id: str | None = None) -> Comm
             "action": action,
             "by": registry.user(),
             "reason": c.reason,
-            **({MARK: write_id} if write_id else {}),
         },
         write_id=write_id,
     )
@@ -64,16 +62,8 @@ def commit_info(c: Correction, action: str, write_id: str | None = None) -> Comm
 
 def commit_carrying(lake: Lake, table: str, write_id: str, after: int | None) -> int | None:
     """The version of the commit after ``after`` (any when None) that carries the journal's
-    ``write_id``, or None: whether the intent's commit landed. Looked up by the mark in the
-    commit's extras rather than by ``CommitInfo.write_id``, which ``Lake.publish`` replaces
-    with a write id of its own (its manifest's publish intent)."""
-    newest = lake.version(table)
-    if newest is None:
-        return None
-    for version in range(newest, -1 if after is None else after, -1):
-        if lake.commit_metadata(table, version).get("extra", {}).get(MARK) == write_id:
-            return version
-    return None
+    ``write_id``, or None: whether the intent's commit landed."""
+    return lake.commit_of_write(table, write_id, after)
 
 
 def begin(lake: Lake, c: Correction, action: str, days: list[dt.date], **extra: object) -> None:
