@@ -29,3 +29,30 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One SeaweedFS S3 server for the session (``s3_server.py``); skipped, with the reason,
+    only where its binary cannot run."""
+    from backfill_assets_tests.s3_server import S3Server, binary_problem
+
+    problem = binary_problem()
+    if problem:
+        pytest.skip(problem)
+    server = S3Server.start(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, monkeypatch) -> str:
+    """A new bucket of its own on the session's server, with the standard AWS variables set to
+    reach it; its name."""
+    import uuid
+
+    bucket = f"t-{uuid.uuid4().hex[:20]}"
+    s3_server.create_bucket(bucket)
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    return bucket

