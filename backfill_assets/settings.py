@@ -1,4 +1,5 @@
-"""The one place the environment is read: every ``BACKFILL_*`` variable, and ``DAGSTER_HOME``.
+"""The one place the environment is read: every ``BACKFILL_*`` variable, ``DAGSTER_HOME``, and
+the standard AWS variables a lake on S3 is reached with (``S3Settings``).
 
 Nothing is read at import. Each group of settings is a frozen dataclass with a loader, run when
 the part that needs it runs, so that a bad value fails that part and nothing else, with the
@@ -8,8 +9,9 @@ starts (with the first partition `make demo` recorded under ``DAGSTER_HOME``: se
 ``catch-up`` runs; ``retention_days`` when maintenance runs; ``SparkSettings.from_env`` when a
 Spark conf is built; ``RunSettings.from_env`` when a commit records its code version, a
 correction its author, or the CLI starts a run; ``pg_url`` and ``dagster_home`` when the
-Dagster instance is set up; ``fault_settings`` at a test's pause point. Every loader takes an
-``env`` mapping (default: the process's environment), for tests.
+Dagster instance is set up; ``fault_settings`` at a test's pause point; ``S3Settings.from_env``
+when a lake on S3 is opened. Every loader takes an ``env`` mapping (default: the process's
+environment), for tests.
 
 Each variable is documented here, next to where it is read; README's "Configuration" table
 lists them all with their defaults (``test_settings.py`` keeps the table complete, and keeps
@@ -375,6 +377,42 @@ class RunSettings:
             code_version=env.get("BACKFILL_CODE_VERSION") or None,
             user=env.get("BACKFILL_USER") or None,
             log_level=env.get("BACKFILL_LOG_LEVEL", "WARNING"),
+        )
+
+
+S3_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
+    "AWS_ALLOW_HTTP",
+)
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How the lake reaches an ``s3://`` location (``lake/storage.py``): the standard AWS
+    variables, and only them (no profile file, no instance role), read when a lake on S3 is
+    opened. The keys never show in a repr, and so in no log or error that prints these."""
+
+    endpoint: str | None = None  # AWS_ENDPOINT_URL; None: AWS's own for the region
+    access_key_id: str | None = field(default=None, repr=False)  # AWS_ACCESS_KEY_ID
+    secret_access_key: str | None = field(default=None, repr=False)  # AWS_SECRET_ACCESS_KEY
+    region: str = "us-east-1"  # AWS_REGION
+    allow_http: bool = False  # AWS_ALLOW_HTTP: true lets the endpoint be http://
+
+    @classmethod
+    def from_env(cls, env: Env | None = None) -> S3Settings:
+        env = _environ(env)
+        allow = env.get("AWS_ALLOW_HTTP", "false").strip().lower()
+        if allow not in ("true", "false", "1", "0", ""):
+            raise ValueError(f"AWS_ALLOW_HTTP must be true or false, got {allow!r}")
+        return cls(
+            endpoint=env.get("AWS_ENDPOINT_URL", "").strip().rstrip("/") or None,
+            access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+            secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+            region=env.get("AWS_REGION", "").strip() or "us-east-1",
+            allow_http=allow in ("true", "1"),
         )
 
 

@@ -94,7 +94,7 @@ def correct(
 
 def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:
     lake, _ = _open(settings, correction_id)
-    result = diffing.compute(lake, registry.get(lake.root, correction_id))
+    result = diffing.compute(lake, registry.get(lake.location, correction_id))
     diffing.record(lake, result)
     markdown = reporting.render(result)
     path = report_path or str(lake.root / registry.FOLDER / f"{correction_id}.md")

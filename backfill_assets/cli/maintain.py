@@ -42,7 +42,7 @@ def run_maintain(settings: Settings) -> int:
 
         for found in recovered:
             report_recovery(found, "maintain: ")
-    broken = registry.scan(lake.root)[1]
+    broken = registry.scan(lake.location)[1]
     for b in broken:
         print(f"maintain: {b}", flush=True)
     for closed in decommission(lake, days):

@@ -165,5 +165,5 @@ def record(lake: Lake, diff: Diff) -> Correction:
     if correction.state in (State.STAGED, State.DIFFED, State.ROLLED_BACK):
         correction.state = State.DIFFED
     correction.note("diffed", f"{len(diff.changed_days)} of {len(diff.days)} day(s) changed")
-    registry.save(lake.root, correction)
+    registry.save(lake.location, correction)
     return correction

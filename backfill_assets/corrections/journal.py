@@ -81,12 +81,12 @@ def begin(lake: Lake, c: Correction, action: str, days: list[dt.date], **extra: 
         **extra,
     }
     try:
-        registry.save(lake.root, c)
+        registry.save(lake.location, c)
     except OSError as exc:
         c.pending = {}
         raise CorrectionError(
             f"{action} of {c.id} not started: its intent could not be saved to "
-            f"{registry.record_path(lake.root, c.id)} ({exc}); nothing changed"
+            f"{registry.record_path(lake.location, c.id)} ({exc}); nothing changed"
         ) from exc
 
 
@@ -188,5 +188,5 @@ def _finish(lake: Lake, c: Correction, writes: dict[str, WriteResult], deleted: 
         c.state = p["state"]
         c.note(c.state, f"{deleted} staged file(s) deleted")
     c.pending = {}
-    registry.save(lake.root, c)
+    registry.save(lake.location, c)
     return Outcome(c, days, writes, skipped, deleted)

@@ -175,7 +175,7 @@ def decommission(lake: Lake, retention_days: float, now: dt.datetime | None = No
     """Close every open correction created more than ``retention_days`` ago; their ids."""
     now = now or dt.datetime.now(dt.UTC)
     closed = []
-    for found in registry.all_corrections(lake.root):
+    for found in registry.all_corrections(lake.location):
         try:
             c, _ = recovery.settled(lake, found.id)  # an interrupted discard may close it
         except CorrectionError:

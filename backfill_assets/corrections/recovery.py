@@ -75,7 +75,7 @@ def carry_out(lake: Lake, c: Correction) -> Outcome:
             raise CorrectionError(
                 f"{action} of {c.id} stopped ({type(exc).__name__}: {exc}) and recovering it "
                 f"failed too ({type(again).__name__}: {again}). Its intent stays recorded in "
-                f"{registry.record_path(lake.root, c.id)}: run backfill-assets {action} {c.id} "
+                f"{registry.record_path(lake.location, c.id)}: run backfill-assets {action} {c.id} "
                 "again, or backfill-assets maintain, to complete or undo it"
             ) from exc
         if done is not None and done.outcome is not None:
@@ -89,7 +89,7 @@ def carry_out(lake: Lake, c: Correction) -> Outcome:
 def recover(lake: Lake, correction_id: str) -> Recovery | None:
     """Complete or undo the operation the record of ``correction_id`` says was interrupted
     (see the module docstring); None when there is none. BrokenRecord on an unreadable record."""
-    c = registry.load(lake.root, correction_id)
+    c = registry.load(lake.location, correction_id)
     if c is None or not c.pending:
         return None
     p = c.pending
@@ -107,7 +107,7 @@ def recover(lake: Lake, correction_id: str) -> Recovery | None:
     if all(v is None for v in landed(lake, c).values()):
         c.pending = {}
         c.note(f"{action} interrupted", "before any commit landed: nothing changed")
-        registry.save(lake.root, c)
+        registry.save(lake.location, c)
         return Recovery(c.id, action, "abandoned", "no commit had landed: nothing changed")
     try:
         outcome = forward(lake, c)
@@ -122,7 +122,7 @@ def recover_all(lake: Lake) -> list[Recovery]:
     recovered now is reported ``failed``, and the others still are. Broken records are
     ``registry.scan``'s to report."""
     done = []
-    for c in registry.all_corrections(lake.root):
+    for c in registry.all_corrections(lake.location):
         if not c.pending:
             continue
         try:
@@ -143,7 +143,7 @@ def settled(lake: Lake, correction_id: str) -> tuple[Correction, Recovery | None
             f"correction {correction_id}: its {found.action} is under way ({found.detail}); "
             "try again when it ends"
         )
-    return registry.get(lake.root, correction_id), found
+    return registry.get(lake.location, correction_id), found
 
 
 def completed(found: Recovery | None, action: str) -> Outcome | None:
@@ -179,7 +179,7 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
             if version is not None
         }
         p["undo_reason"] = reason
-        registry.save(lake.root, c)
+        registry.save(lake.location, c)
     restored = []
     for path, u in p["undo"].items():
         version = commit_carrying(lake, path, u["write_id"], u["landed"])
@@ -202,7 +202,7 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
     c.pending = {}
     detail = f"{', '.join(restored)} restored: {reason}"
     c.note(f"{action} undone", detail)
-    registry.save(lake.root, c)
+    registry.save(lake.location, c)
     return Recovery(c.id, action, "undone", detail)
 
 

@@ -8,6 +8,10 @@ or discard is under way, its intent (``pending``, see ``journal.py``). Written a
 reader sees the old record or the new one), by one writer at a time: a correction's runs, then
 the commands an engineer gives it.
 
+The records live beside the lake's tables, on its storage (``lake/storage.py``): a local folder
+or an S3 prefix, so ``lake_root`` is a path or an ``s3://`` location. A new record is created
+create-only, so that of two writers opening one correction id exactly one creates it.
+
 A record that cannot be read (cut short, not JSON, keys missing: a disk fault or a hand edit)
 is a ``BrokenRecord``: every command on it refuses, naming the file and ``backfill-assets
 forget``, which moves it aside (``repair.py``); nothing deletes it.
@@ -22,9 +26,9 @@ import os
 import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 from backfill_assets.lake import durable
+from backfill_assets.lake.storage import normalise, storage_for
 from backfill_assets.settings import RunSettings
 
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
@@ -49,13 +53,13 @@ class CorrectionError(ValueError):
 class BrokenRecord(CorrectionError):
     """A correction's record that cannot be read: its file, and the command that repairs it."""
 
-    def __init__(self, correction_id: str, path: Path, why: str) -> None:
+    def __init__(self, correction_id: str, path: str, why: str) -> None:
         self.correction_id, self.path = correction_id, path
         super().__init__(
             f"the record of correction {correction_id}, {path}, is unreadable ({why}): cut "
             "short or edited by hand. Nothing reads or changes it until it is repaired: "
             f"backfill-assets forget {correction_id} checks the lake, closes the correction's "
-            f"staged versions and moves the record aside to {path.name}{BROKEN_SUFFIX}"
+            f"staged versions and moves the record aside to {os.path.basename(path)}{BROKEN_SUFFIX}"
         )
 
 
@@ -149,19 +153,26 @@ def check_id(correction_id: str) -> str:
     return correction_id
 
 
-def _path(lake_root: Path, correction_id: str) -> Path:
-    return Path(lake_root) / FOLDER / f"{check_id(correction_id)}.json"
+LakeRoot = str | os.PathLike  # a local folder, or an s3://bucket/prefix location
 
 
-def record_path(lake_root: Path, correction_id: str) -> Path:
+def folder(lake_root: LakeRoot) -> str:
+    return os.path.join(normalise(lake_root), FOLDER)
+
+
+def _path(lake_root: LakeRoot, correction_id: str) -> str:
+    return os.path.join(folder(lake_root), f"{check_id(correction_id)}.json")
+
+
+def record_path(lake_root: LakeRoot, correction_id: str) -> str:
     return _path(lake_root, correction_id)
 
 
-def load(lake_root: Path, correction_id: str) -> Correction | None:
+def load(lake_root: LakeRoot, correction_id: str) -> Correction | None:
     """The record, or None when there is none; BrokenRecord when it cannot be read."""
     path = _path(lake_root, correction_id)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = storage_for(path).read_text(path)
     except FileNotFoundError:
         return None
     try:
@@ -173,29 +184,33 @@ def load(lake_root: Path, correction_id: str) -> Correction | None:
     return correction
 
 
-def get(lake_root: Path, correction_id: str) -> Correction:
+def get(lake_root: LakeRoot, correction_id: str) -> Correction:
     found = load(lake_root, correction_id)
     if found is None:
         raise CorrectionError(
-            f"no correction {correction_id!r} under {Path(lake_root) / FOLDER} "
+            f"no correction {correction_id!r} under {folder(lake_root)} "
             "(backfill-assets corrections lists them)"
         )
     return found
 
 
-def save(lake_root: Path, correction: Correction) -> None:
-    durable.write_atomically(_path(lake_root, correction.id), correction.to_json(), "record")
+def save(lake_root: LakeRoot, correction: Correction, create: bool = False) -> None:
+    """Write the record atomically; ``create``: only when there is none yet (FileExistsError:
+    another writer created it first)."""
+    durable.write_atomically(
+        _path(lake_root, correction.id), correction.to_json(), "record", create=create
+    )
 
 
-def scan(lake_root: Path) -> tuple[list[Correction], list[BrokenRecord]]:
+def scan(lake_root: LakeRoot) -> tuple[list[Correction], list[BrokenRecord]]:
     """Every record: the readable ones, oldest first, and the broken ones."""
-    folder = Path(lake_root) / FOLDER
-    if not folder.is_dir():
-        return [], []
+    where = folder(lake_root)
     found, broken = [], []
-    for p in sorted(folder.glob("*.json")):
+    for name in sorted(storage_for(where).list_names(where)):
+        if not name.endswith(".json"):
+            continue
         try:
-            correction = load(lake_root, check_id(p.stem))
+            correction = load(lake_root, check_id(name.removesuffix(".json")))
         except BrokenRecord as exc:
             broken.append(exc)
             continue
@@ -206,25 +221,26 @@ def scan(lake_root: Path) -> tuple[list[Correction], list[BrokenRecord]]:
     return sorted(found, key=lambda c: c.created_at), broken
 
 
-def all_corrections(lake_root: Path) -> list[Correction]:
+def all_corrections(lake_root: LakeRoot) -> list[Correction]:
     """The readable records, oldest first (``scan`` names the broken ones too)."""
     return scan(lake_root)[0]
 
 
-def set_aside(lake_root: Path, correction_id: str) -> Path:
+def set_aside(lake_root: LakeRoot, correction_id: str) -> str:
     """Rename the record to ``<id>.json.broken`` (``.broken.<n>`` when taken): kept, not read."""
     path = _path(lake_root, correction_id)
-    aside = path.with_name(path.name + BROKEN_SUFFIX)
+    storage = storage_for(path)
+    aside = path + BROKEN_SUFFIX
     n = 1
-    while aside.exists():
-        aside = path.with_name(f"{path.name}{BROKEN_SUFFIX}.{n}")
+    while storage.exists(aside):
+        aside = f"{path}{BROKEN_SUFFIX}.{n}"
         n += 1
-    os.replace(path, aside)
+    storage.rename(path, aside)
     return aside
 
 
 def open_correction(
-    lake_root: Path,
+    lake_root: LakeRoot,
     correction_id: str,
     reason: str,
     start: dt.date,
@@ -247,7 +263,13 @@ def open_correction(
             code_version,
         )
         correction.note("created", reason.strip())
-        save(lake_root, correction)
+        try:
+            save(lake_root, correction, create=True)
+        except FileExistsError:
+            raise CorrectionError(
+                f"correction {correction_id} was created by another writer just now; run again "
+                "to build on it"
+            ) from None
         return correction
     if existing.state in State.CLOSED:
         raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")

@@ -14,7 +14,6 @@ the correction is reported: those days keep its rows until they are built again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.diff import CORRECTED
@@ -26,7 +25,7 @@ CUT_OVER_BY = ("cutover", "rollback undone")  # the actions after which a table 
 
 @dataclass
 class Forgotten:
-    path: Path  # where the broken record was moved
+    path: str  # where the broken record was moved
     deleted: int  # staged files deleted
     in_production: dict[str, tuple[int, tuple[str, ...]]]  # table -> (version, days) cut over
 
@@ -34,13 +33,13 @@ class Forgotten:
 def forget(lake: Lake, correction_id: str) -> Forgotten:
     """Set aside the broken record of ``correction_id``; see the module docstring."""
     try:
-        found = registry.load(lake.root, correction_id)
+        found = registry.load(lake.location, correction_id)
     except BrokenRecord:
         pass
     else:
         if found is None:
             raise CorrectionError(
-                f"no correction {correction_id!r} under {lake.root / registry.FOLDER}"
+                f"no correction {correction_id!r} under {registry.folder(lake.location)}"
             )
         raise CorrectionError(
             f"the record of correction {correction_id} is readable: forget only sets aside a "
@@ -66,7 +65,7 @@ def forget(lake: Lake, correction_id: str) -> Forgotten:
         staged = lake.staged_version(table.path, correction_id)
         if staged is not None:
             deleted += lake.discard(staged)
-    aside = registry.set_aside(lake.root, correction_id)
+    aside = registry.set_aside(lake.location, correction_id)
     return Forgotten(aside, deleted, {t: h for t, h in held.items() if h})
 
 

@@ -9,7 +9,9 @@ removed concurrently, so it lands and the partition holds both writers' rows).
 With no rebasing, a commit lands only at ``read_version + 1``; a loser reloads
 the snapshot, so the overwrite's remove actions cover what the winner added,
 and the table ends as one clean write. Local commits are put-if-absent, so a
-SIGKILL leaves either the old or the new version.
+SIGKILL leaves either the old or the new version; on S3 delta-rs commits with a conditional
+put (``If-None-Match: *``), which gives the same. Tables on S3 are reached with the storage
+options of the lake's storage (``storage.py``), from the standard AWS variables.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from backfill_assets.lake.spark_files import (
     spark_schema,
 )
 from backfill_assets.lake.staged import StagedVersion
+from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -66,10 +69,11 @@ class DeltaRsEngine:
         self.spark = spark
 
     def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
-        if not os.path.isdir(os.path.join(table_dir, "_delta_log")):
+        storage = storage_for(table_dir)
+        if not storage.has_files(os.path.join(table_dir, "_delta_log")):
             return None
         try:
-            return DeltaTable(table_dir, version=version)
+            return DeltaTable(table_dir, version=version, storage_options=storage.delta_options())
         except TableNotFoundError:
             return None
         except DeltaError as exc:
@@ -94,7 +98,7 @@ class DeltaRsEngine:
         existing = self.load(table_dir)
         if existing is not None:
             _check_target(existing, name, new_schema, column)
-        os.makedirs(table_dir, exist_ok=True)
+        storage_for(table_dir).makedirs(table_dir)
         files = write_files(df, table_dir, column, dates)
         pause_point("after_files")
         return self._overwrite(
@@ -216,9 +220,7 @@ class DeltaRsEngine:
         counts: dict[dt.date, int] = {}
         for path, day, _, records in _active_files(table, column):
             if records is None:
-                import pyarrow.parquet as pq
-
-                records = pq.read_metadata(os.path.join(table_dir, path)).num_rows
+                records = _parquet_rows(table_dir, path)
             if day is None:
                 raise LakeError(f"table {name}: file {path} has no {column} value")
             counts[day] = counts.get(day, 0) + records
@@ -257,7 +259,8 @@ class DeltaRsEngine:
             for p, day, (size, mtime), rec in _active_files(old, column, detail=True)
             if day in wanted
         }
-        missing = [p for p in old_files if not os.path.exists(os.path.join(table_dir, p))]
+        storage = storage_for(table_dir)
+        missing = [p for p in old_files if not storage.exists(os.path.join(table_dir, p))]
         if missing:
             raise LakeError(
                 f"cannot restore {name} to version {version}: files were vacuumed, "
@@ -399,6 +402,7 @@ class DeltaRsEngine:
                         mode="error",
                         partition_by=[column],
                         commit_properties=props,
+                        storage_options=storage_for(table_dir).delta_options(),
                     )
                     io_step("commit.landed")
                     return 0, attempt
@@ -483,6 +487,18 @@ def _active_files(
             actions.column("path").to_pylist(), days, extra, records, strict=True
         )
     ]
+
+
+def _parquet_rows(table_dir: str, path: str) -> int:
+    """The rows of a data file, from its footer (a file whose add action has no statistics)."""
+    import pyarrow.parquet as pq
+
+    filesystem, scheme = storage_for(table_dir).arrow_filesystem()
+    full = os.path.join(table_dir, path)
+    if filesystem is None:
+        return pq.read_metadata(full).num_rows
+    with filesystem.open_input_file(full.removeprefix(scheme)) as source:
+        return pq.read_metadata(source).num_rows
 
 
 def _as_date(value: object) -> dt.date | None:

@@ -2,7 +2,8 @@
 
 Commit files (``_delta_log/<version>.json``) are the protocol's stable, engine
 neutral record of every add and remove with its partition values, so this
-works for commits made by any writer, not only by this layer.
+works for commits made by any writer, not only by this layer. The log is read through the
+lake's storage (``storage.py``): a local folder or an S3 prefix.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
+from backfill_assets.lake.storage import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet")
@@ -27,7 +30,7 @@ def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> 
     """
     log_dir = os.path.join(table_dir, "_delta_log")
     versions = sorted(
-        (int(m.group(1)) for name in os.listdir(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
+        (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
         reverse=True,
     )
     found: dict[str, int] = {}
@@ -48,11 +51,9 @@ def touched_after(
     added or removed a file in. A commit file already cleaned up counts as touching all of
     them: the answer must never be "unchanged" when it cannot be known."""
     log_dir = os.path.join(table_dir, "_delta_log")
-    if not os.path.isdir(log_dir):
-        return set()
     newer = sorted(
         v
-        for name in os.listdir(log_dir)
+        for name in _names(log_dir)
         if (m := _COMMIT_FILE.fullmatch(name))
         and (v := int(m.group(1))) > (-1 if version is None else version)
     )
@@ -68,14 +69,13 @@ def touched_after(
 def _touched(commit_file: str, column: str) -> set[str]:
     touched: set[str] = set()
     try:
-        with open(commit_file, encoding="utf-8") as lines:
-            for line in lines:
-                action = json.loads(line)
-                for kind in ("add", "remove"):
-                    if kind in action and action[kind].get("dataChange", True):
-                        value = (action[kind].get("partitionValues") or {}).get(column)
-                        if value is not None:
-                            touched.add(value)
+        for line in _lines(commit_file):
+            action = json.loads(line)
+            for kind in ("add", "remove"):
+                if kind in action and action[kind].get("dataChange", True):
+                    value = (action[kind].get("partitionValues") or {}).get(column)
+                    if value is not None:
+                        touched.add(value)
     except FileNotFoundError:
         # Cleaned up between listing and reading: treated like an expired commit.
         pass
@@ -87,13 +87,11 @@ def commit_of_write(table_dir: str, write_id: str, after: int | None) -> int | N
     ``write_id``, or None. How a writer whose commit attempt raised tells "my commit landed and
     a post-commit step (checkpoint, log clean-up, hook) failed" from "my commit did not land"."""
     log_dir = os.path.join(table_dir, "_delta_log")
-    if not os.path.isdir(log_dir):
-        return None
     floor = -1 if after is None else after
     for version in sorted(
         (
             int(m.group(1))
-            for name in os.listdir(log_dir)
+            for name in _names(log_dir)
             if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor
         ),
         reverse=True,
@@ -107,13 +105,10 @@ def commit_metadata(table_dir: str, version: int) -> dict:
     """The CommitInfo document of commit ``version`` ({} when it has none, or its commit file
     was cleaned up): one commit file read, not the table's history."""
     try:
-        with open(
-            os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8"
-        ) as lines:
-            for line in lines:
-                info = json.loads(line).get("commitInfo")
-                if info is not None:
-                    return decode_metadata(info.get("userMetadata"))
+        for line in _lines(os.path.join(table_dir, "_delta_log", f"{version:020d}.json")):
+            info = json.loads(line).get("commitInfo")
+            if info is not None:
+                return decode_metadata(info.get("userMetadata"))
     except FileNotFoundError:
         pass
     return {}
@@ -122,23 +117,18 @@ def commit_metadata(table_dir: str, version: int) -> dict:
 def commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
     """(add actions, remove actions) of the commit ``version``."""
     adds = removes = 0
-    with open(
-        os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8"
-    ) as lines:
-        for line in lines:
-            action = json.loads(line)
-            adds += "add" in action
-            removes += "remove" in action
+    for line in _lines(os.path.join(table_dir, "_delta_log", f"{version:020d}.json")):
+        action = json.loads(line)
+        adds += "add" in action
+        removes += "remove" in action
     return adds, removes
 
 
 def newest_commit(table_dir: str) -> int | None:
     """The newest version with a commit file, by listing the log (None: no table yet)."""
     log_dir = os.path.join(table_dir, "_delta_log")
-    if not os.path.isdir(log_dir):
-        return None
     return max(
-        (int(m.group(1)) for name in os.listdir(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
+        (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
         default=None,
     )
 
@@ -154,10 +144,7 @@ def referenced_files(table_dir: str, since: int | None) -> set[str]:
     floor = -1 if since is None else since
     log_dir = os.path.join(table_dir, "_delta_log")
     for _attempt in range(3):
-        try:
-            names = os.listdir(log_dir)
-        except FileNotFoundError:
-            return set()
+        names = _names(log_dir)
         try:
             return _adds(table_dir, log_dir, names, floor)
         except FileNotFoundError:
@@ -169,15 +156,12 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
     paths: set[str] = set()
     for name in names:
         if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
-            with open(os.path.join(log_dir, name), encoding="utf-8") as lines:
-                for line in lines:
-                    add = json.loads(line).get("add")
-                    if add is not None:
-                        paths.add(_relative(table_dir, add["path"]))
+            for line in _lines(os.path.join(log_dir, name)):
+                add = json.loads(line).get("add")
+                if add is not None:
+                    paths.add(_relative(table_dir, add["path"]))
         elif (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
-            import pyarrow.parquet as pq
-
-            adds = pq.read_table(os.path.join(log_dir, name), columns=["add"]).column("add")
+            adds = _checkpoint_adds(os.path.join(log_dir, name))
             paths |= {_relative(table_dir, a["path"]) for a in adds.to_pylist() if a is not None}
     return paths
 
@@ -185,8 +169,37 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
 def _relative(table_dir: str, path: str) -> str:
     """A log path (URL-encoded, relative or an absolute URI) relative to the table directory."""
     path = unquote(path)
-    if "://" in path:
+    if path.startswith(table_dir + "/"):  # an absolute URI of the table's own storage (S3)
+        path = path[len(table_dir) + 1 :]
+    elif "://" in path:
         path = path.split("://", 1)[1]
     if os.path.isabs(path):
         path = os.path.relpath(path, table_dir)
     return os.path.normpath(path)
+
+
+def _names(log_dir: str) -> list[str]:
+    """The file names in the log folder ([] when there is none: no table yet)."""
+    return storage_for(log_dir).list_names(log_dir)
+
+
+def _lines(path: str) -> list[str]:
+    """The lines of a log file; FileNotFoundError when it is gone (cleaned up)."""
+    return storage_for(path).read_text(path).splitlines()
+
+
+def _checkpoint_adds(path: str) -> Any:  # a pyarrow ChunkedArray of structs
+    """The ``add`` column of a checkpoint file; FileNotFoundError when it is gone."""
+    import pyarrow.parquet as pq
+
+    filesystem, scheme = storage_for(path).arrow_filesystem()
+    if filesystem is None:
+        return pq.read_table(path, columns=["add"]).column("add")
+    try:
+        return pq.read_table(
+            path.removeprefix(scheme), columns=["add"], filesystem=filesystem
+        ).column("add")
+    except OSError as exc:
+        if "not found" in str(exc).lower() or "does not exist" in str(exc).lower():
+            raise FileNotFoundError(path) from exc
+        raise

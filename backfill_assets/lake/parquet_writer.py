@@ -8,6 +8,10 @@ streams them into one Parquet file per partition value (rolled at
 small row per file. The driver never holds the data itself, only
 this list, so its memory does not grow with the size of a write.
 
+On S3 (an ``s3://`` table location) the tasks write through pyarrow's S3 filesystem, built on
+the executor from the ``S3Settings`` the task carries (the driver's: the endpoint and keys travel
+in the pickled task, as Spark's own s3a settings travel in its conf), so no Hadoop jar is needed.
+
 Files are named ``part-<uuid>.snappy.parquet`` and become visible only when a
 Delta commit adds them; a writer killed before its commit leaves orphans that
 reads never list and vacuum removes.
@@ -27,6 +31,8 @@ from pyspark.sql.types import DateType
 
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
+from backfill_assets.settings import S3Settings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,7 +72,10 @@ def write_files(
     if field is None or not isinstance(field.dataType, DateType):
         raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
     allowed = frozenset(date_text(day) for day in dates)
-    task = _FileTask(table_dir, column, allowed)
+    storage = storage_for(table_dir)
+    task = _FileTask(
+        table_dir, column, allowed, storage.settings if isinstance(storage, S3Storage) else None
+    )
     if spread > 1:
         salt = F.pmod(F.xxhash64(*[F.col(c) for c in df.columns]), F.lit(spread))
         shuffled = df.repartition(spread, F.col(column), salt)
@@ -96,24 +105,27 @@ def write_files(
 
 def remove_files(table_dir: str, paths: list[str]) -> None:
     """Best-effort removal of files that will never be committed; vacuum catches any left."""
+    storage = storage_for(table_dir)
     for path in paths:
         try:
-            os.remove(os.path.join(table_dir, path))
+            storage.delete(os.path.join(table_dir, path))
         except OSError:
             pass
 
 
 class _FileTask:
-    """The mapInArrow function; a class so Spark pickles only these three fields."""
+    """The mapInArrow function; a class so Spark pickles only these four fields."""
 
-    def __init__(self, table_dir: str, column: str, allowed: frozenset[str]) -> None:
-        self.table_dir, self.column, self.allowed = table_dir, column, allowed
+    def __init__(
+        self, table_dir: str, column: str, allowed: frozenset[str], s3: S3Settings | None
+    ) -> None:
+        self.table_dir, self.column, self.allowed, self.s3 = table_dir, column, allowed, s3
 
     def __call__(self, batches):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        sink = _PartitionSink(self.table_dir, self.column)
+        sink = _PartitionSink(self.table_dir, self.column, self.s3)
         outside: dict[str | None, int] = {}
         for batch in batches:
             keys = batch.column(self.column)
@@ -164,8 +176,11 @@ def _result_schema():
 class _PartitionSink:
     """One open Parquet file at a time; input arrives sorted by partition, so this suffices."""
 
-    def __init__(self, table_dir: str, column: str) -> None:
+    def __init__(self, table_dir: str, column: str, s3: S3Settings | None = None) -> None:
         self.table_dir, self.column = table_dir, column
+        # on S3, pyarrow's filesystem and the table as it names it (bucket/prefix/table)
+        self.filesystem = None if s3 is None else arrow_s3(s3)
+        self.base = table_dir.removeprefix(S3_SCHEME) if s3 is not None else table_dir
         self.partition: str | None = None
         self.writer: ParquetWriter | None = None
         self.pending: list = []
@@ -194,9 +209,12 @@ class _PartitionSink:
         table = pa.Table.from_batches(self.pending)
         if self.writer is None:
             self.relative = f"{self.column}={self.partition}/part-{uuid.uuid4().hex}.snappy.parquet"
-            target = os.path.join(self.table_dir, self.relative)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            self.writer = pq.ParquetWriter(target, table.schema, compression="snappy")
+            target = os.path.join(self.base, self.relative)
+            if self.filesystem is None:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+            self.writer = pq.ParquetWriter(
+                target, table.schema, compression="snappy", filesystem=self.filesystem
+            )
         self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.file_rows += table.num_rows
         self.pending, self.pending_rows = [], 0
@@ -208,16 +226,15 @@ class _PartitionSink:
         if self.writer is None:
             return
         self.writer.close()
-        stat = os.stat(os.path.join(self.table_dir, self.relative))
-        self.done.append(
-            (
-                self.relative,
-                stat.st_size,
-                self.partition,
-                self.file_rows,
-                int(stat.st_mtime * 1000),
-                0,
-            )
-        )
+        size, mtime_ms = self._stat(os.path.join(self.base, self.relative))
+        self.done.append((self.relative, size, self.partition, self.file_rows, mtime_ms, 0))
         self.writer, self.file_rows = None, 0
         pause_point("mid_files")
+
+    def _stat(self, target: str) -> tuple[int, int]:
+        """(size, modification time in ms) of the file just written."""
+        if self.filesystem is None:
+            stat = os.stat(target)
+            return stat.st_size, int(stat.st_mtime * 1000)
+        info = self.filesystem.get_file_info(target)
+        return info.size, info.mtime_ns // 1_000_000

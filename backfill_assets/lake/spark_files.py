@@ -2,7 +2,8 @@
 
 The driver lists the snapshot's files (delta-rs reads the log); Spark's
 executors read the Parquet files themselves, with the partition value taken
-from the Delta log, not guessed from the file contents.
+from the Delta log, not guessed from the file contents (on S3 through pyarrow:
+``s3_files.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.storage import is_s3
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -76,6 +78,10 @@ def read_files(
     names = [F.col(field.name) for field in schema.fields]
     if not files:
         return spark.createDataFrame([], schema)
+    if is_s3(table_dir):  # no Hadoop filesystem for s3:// here: the executors read with pyarrow
+        from backfill_assets.lake.s3_files import read_s3_files
+
+        return read_s3_files(spark, table_dir, schema, column, files)
     with _listing_on_driver(spark, len(files)):
         if column is None:
             return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])

@@ -34,6 +34,7 @@ import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.keys import LakeError, date_text
 from backfill_assets.lake.log import commit_of_write, referenced_files
+from backfill_assets.lake.storage import is_s3, storage_for
 from backfill_assets.testing.iofault import io_step
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
@@ -133,9 +134,12 @@ def manifest_path(table_dir: str, stage_id: str) -> str:
     return os.path.join(table_dir, STAGED_DIR, f"{check_id(stage_id)}.json")
 
 
-def save(table_dir: str, staged: StagedVersion) -> None:
-    """Write the manifest atomically (a reader sees the old one or the new one, never half)."""
-    durable.write_atomically(manifest_path(table_dir, staged.id), staged.to_json(), "manifest")
+def save(table_dir: str, staged: StagedVersion, create: bool = False) -> None:
+    """Write the manifest atomically (a reader sees the old one or the new one, never half);
+    ``create``: only when there is none yet (FileExistsError: another writer opened it first)."""
+    durable.write_atomically(
+        manifest_path(table_dir, staged.id), staged.to_json(), "manifest", create=create
+    )
 
 
 class BrokenManifest(LakeError):
@@ -150,8 +154,7 @@ def load(table_dir: str, stage_id: str) -> StagedVersion | None:
     nothing that needs it (a publish, a discard, a vacuum) then goes ahead."""
     path = manifest_path(table_dir, stage_id)
     try:
-        with open(path, encoding="utf-8") as src:
-            text = src.read()
+        text = storage_for(path).read_text(path)
     except FileNotFoundError:
         return None
     try:
@@ -172,7 +175,7 @@ def set_aside_broken(path: str) -> str:
     file (its unpublished files become orphans, which vacuum deletes after the retention; its
     published ones are in the log, which vacuum keeps); the new path. Refused for a manifest
     that reads: that one is closed with ``Lake.discard``."""
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(path if is_s3(path) else os.path.abspath(path))
     name = os.path.basename(path)
     if os.path.basename(folder) != STAGED_DIR or not name.endswith(".json"):
         raise LakeError(f"{path} is not a staged manifest (<table>/{STAGED_DIR}/<id>.json)")
@@ -180,17 +183,15 @@ def set_aside_broken(path: str) -> str:
         load(os.path.dirname(folder), name[: -len(".json")])
     except BrokenManifest:
         io_step("manifest.rename")
-        os.replace(path, path + BROKEN_SUFFIX)
+        storage_for(path).rename(path, path + BROKEN_SUFFIX)
         return path + BROKEN_SUFFIX
     raise LakeError(f"{path} is not corrupt (or is gone): nothing to repair; discard it instead")
 
 
 def open_versions(table_dir: str) -> list[StagedVersion]:
     folder = os.path.join(table_dir, STAGED_DIR)
-    if not os.path.isdir(folder):
-        return []
     found = []
-    for name in sorted(os.listdir(folder)):
+    for name in sorted(storage_for(folder).list_names(folder)):
         if name.endswith(".json"):
             staged = load(table_dir, name[: -len(".json")])
             if staged is not None:
@@ -201,12 +202,13 @@ def open_versions(table_dir: str) -> list[StagedVersion]:
 def file_ages_ms(table_dir: str, staged: StagedVersion) -> list[int]:
     """The modification times (ms) of a staged version's unpublished files still on disk, as
     vacuum sees them (a published file is in the log: vacuum keeps it while a version needs it)."""
+    storage = storage_for(table_dir)
     found = []
     for f in staged.files:
         if f.partition in staged.published:
             continue
         try:
-            found.append(int(os.stat(os.path.join(table_dir, f.path)).st_mtime * 1000))
+            found.append(storage.modified_ms(os.path.join(table_dir, f.path)))
         except FileNotFoundError:
             pass
     return found

@@ -47,9 +47,10 @@ from backfill_assets.lake.log import (
     newest_commit,
     touched_after,
 )
-from backfill_assets.lake.parquet_writer import write_files
+from backfill_assets.lake.parquet_writer import remove_files, write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
+from backfill_assets.lake.storage import normalise, storage_for
 from backfill_assets.testing.faults import STAGED, pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -71,7 +72,10 @@ class Lake:
         """``spark`` None: a lake for reads without Spark (the command line's), on delta-rs."""
         if engine not in ENGINES:
             raise LakeError(f"engine must be one of {ENGINES}, got {engine!r}")
-        self.root = Path(root).absolute()
+        self.storage = storage_for(root)
+        # the root as the storage names it: an absolute local path or s3://bucket/prefix
+        self.location = normalise(root)
+        self.storage.check(self.location)  # on S3, one clear error before anything is written
         self._spark = spark
         if engine == "auto":
             from backfill_assets.lake.delta_spark import native_delta_available
@@ -88,6 +92,18 @@ class Lake:
 
             self._engine = DeltaRsEngine(spark)
         self.engine_name = self._engine.name
+        if self.engine_name != "delta-rs" and not self.storage.is_local:
+            raise LakeError(
+                f"the lake {self.location} is on S3, which only the delta-rs engine reaches so "
+                "far: BACKFILL_LAKE_ENGINE=delta-rs"
+            )
+
+    @property
+    def root(self) -> Path:
+        """The lake's folder; LakeError for a lake on S3, which has none (``location``)."""
+        if not self.storage.is_local:
+            raise LakeError(f"the lake {self.location} is on S3: it has no local folder")
+        return Path(self.location)
 
     @property
     def spark(self) -> SparkSession:
@@ -95,14 +111,19 @@ class Lake:
         return need_spark(self._spark)
 
     def path(self, table: str) -> Path:
+        """The table's folder (a local lake's only; ``table_location`` names it on any)."""
         return self.root / check_table_name(table)
+
+    def table_location(self, table: str) -> str:
+        """Where the table lives: a local path or ``s3://bucket/prefix/<table>``."""
+        return f"{self.location}/{check_table_name(table)}"
 
     def exists(self, table: str) -> bool:
         return self.version(table) is not None
 
     def version(self, table: str) -> int | None:
         """Latest version, or None when the table does not exist."""
-        return self._engine.version(str(self.path(table)))
+        return self._engine.version(self.table_location(table))
 
     def replace_partitions(
         self,
@@ -121,7 +142,12 @@ class Lake:
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
         return self._engine.replace(
-            table, str(self.path(table)), df, check_column_name(partition_column), dates, commit
+            table,
+            self.table_location(table),
+            df,
+            check_column_name(partition_column),
+            dates,
+            commit,
         )
 
     def read_partitions(
@@ -138,7 +164,7 @@ class Lake:
         dates = self._dates(partitions)
         return self._engine.read(
             table,
-            str(self.path(table)),
+            self.table_location(table),
             check_column_name(partition_column),
             dates,
             self._version_arg(version),
@@ -147,7 +173,7 @@ class Lake:
     def read_table(self, table: str, version: int | None = None) -> tuple[DataFrame, int]:
         """The whole table as of ``version`` (latest when None) and that version."""
         return self._engine.read(
-            table, str(self.path(table)), None, None, self._version_arg(version)
+            table, self.table_location(table), None, None, self._version_arg(version)
         )
 
     def read_arrow(
@@ -165,16 +191,16 @@ class Lake:
         if not dates:
             return pa.table({c: pa.array([], pa.null()) for c in columns})
         wanted = [(check_column_name(partition_column), "in", [date_text(d) for d in dates])]
-        return DeltaTable(str(self.path(table))).to_pyarrow_table(
-            partitions=wanted, columns=columns
-        )
+        return DeltaTable(
+            self.table_location(table), storage_options=self.storage.delta_options()
+        ).to_pyarrow_table(partitions=wanted, columns=columns)
 
     def row_counts(self, table: str, partition_column: str, version: int | None = None) -> dict:
         """Rows per partition date as of ``version`` (latest when None), from the table's file
         statistics, not its data. Raises LakeTableMissing when the table does not exist."""
         return self._engine.row_counts(
             table,
-            str(self.path(table)),
+            self.table_location(table),
             check_column_name(partition_column),
             self._version_arg(version),
         )
@@ -182,7 +208,7 @@ class Lake:
     def partitions(self, table: str, partition_column: str) -> list[PartitionInfo]:
         """Non-empty partitions, oldest first, with rows and the version that last changed them."""
         column = check_column_name(partition_column)
-        table_dir = str(self.path(table))
+        table_dir = self.table_location(table)
         counts = self.row_counts(table, column)
         versions = last_written_versions(table_dir, column, {date_text(d) for d in counts})
         return [
@@ -197,23 +223,23 @@ class Lake:
         """The partitions of the set a commit after ``version`` changed (any commit when None)."""
         texts = {date_text(d) for d in self._dates(partitions)}
         changed = touched_after(
-            str(self.path(table)), check_column_name(partition_column), version, texts
+            self.table_location(table), check_column_name(partition_column), version, texts
         )
         return {dt.date.fromisoformat(t) for t in changed}
 
     def commit_of_write(self, table: str, write_id: str, after: int | None = None) -> int | None:
         """The version of the commit after ``after`` (any when None) that recorded ``write_id``
         (``CommitInfo.write_id``), or None: how a journal learns whether its commit landed."""
-        return commit_of_write(str(self.path(table)), write_id, self._version_arg(after))
+        return commit_of_write(self.table_location(table), write_id, self._version_arg(after))
 
     def commit_metadata(self, table: str, version: int) -> dict:
         """The CommitInfo document (run, code and input versions) of one commit, from its commit
         file; {} for a commit this layer did not write or whose file was cleaned up."""
-        return commit_metadata(str(self.path(table)), self._required_version(version))
+        return commit_metadata(self.table_location(table), self._required_version(version))
 
     def history(self, table: str) -> list[dict]:
         """Commits newest first: version, timestamp (UTC datetime), operation, metadata."""
-        entries = self._engine.history(table, str(self.path(table)))
+        entries = self._engine.history(table, self.table_location(table))
         result = []
         for entry in sorted(entries, key=lambda e: e["version"], reverse=True):
             stamp = entry["timestamp"]
@@ -243,7 +269,7 @@ class Lake:
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
         return self._engine.restore(
             table,
-            str(self.path(table)),
+            self.table_location(table),
             check_column_name(partition_column),
             dates,
             self._required_version(version),
@@ -263,14 +289,15 @@ class Lake:
         at_risk = [
             s.id
             for s in self.staged_versions(table)
-            if min([s.created_ms, *manifests.file_ages_ms(str(self.path(table)), s)]) <= cutoff_ms
+            if min([s.created_ms, *manifests.file_ages_ms(self.table_location(table), s)])
+            <= cutoff_ms
         ]
         if at_risk:
             raise LakeError(
                 f"{table}: vacuum with {retention_hours} h retention would delete the "
                 f"files of open staged versions {at_risk}; discard or expire them first"
             )
-        return self._engine.vacuum(table, str(self.path(table)), retention_hours)
+        return self._engine.vacuum(table, self.table_location(table), retention_hours)
 
     def compact(self, table: str, partition_column: str, commit: CommitInfo) -> Compaction:
         """Join each partition's small files into fewer, bigger ones, in one commit that changes
@@ -279,13 +306,13 @@ class Lake:
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
         return self._engine.compact(
-            table, str(self.path(table)), check_column_name(partition_column), commit
+            table, self.table_location(table), check_column_name(partition_column), commit
         )
 
     def checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version (readers then replay the log from it, not
         from version 0); that version."""
-        return self._engine.checkpoint(table, str(self.path(table)))
+        return self._engine.checkpoint(table, self.table_location(table))
 
     # Write-audit-publish -------------------------------------------------------------------
 
@@ -307,13 +334,13 @@ class Lake:
         column = check_column_name(partition_column)
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
-        table_dir = str(self.path(table))
+        table_dir = self.table_location(table)
         stage_id = manifests.check_id(stage_id) if stage_id else manifests.new_id()
         if manifests.load(table_dir, stage_id) is not None:
             raise LakeError(f"{table}: a staged version {stage_id!r} is already open")
         base = self.version(table)
         pause_point("before_files")
-        os.makedirs(table_dir, exist_ok=True)
+        self.storage.makedirs(table_dir)
         io_step("files.write")
         written = write_files(df, table_dir, column, dates, spread)
         pause_point("after_files")
@@ -331,7 +358,13 @@ class Lake:
             base_version=base,
             created_ms=int(time.time() * 1000),
         )
-        manifests.save(table_dir, staged)
+        try:
+            manifests.save(table_dir, staged, create=True)
+        except FileExistsError:
+            remove_files(table_dir, [f.path for f in written])
+            raise LakeError(
+                f"{table}: a staged version {stage_id!r} was opened by another writer meanwhile"
+            ) from None
         try:
             pause_point(STAGED)
         except BaseException:
@@ -347,7 +380,7 @@ class Lake:
         schema = StructType.fromJson(json.loads(staged.schema_json))
         return read_files(
             self.spark,
-            str(self.path(staged.table)),
+            self.table_location(staged.table),
             schema,
             staged.column,
             [(f.path, f.partition) for f in files],
@@ -365,7 +398,7 @@ class Lake:
         a commit after ``since`` (default: the staged version's base, the version its audit
         compared with) touched one of them."""
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
-        table_dir = str(self.path(staged.table))
+        table_dir = self.table_location(staged.table)
         on_disk = self._open_staged(staged, dates)
         commit = commit or staged.commit
         if commit.write_id is None:  # a journaling caller's own id is kept: it looks for it
@@ -420,8 +453,12 @@ class Lake:
         self, staged: StagedVersion, dates: list[dt.date], result: WriteResult, swapped: bool
     ) -> None:
         """LakeError when ``result``'s commit swapped in staged files that are gone from disk."""
-        table_dir = self.path(staged.table)
-        gone = [f.path for f in staged.files_of(dates) if not (table_dir / f.path).exists()]
+        table_dir = self.table_location(staged.table)
+        gone = [
+            f.path
+            for f in staged.files_of(dates)
+            if not self.storage.exists(os.path.join(table_dir, f.path))
+        ]
         if not (swapped and gone):
             return
         days = [date_text(d) for d in dates]
@@ -441,7 +478,7 @@ class Lake:
     ) -> WriteResult:
         """For an engine that cannot commit files it did not write: check for conflicts, then
         replace the partitions with a copy of the staged rows (one commit, data rewritten)."""
-        table_dir = str(self.path(staged.table))
+        table_dir = self.table_location(staged.table)
         changed = touched_after(
             table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
         )
@@ -457,7 +494,7 @@ class Lake:
     def discard(self, staged: StagedVersion) -> int:
         """Close a staged version: delete the files of partitions it never published, and its
         manifest. Returns the files deleted. Published partitions are not touched."""
-        table_dir = str(self.path(staged.table))
+        table_dir = self.table_location(staged.table)
         current = self._settled(table_dir, staged.id)
         return 0 if current is None else manifests.remove(table_dir, current)
 
@@ -473,7 +510,7 @@ class Lake:
         moved files, and ``delete_files`` keeps a file any open version owns. Repeated once done,
         it changes nothing."""
         dates = self._dates(partitions)
-        table_dir = str(self.path(staged.table))
+        table_dir = self.table_location(staged.table)
         into = manifests.check_id(into)
         source = self._settled(table_dir, staged.id)
         if source is not None and all(source.moved.get(d) == into for d in dates):
@@ -505,7 +542,7 @@ class Lake:
             raise LakeError(
                 f"{staged.table}: {unknown} are not partitions of staged version {staged.id}"
             )
-        current = self._settled(str(self.path(staged.table)), staged.id)
+        current = self._settled(self.table_location(staged.table), staged.id)
         if current is None:
             raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
         gone = sorted(set(dates) - set(current.dates))
@@ -523,11 +560,11 @@ class Lake:
 
     def staged_version(self, table: str, stage_id: str) -> StagedVersion | None:
         """The open staged version ``stage_id`` of ``table``, or None."""
-        return self._settled(str(self.path(table)), manifests.check_id(stage_id))
+        return self._settled(self.table_location(table), manifests.check_id(stage_id))
 
     def staged_versions(self, table: str) -> list[StagedVersion]:
         """The open staged versions of ``table``, each settled (``staged.settle``)."""
-        table_dir = str(self.path(table))
+        table_dir = self.table_location(table)
         return [manifests.settle(table_dir, s) for s in manifests.open_versions(table_dir)]
 
     def maintain(self, table: str, retention_hours: float) -> tuple[list[str], list[str]]:

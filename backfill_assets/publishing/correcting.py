@@ -67,7 +67,7 @@ class CorrectionPublication(Publication):
         try:
             recovery.recover(lake, correction_id)  # an interrupted cutover, rollback or discard
             self.correction = registry.open_correction(
-                lake.root,
+                lake.location,
                 correction_id,
                 context.run.tags.get(CORRECTION_REASON_TAG, ""),
                 days[0],
@@ -147,7 +147,7 @@ class CorrectionPublication(Publication):
         if self.correction.state != registry.State.STAGED:  # its diff no longer describes it
             self.correction.state = registry.State.STAGED
             self.correction.note("staged again", ", ".join(d.isoformat() for d in days))
-        registry.save(self.lake.root, self.correction)
+        registry.save(self.lake.location, self.correction)
         rows = kept.rows_by_partition
         return WriteResult(
             staged.table,
@@ -188,7 +188,7 @@ class CorrectionPublication(Publication):
             for day, checks in self.held.items():
                 if day in days:
                     record.held[day.isoformat()] = sorted(set(checks))
-        registry.save(self.lake.root, self.correction)
+        registry.save(self.lake.location, self.correction)
         self.context.log.warning(
             f"correction {self.correction.id}: held (never cut over): "
             + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))

@@ -44,7 +44,7 @@ def maintain_lake(  # type: ignore[no-untyped-def]
         context.log.info(str(found))
         if found.outcome is not None and found.action in ("cutover", "rollback"):
             events.report_commits(context.instance, found.outcome, found.action)
-    for broken in registry.scan(lake.root)[1]:
+    for broken in registry.scan(lake.location)[1]:
         context.log.warning(str(broken))
     for closed in decommission(lake, days):
         context.log.info(f"correction {closed} decommissioned: older than {days:g} days")

@@ -1,0 +1,302 @@
+"""Where the lake's own files live: a local folder or an S3 bucket, behind one small ``Storage``.
+
+The lake names every file by a location string: an absolute local path, or
+``s3://bucket/key``. ``storage_for(location)`` gives the storage that serves it. What goes
+through it is what the lake itself reads and writes beside Delta: the staged manifests, the
+correction records, staged data file deletes and the reads of the Delta log (``log.py``).
+Delta's commits and scans go through delta-rs with ``delta_options``; the data files through
+pyarrow with ``arrow_filesystem``.
+
+On S3 the small files are written by one PUT each, which S3 makes atomic per object: a reader
+sees the old object or the new one, as the local rename gives. A create-only write sends
+``If-None-Match: *``, so of two writers creating one manifest or record exactly one wins (the
+local one links the temporary file in place, which fails when the name is taken). The clients
+are boto3's for these files, because its ``put_object`` sends ``IfNoneMatch`` (pyarrow's S3
+filesystem has no conditional write), and pyarrow's for the Parquet files, which the executors
+stream. Endpoint and keys come from ``settings.S3Settings`` only, and no error says a key.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import urllib.parse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.preflight import check_s3
+from backfill_assets.settings import S3Settings
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+S3_SCHEME = "s3://"
+
+
+def is_s3(location: str | os.PathLike) -> bool:
+    return os.fspath(location).startswith(S3_SCHEME)
+
+
+class LocalStorage:
+    """Files on this machine's disk; the local half of durable writes is in ``durable.py``."""
+
+    is_local = True
+
+    def read_text(self, path: str) -> str:
+        """FileNotFoundError when there is no file at ``path``."""
+        with open(path, encoding="utf-8") as src:
+            return src.read()
+
+    def list_names(self, folder: str) -> list[str]:
+        """The names of the files directly in ``folder``; [] when it does not exist."""
+        try:
+            return [n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def has_files(self, folder: str) -> bool:
+        return os.path.isdir(folder)
+
+    def modified_ms(self, path: str) -> int:
+        """FileNotFoundError when there is no file at ``path``."""
+        return int(os.stat(path).st_mtime * 1000)
+
+    def delete(self, path: str) -> bool:
+        """False when it was already gone."""
+        try:
+            os.remove(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename(self, source: str, target: str) -> None:
+        os.replace(source, target)
+
+    def makedirs(self, folder: str) -> None:
+        os.makedirs(folder, exist_ok=True)
+
+    def delta_options(self) -> dict[str, str] | None:
+        return None
+
+    def arrow_filesystem(self) -> tuple[pafs.FileSystem | None, str]:
+        return None, ""
+
+    def check(self, location: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class S3Storage:
+    """Objects in S3 (or a server speaking its API), reached as ``S3Settings`` says."""
+
+    settings: S3Settings
+    is_local = False
+
+    @property
+    def client(self) -> Any:
+        return _boto_client(self.settings)
+
+    def read_text(self, path: str) -> str:
+        bucket, key = split(path)
+        try:
+            body = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except Exception as exc:
+            raise _not_found_or(exc, path) from None
+        return body.decode("utf-8")
+
+    def put(self, path: str, data: bytes, create: bool) -> None:
+        """One PUT; ``create``: only when no object is at ``path`` (FileExistsError if one is)."""
+        bucket, key = split(path)
+        extra = {"IfNoneMatch": "*"} if create else {}
+        try:
+            self.client.put_object(Bucket=bucket, Key=key, Body=data, **extra)
+        except Exception as exc:
+            if _status(exc) in (409, 412):
+                raise FileExistsError(f"{path} exists already") from None
+            raise _os_error(exc, path) from None
+
+    def list_names(self, folder: str) -> list[str]:
+        bucket, prefix = split(folder)
+        prefix = prefix.rstrip("/") + "/" if prefix else ""
+        names = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix, Delimiter="/"
+            )
+            for page in pages:
+                names += [o["Key"][len(prefix) :] for o in page.get("Contents", [])]
+        except Exception as exc:
+            raise _os_error(exc, folder) from None
+        return names
+
+    def exists(self, path: str) -> bool:
+        bucket, key = split(path)
+        try:
+            self.client.head_object(Bucket=bucket, Key=key)
+            return True
+        except Exception as exc:
+            if _status(exc) == 404:
+                return False
+            raise _os_error(exc, path) from None
+
+    def has_files(self, folder: str) -> bool:
+        bucket, prefix = split(folder)
+        try:
+            found = self.client.list_objects_v2(
+                Bucket=bucket, Prefix=prefix.rstrip("/") + "/", MaxKeys=1
+            )
+        except Exception as exc:
+            raise _os_error(exc, folder) from None
+        return found.get("KeyCount", 0) > 0
+
+    def modified_ms(self, path: str) -> int:
+        bucket, key = split(path)
+        try:
+            head = self.client.head_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            raise _not_found_or(exc, path) from None
+        return int(head["LastModified"].timestamp() * 1000)
+
+    def delete(self, path: str) -> bool:
+        """False when it was already gone (S3 answers a delete of nothing with success: asked
+        first, so that a count of deleted files stays true)."""
+        if not self.exists(path):
+            return False
+        bucket, key = split(path)
+        try:
+            self.client.delete_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        return True
+
+    def rename(self, source: str, target: str) -> None:
+        """A copy, then the delete of the source: not atomic (a crash between leaves both)."""
+        bucket, key = split(source)
+        target_bucket, target_key = split(target)
+        try:
+            self.client.copy_object(
+                Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key}
+            )
+        except Exception as exc:
+            raise _not_found_or(exc, source) from None
+        self.delete(source)
+
+    def makedirs(self, folder: str) -> None:
+        pass  # S3 has no folders: a key's prefix is all there is
+
+    def delta_options(self) -> dict[str, str] | None:
+        """delta-rs's storage options: the same five variables, from the settings."""
+        s = self.settings
+        options = {"AWS_REGION": s.region, "AWS_ALLOW_HTTP": "true" if s.allow_http else "false"}
+        if s.endpoint:
+            options["AWS_ENDPOINT_URL"] = s.endpoint
+        if s.access_key_id and s.secret_access_key:
+            options["AWS_ACCESS_KEY_ID"] = s.access_key_id
+            options["AWS_SECRET_ACCESS_KEY"] = s.secret_access_key
+        return options
+
+    def arrow_filesystem(self) -> tuple[pafs.FileSystem | None, str]:
+        """pyarrow's S3 filesystem and the prefix it strips (paths are ``bucket/key``)."""
+        return arrow_s3(self.settings), S3_SCHEME
+
+    def check(self, location: str) -> None:
+        """One clear LakeError, naming the setting to fix, when the lake at ``location`` cannot
+        be reached: see ``preflight.py``."""
+        check_s3(self, location, *split(location))
+
+
+def storage_for(location: str | os.PathLike) -> LocalStorage | S3Storage:
+    """The storage that serves ``location`` (S3's settings read now, from the environment)."""
+    if is_s3(location):
+        try:
+            return S3Storage(S3Settings.from_env())
+        except ValueError as exc:
+            raise LakeError(str(exc)) from None
+    return LOCAL
+
+
+LOCAL = LocalStorage()
+
+
+def split(location: str) -> tuple[str, str]:
+    """(bucket, key) of ``s3://bucket/key``."""
+    rest = os.fspath(location).removeprefix(S3_SCHEME)
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise LakeError(f"{location} names no bucket: s3://<bucket>/<prefix>")
+    return bucket, key
+
+
+def normalise(location: str | os.PathLike) -> str:
+    """The lake root as a location: ``s3://bucket/prefix`` without trailing slash, or an
+    absolute local path."""
+    text = os.fspath(location)
+    if is_s3(text):
+        bucket, key = split(text)
+        key = "/".join(p for p in key.split("/") if p)
+        return f"{S3_SCHEME}{bucket}/{key}" if key else f"{S3_SCHEME}{bucket}"
+    return os.path.abspath(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _boto_client(settings: S3Settings) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=settings.endpoint,
+        aws_access_key_id=settings.access_key_id,
+        aws_secret_access_key=settings.secret_access_key,
+        region_name=settings.region,
+        config=Config(
+            retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=60
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def arrow_s3(settings: S3Settings) -> pafs.FileSystem:
+    """pyarrow's S3 filesystem for ``settings`` (cached: one per process and settings; the
+    executors build their own from the settings the task carries)."""
+    import pyarrow.fs as pafs
+
+    options: dict[str, Any] = {"region": settings.region, "allow_bucket_creation": False}
+    if settings.endpoint:
+        url = urllib.parse.urlsplit(settings.endpoint)
+        options["endpoint_override"] = url.netloc or settings.endpoint
+        options["scheme"] = url.scheme or "https"
+    if settings.access_key_id and settings.secret_access_key:
+        options["access_key"] = settings.access_key_id
+        options["secret_key"] = settings.secret_access_key
+    return pafs.S3FileSystem(**options)
+
+
+def _status(exc: Exception) -> int | None:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status if isinstance(status, int) else None
+
+
+def _code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def _not_found_or(exc: Exception, path: str) -> OSError:
+    if _status(exc) == 404 and _code(exc) != "NoSuchBucket":
+        return FileNotFoundError(f"no object at {path}")
+    return _os_error(exc, path)
+
+
+def _os_error(exc: Exception, path: str) -> OSError:
+    """An OSError naming the object and what S3 said (never the keys: boto3's messages hold the
+    code and the resource, not the credentials)."""
+    code = _code(exc) or type(exc).__name__
+    return OSError(f"S3 refused an operation on {path}: {code}: {exc}")
