@@ -46,13 +46,15 @@ def s3_server(tmp_path_factory):
 
 
 @pytest.fixture
-def s3_bucket(s3_server, monkeypatch) -> str:
+def s3_bucket(s3_server):
     """A new bucket of its own on the session's server, with the standard AWS variables set to
-    reach it; its name."""
+    reach it while the test runs (a patch of its own, which a test's ``monkeypatch.undo()``
+    leaves alone); its name."""
     import uuid
 
     bucket = f"t-{uuid.uuid4().hex[:20]}"
     s3_server.create_bucket(bucket)
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    return bucket
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in s3_server.env().items():
+            patch.setenv(name, value)
+        yield bucket

@@ -8,6 +8,9 @@ the lake directory (and the cross-engine ones) is run for real in one child pyte
 delta-spark session: one JVM with Delta's jars for the whole directory instead of
 one per module. Each parent test passes or fails with its own case's outcome there.
 Without the jars they skip, saying set-up could not fetch them.
+
+A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
+``s3://<bucket>/lake`` on the session's SeaweedFS server (``s3_server.py``), a bucket per test.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from backfill_assets_tests.lake.lake_support import (
 )
 
 ENGINES = ["delta-rs", "delta-spark"]
+ON_S3 = "delta-rs-s3"  # the delta-rs engine on a lake in S3, for the modules that ask for it
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
 NATIVE_FIXTURES = {"two_engines"}  # fixtures whose tests need Delta's jars whatever the params
 _SELECTED = pytest.StashKey[list]()
@@ -69,6 +73,7 @@ def pytest_collection_modifyitems(config, items):
     long as that run (its own assertions ran in the child, under the usual timeout).
     """
     _drop_same_cases(config, items)
+    _drop_s3_cases(config, items)
     selected = [item.nodeid for item in items if _needs_native(item)]
     config.stash[_SELECTED] = selected
     if not IN_NATIVE_CHILD:
@@ -86,6 +91,20 @@ def _drop_same_cases(config, items) -> None:
         callspec = getattr(item, "callspec", None)
         if mark and callspec is not None and mark.args[0] in callspec.params.values():
             dropped.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
+
+
+def _drop_s3_cases(config, items) -> None:
+    """Deselect the ``delta-rs-s3`` case of a test whose module did not set ``ON_S3 = True``:
+    its body reaches into the lake's local folder."""
+    dropped = [
+        item
+        for item in items
+        if ON_S3 in getattr(getattr(item, "callspec", None), "params", {}).values()
+        and not getattr(item.module, "ON_S3", False)
+    ]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
@@ -172,10 +191,13 @@ def engine_or_twin(request, name: str):
     return _native_twin(request)
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=[*ENGINES, ON_S3])
 def lake(request, tmp_path):
     from backfill_assets.lake import Lake
 
+    if request.param == ON_S3:
+        bucket = request.getfixturevalue("s3_bucket")
+        return Lake(f"s3://{bucket}/lake", request.getfixturevalue("spark"), engine="delta-rs")
     engine = engine_or_twin(request, request.param)
     if isinstance(engine, _NativeTwin):
         return engine

@@ -98,5 +98,20 @@ def content(lake, table: str = THINGS) -> list[tuple]:
 
 def log_files(lake, table: str = THINGS) -> set[str]:
     """The data files the Delta log lists now, read by delta-rs directly."""
-    root = str(lake.path(table))
-    return {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
+    root = lake.table_location(table)
+    uris = DeltaTable(root, storage_options=lake.storage.delta_options()).file_uris()
+    return {os.path.relpath(u.removeprefix("file://"), root) for u in uris}
+
+
+def overwrite(lake, location: str, text: str) -> None:
+    """Replace the file at ``location`` with ``text`` by hand (a disk fault, a hand edit)."""
+    if lake.storage.is_local:
+        with open(location, "w", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        lake.storage.put(location, text.encode("utf-8"), create=False)
+
+
+def stored(lake, table: str, path: str) -> bool:
+    """Whether the file ``path`` (relative to ``table``) is in the lake's storage, local or S3."""
+    return lake.storage.exists(os.path.join(lake.table_location(table), path))

@@ -1,5 +1,5 @@
-"""The lake contract, run against every engine: replace, empty partitions, rejects, pins, restore,
-metadata."""
+"""The lake contract, run against every engine, and on a lake in S3: replace, empty partitions,
+rejects, pins, restore, metadata."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ SCHEMA = StructType(
 )
 TABLE = "staging/things"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 
 
 def frame(lake, rows):

@@ -1,7 +1,7 @@
 """Write-audit-publish in the lake, on every engine: staged rows stay invisible, publish replaces
 the partitions in one commit (swapping in the staged files on delta-rs, copying their rows on
 delta-spark), a partition changed since staging is never overwritten unseen, discard and
-expiry clean up."""
+expiry clean up. On an S3 lake too."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import datetime as dt
 import pytest
 
 from backfill_assets.lake import LakeConflict, LakeError
-from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files, stored
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 SCHEMA = "d date, id bigint, tag string"
 TABLE = THINGS
+ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 
 
 def frame(lake, rows):
@@ -60,7 +61,7 @@ def test_publish_swaps_exactly_the_chosen_partitions_without_copying(lake):
     assert lake.history(TABLE)[0]["metadata"]["run_id"] == "new"
     d2_files = {f.path for f in staged.files if f.partition == D2}
     assert lake.discard(staged) == len(d2_files)
-    assert not any((lake.path(TABLE) / p).exists() for p in d2_files)
+    assert not any(stored(lake, TABLE, p) for p in d2_files)
     assert lake.staged_versions(TABLE) == [] and content(lake)[0] == (D1, 10, "new")
 
 
@@ -140,7 +141,7 @@ def test_maintain_expires_old_staged_versions_then_removes_files_no_version_need
         assert set(deleted) == replaced  # the files the publish removed from the table
     else:
         assert replaced <= set(deleted)  # and the staged files whose rows it copied
-    assert not any((lake.path(TABLE) / f.path).exists() for f in abandoned.files)
+    assert not any(stored(lake, TABLE, f.path) for f in abandoned.files)
     assert content(lake) == [(D1, 10, "new"), (D2, 20, "new"), (D3, 30, "new")]
 
 
@@ -157,7 +158,7 @@ def test_keep_staged_gathers_several_stagings_into_one_version(lake):
     )
     kept = lake.keep_staged(second, [D2], into="fix")
     assert lake.discard(second) == 1  # only D3's file, which was not kept
-    assert not any((lake.path(TABLE) / p).exists() for p in replaced)
+    assert not any(stored(lake, TABLE, p) for p in replaced)
     assert lake.version(TABLE) == 0 and content(lake) == old
     assert sorted(tuple(r) for r in lake.read_staged(kept).collect()) == [
         (D1, 10, "a"),

@@ -1,6 +1,7 @@
 """Write-audit-publish under I/O faults, on every engine: a manifest write that fails after a
 publish's commit, or between keep_staged's two manifest saves, never lets discard, expiry or a
-step's cleanup delete a file the table or another staged version still needs."""
+step's cleanup delete a file the table or another staged version still needs. On an S3 lake
+too."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import os
 import pytest
 
 import backfill_assets.lake.staged as manifests
-from backfill_assets_tests.lake.lake_support import THINGS, commit, content
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content, overwrite, stored
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old
 
 TABLE = THINGS
+ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 CLEANUPS = ["discard", "expire"]
 
 
@@ -41,7 +43,7 @@ def clean_up(lake, staged, how: str) -> None:
 
 
 def on_disk(lake, files) -> list[bool]:
-    return [(lake.path(TABLE) / f.path).exists() for f in files]
+    return [stored(lake, TABLE, f.path) for f in files]
 
 
 @pytest.mark.parametrize("how", CLEANUPS)
@@ -103,9 +105,9 @@ def test_the_log_is_read_through_its_checkpoint_once_commit_files_are_cleaned_up
     monkeypatch.undo()
     lake.replace_partitions(TABLE, frame(lake, [(D3, 30, "later")]), "d", [D3], commit("later"))
     assert lake.checkpoint(TABLE) == 2
-    log_dir = lake.path(TABLE) / "_delta_log"
+    log_dir = os.path.join(lake.table_location(TABLE), "_delta_log")
     for version in (0, 1):  # as log clean-up does: never the newest commit
-        (log_dir / f"{version:020d}.json").unlink()
+        assert lake.storage.delete(os.path.join(log_dir, f"{version:020d}.json"))
     lake.discard(staged)
     assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 30, "later")]
 
@@ -125,11 +127,8 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
 
     old = write_old(lake)
     staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
-    path = manifests.manifest_path(str(lake.path(TABLE)), staged.id)
-    with open(path, encoding="utf-8") as src:
-        text = src.read()
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(CORRUPTIONS[corrupt](text))
+    path = manifests.manifest_path(lake.table_location(TABLE), staged.id)
+    overwrite(lake, path, CORRUPTIONS[corrupt](lake.storage.read_text(path)))
     attempts = [
         lambda: lake.staged_versions(TABLE),
         lambda: lake.discard(staged),
@@ -144,10 +143,10 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
             error.value
         )
     assert all(on_disk(lake, staged.files)) and content(lake) == old
-    assert main(["repair-manifest", str(lake.path(TABLE))]) == 2  # not a manifest: refused
+    assert main(["repair-manifest", lake.table_location(TABLE)]) == 2  # not a manifest: refused
     assert main(["repair-manifest", path]) == 0
     assert "set aside" in capsys.readouterr().out
-    assert lake.staged_versions(TABLE) == [] and os.path.exists(path + ".broken")
+    assert lake.staged_versions(TABLE) == [] and lake.storage.exists(path + ".broken")
     assert main(["repair-manifest", path]) == 2  # nothing left to repair
     lake.vacuum(TABLE, 0)  # its unpublished file is an orphan now: vacuum's to delete
     assert not any(on_disk(lake, staged.files)) and content(lake) == old
