@@ -64,7 +64,10 @@ ENGINES = ("auto", "delta-rs", "delta-spark")
 
 
 class Lake:
-    """Delta tables under ``root``, named like ``raw/orders``, partitioned by one DATE column."""
+    """Delta tables under ``root``, named like ``raw/orders``, partitioned by one DATE column.
+
+    ``root`` is a local folder or ``s3://bucket/prefix`` (the delta-rs engine only, reached with
+    the standard AWS variables: ``storage.py``)."""
 
     def __init__(
         self, root: str | os.PathLike, spark: SparkSession | None, engine: str = "auto"
@@ -77,11 +80,16 @@ class Lake:
         self.location = normalise(root)
         self.storage.check(self.location)  # on S3, one clear error before anything is written
         self._spark = spark
+        if not self.storage.is_local and engine == "delta-spark":
+            raise LakeError(
+                f"the lake {self.location} is on S3, which only the delta-rs engine reaches so "
+                "far (delta-spark needs the s3a jars): BACKFILL_LAKE_ENGINE=delta-rs"
+            )
         if engine == "auto":
             from backfill_assets.lake.delta_spark import native_delta_available
 
             native = spark is not None and native_delta_available(spark)
-            engine = "delta-spark" if native else "delta-rs"
+            engine = "delta-spark" if native and self.storage.is_local else "delta-rs"
         self._engine: DeltaSparkEngine | DeltaRsEngine
         if engine == "delta-spark":
             from backfill_assets.lake.delta_spark import DeltaSparkEngine
@@ -92,11 +100,6 @@ class Lake:
 
             self._engine = DeltaRsEngine(spark)
         self.engine_name = self._engine.name
-        if self.engine_name != "delta-rs" and not self.storage.is_local:
-            raise LakeError(
-                f"the lake {self.location} is on S3, which only the delta-rs engine reaches so "
-                "far: BACKFILL_LAKE_ENGINE=delta-rs"
-            )
 
     @property
     def root(self) -> Path:

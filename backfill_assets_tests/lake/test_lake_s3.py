@@ -1,0 +1,123 @@
+"""A lake on S3 (SeaweedFS, ``s3_server.py``): bad settings are one clear error naming the
+setting before anything is written; create-only writes of manifests and records have one
+winner; no credential is written into the lake or shown in an error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pytest
+
+from backfill_assets.corrections import registry
+from backfill_assets.lake import Lake, LakeError, durable
+from backfill_assets.lake.storage import S3Storage
+from backfill_assets.settings import S3Settings
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content
+from backfill_assets_tests.s3_server import free_ports
+
+D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+SCHEMA = "d date, id bigint, tag string"
+WRITERS = 8
+
+
+def objects(server, bucket: str) -> dict[str, bytes]:
+    client = server.client()
+    keys = [
+        o["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for o in page.get("Contents", [])
+    ]
+    return {k: client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+BAD = {
+    "wrong-endpoint": ({"AWS_ENDPOINT_URL": "http://127.0.0.1:{port}"}, "AWS_ENDPOINT_URL"),
+    "unknown-key-id": ({"AWS_ACCESS_KEY_ID": "nobody"}, "fix AWS_ACCESS_KEY_ID"),
+    "wrong-secret": ({"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, "fix AWS_SECRET_ACCESS_KEY"),
+    "no-keys": ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "AWS_SECRET_ACCESS_KEY"),
+    "http-not-allowed": ({"AWS_ALLOW_HTTP": "false"}, "set AWS_ALLOW_HTTP=true"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_settings_are_one_clear_error_before_any_write(s3_server, s3_bucket, monkeypatch, case):
+    overrides, setting = BAD[case]
+    for name, value in overrides.items():
+        monkeypatch.setenv(name, value.format(port=free_ports(1)[0]))
+    with pytest.raises(LakeError) as refused:
+        Lake(f"s3://{s3_bucket}/lake", None, engine="delta-rs")
+    assert setting in str(refused.value)
+    assert s3_server.secret_key not in str(refused.value)
+    assert objects(s3_server, s3_bucket) == {}  # nothing written
+
+
+def test_a_missing_bucket_is_named_with_the_setting_to_fix(s3_server, s3_bucket):
+    with pytest.raises(LakeError, match=r"bucket 'no-such-bucket' .* does not exist") as refused:
+        Lake("s3://no-such-bucket/lake", None, engine="delta-rs")
+    assert "BACKFILL_LAKE_DIR" in str(refused.value)
+
+
+def test_a_store_that_ignores_conditional_puts_is_refused(s3_server, s3_bucket, monkeypatch):
+    """A store that overwrites despite ``If-None-Match: *`` (here: the header dropped)."""
+    real = S3Storage.put
+
+    def put_ignoring_the_condition(self, path, data, create):
+        real(self, path, data, create=False)
+
+    monkeypatch.setattr(S3Storage, "put", put_ignoring_the_condition)
+    with pytest.raises(LakeError, match="does not support conditional puts"):
+        Lake(f"s3://{s3_bucket}/other", None, engine="delta-rs")
+    assert objects(s3_server, s3_bucket) == {}  # the probe is gone
+
+
+def test_only_delta_rs_reaches_a_lake_on_s3(s3_bucket, spark):
+    with pytest.raises(LakeError, match="BACKFILL_LAKE_ENGINE=delta-rs"):
+        Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-spark")
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_of_racing_creators_of_one_record_exactly_one_wins(where, tmp_path, request):
+    if where == "s3":
+        root = f"s3://{request.getfixturevalue('s3_bucket')}/lake"
+    else:
+        root = str(tmp_path / "lake")
+    path = registry.record_path(root, "c1")
+    start = threading.Barrier(WRITERS)
+    outcomes: list[str] = [""] * WRITERS
+
+    def create(i: int) -> None:
+        start.wait()
+        try:
+            durable.write_atomically(path, f"writer {i}", "record", create=True)
+            outcomes[i] = "won"
+        except FileExistsError:
+            outcomes[i] = "lost"
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(outcomes) == ["lost"] * (WRITERS - 1) + ["won"]
+    storage = Lake(root, None, engine="delta-rs").storage
+    assert storage.read_text(path) == f"writer {outcomes.index('won')}"
+    durable.write_atomically(path, "replaced", "record")  # a plain save replaces it
+    assert storage.read_text(path) == "replaced"
+
+
+def test_no_credential_is_written_into_the_lake_or_shown(s3_server, s3_bucket, spark):
+    lake = Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-rs")
+    frame = spark.createDataFrame([(D1, 1, "a"), (D2, 2, "b")], SCHEMA)
+    lake.replace_partitions(THINGS, frame, "d", [D1, D2], commit("first"))
+    staged = lake.stage(
+        THINGS, spark.createDataFrame([(D1, 10, "n")], SCHEMA), "d", [D1], commit("n")
+    )
+    lake.publish(staged)
+    assert content(lake) == [(D1, 10, "n"), (D2, 2, "b")]
+    written = objects(s3_server, s3_bucket)
+    assert any(k.endswith(".json") and "_staged" in k for k in written)  # the manifest is there
+    leaked = [k for k, body in written.items() if s3_server.secret_key.encode() in body]
+    assert leaked == []
+    assert s3_server.secret_key not in repr(lake.storage) + repr(S3Settings.from_env())
+    assert s3_server.secret_key not in str(lake.history(THINGS))
