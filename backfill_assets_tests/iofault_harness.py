@@ -15,7 +15,9 @@ of the path's starting lake:
 4. close every staged version and vacuum with no retention: no data file is left that the
    table's version does not reference.
 
-``bench/iofault.py`` sweeps every point of every path; ``test_iofault.py`` a sample.
+``bench/iofault.py`` sweeps every point of every path; ``test_iofault.py`` a sample. The lakes
+live under ``work``: a local folder, or an ``s3://bucket/prefix`` whose templates are copied
+object by object (``copy_tree``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from deltalake import DeltaTable
 import backfill_assets.lake.staged as manifests
 from backfill_assets.lake import CommitInfo, Lake, LakeError
 from backfill_assets.lake.log import commit_metadata, referenced_files
+from backfill_assets.lake.storage import S3_SCHEME, S3Storage, split, storage_for
 from backfill_assets.testing.iofault import arm
 
 TABLE = "staging/things"
@@ -223,39 +226,93 @@ BY_NAME = {p.name: p for p in PATHS}
 # Reading the lake as a reader does (delta-rs, no Spark) --------------------------------------
 
 
-def table_rows(root: Path) -> Rows:
+def _table(root: str) -> DeltaTable:
+    return DeltaTable(f"{root}/{TABLE}", storage_options=storage_for(root).delta_options())
+
+
+def table_rows(root: str) -> Rows:
     """Every row of the table, read through its log: raises when a referenced file is gone."""
-    data = DeltaTable(str(root / TABLE)).to_pyarrow_table().to_pylist()
+    data = _table(root).to_pyarrow_table().to_pylist()
     return sorted((r[COLUMN], r["id"], r["tag"]) for r in data)
 
 
-def staged_rows(root: Path, staged: manifests.StagedVersion) -> Rows:
+def staged_rows(root: str, staged: manifests.StagedVersion) -> Rows:
     import pyarrow.parquet as pq
 
+    filesystem, scheme = storage_for(root).arrow_filesystem()
     rows = []
     for f in staged.files:
-        for r in pq.read_table(root / TABLE / f.path).to_pylist():
+        where = f"{root}/{TABLE}/{f.path}".removeprefix(scheme)
+        for r in pq.read_table(where, filesystem=filesystem).to_pylist():
             rows.append((f.partition, r["id"], r["tag"]))
     return sorted(rows)
 
 
-def data_files(root: Path) -> set[str]:
-    table = root / TABLE
-    return {
-        os.path.normpath(os.path.relpath(os.path.join(d, n), table))
-        for d, _, names in os.walk(table)
-        if "_delta_log" not in d and "_staged" not in d
+def _all_files(folder: str) -> list[str]:
+    """Every file under ``folder``, recursively, relative to it."""
+    storage = storage_for(folder)
+    if isinstance(storage, S3Storage):
+        bucket, prefix = split(folder)
+        pages = storage.client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix + "/"
+        )
+        return [o["Key"][len(prefix) + 1 :] for page in pages for o in page.get("Contents", [])]
+    return [
+        os.path.relpath(os.path.join(d, n), folder)
+        for d, _, names in os.walk(folder)
         for n in names
-        if n.endswith(".parquet")
-    }
+    ]
 
 
-def current_files(root: Path) -> set[str]:
-    table = str(root / TABLE)
+def data_files(root: str) -> set[str]:
     return {
-        os.path.normpath(os.path.relpath(u.removeprefix("file://"), table))
-        for u in DeltaTable(table).file_uris()
+        os.path.normpath(p)
+        for p in _all_files(f"{root}/{TABLE}")
+        if not p.startswith(("_delta_log/", "_staged/")) and p.endswith(".parquet")
     }
+
+
+def current_files(root: str) -> set[str]:
+    table = f"{root}/{TABLE}"
+    return {
+        os.path.normpath(u.removeprefix("file://").removeprefix(table + "/"))
+        for u in _table(root).file_uris()
+    }
+
+
+def stored(root: str, path: str) -> bool:
+    """Whether the table's file ``path`` is in storage."""
+    return storage_for(root).exists(f"{root}/{TABLE}/{path}")
+
+
+def remove_tree(root: str) -> None:
+    storage = storage_for(root)
+    if not isinstance(storage, S3Storage):
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for name in _all_files(root):
+        storage.delete(f"{root}/{name}")
+
+
+def copy_tree(source: str, target: str) -> None:
+    """A fresh copy of the lake at ``source`` at ``target`` (on S3, object by object)."""
+    remove_tree(target)
+    storage = storage_for(source)
+    if not isinstance(storage, S3Storage):
+        shutil.copytree(source, target)
+        return
+    for name in _all_files(source):
+        bucket, key = split(f"{source}/{name}")
+        target_bucket, target_key = split(f"{target}/{name}")
+        storage.client.copy_object(
+            Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key}
+        )
+
+
+def place(work: str | Path, name: str) -> str:
+    """The location of the lake ``name`` under ``work`` (a folder or an s3:// prefix)."""
+    work = os.fspath(work)
+    return f"{work}/{name}" if work.startswith(S3_SCHEME) else os.path.join(work, name)
 
 
 # One point -----------------------------------------------------------------------------------
@@ -284,7 +341,7 @@ class Tally:
         )
 
 
-def _check_readable(root: Path, before: Rows, after: Rows, tally: Tally, where: str) -> None:
+def _check_readable(root: str, before: Rows, after: Rows, tally: Tally, where: str) -> None:
     try:
         rows = by_day(table_rows(root))
     except Exception as exc:
@@ -296,7 +353,7 @@ def _check_readable(root: Path, before: Rows, after: Rows, tally: Tally, where: 
             tally.flag("torn", where, f"{day}: {rows[day]}")
 
 
-def _check_settled(lake: Lake, root: Path, path: LakePath, tally: Tally, where: str) -> None:
+def _check_settled(lake: Lake, root: str, path: LakePath, tally: Tally, where: str) -> None:
     try:
         rows = table_rows(root)
     except Exception as exc:
@@ -305,10 +362,10 @@ def _check_settled(lake: Lake, root: Path, path: LakePath, tally: Tally, where: 
     if rows != path.after:
         tally.flag("unconverged", where, f"table {rows} != {path.after}")
     live = current_files(root)
-    missing = [f for f in live if not (root / TABLE / f).exists()]
+    missing = [f for f in live if not stored(root, f)]
     if missing:
         tally.flag("lost_files", where, f"referenced files gone: {missing}")
-    table_dir = str(root / TABLE)
+    table_dir = f"{root}/{TABLE}"
     opened = {s.id: s for s in manifests.open_versions(table_dir)}
     if {k for k in opened} != set(path.staged_after):
         tally.flag("unconverged", where, f"open staged versions {sorted(opened)}")
@@ -322,7 +379,7 @@ def _check_settled(lake: Lake, root: Path, path: LakePath, tally: Tally, where: 
             if day.isoformat() not in commit_metadata(table_dir, version).get("partitions", []):
                 tally.flag("record_mismatch", where, f"{sid}: {day} not in version {version}")
         for f in staged.files:
-            if not (root / TABLE / f.path).exists():
+            if not stored(root, f.path):
                 tally.flag("lost_files", where, f"{sid}'s staged file {f.path} is gone")
             elif f.partition not in staged.published and os.path.normpath(f.path) in logged:
                 tally.flag("record_mismatch", where, f"{sid}: {f.partition} is in the log")
@@ -330,7 +387,7 @@ def _check_settled(lake: Lake, root: Path, path: LakePath, tally: Tally, where: 
             tally.flag("unconverged", where, f"{sid} holds {staged_rows(root, staged)}")
 
 
-def _check_no_orphans(lake: Lake, root: Path, tally: Tally, where: str) -> None:
+def _check_no_orphans(lake: Lake, root: str, tally: Tally, where: str) -> None:
     for staged in lake.staged_versions(TABLE):
         lake.discard(staged)
     lake.vacuum(TABLE, 0)
@@ -340,9 +397,9 @@ def _check_no_orphans(lake: Lake, root: Path, tally: Tally, where: str) -> None:
 
 
 def run_point(
-    make_lake: Callable[[Path], Lake],
-    template: Path,
-    work: Path,
+    make_lake: Callable[[str], Lake],
+    template: str,
+    work: str | Path,
     path: LakePath,
     mode: str,
     n: int,
@@ -351,9 +408,8 @@ def run_point(
 ) -> None:
     """Fail ``path`` at I/O operation ``n`` on a copy of ``template``, recover, check."""
     where = f"{engine}/{path.name}/{mode}:{n}"
-    root = work / f"{path.name}-{mode}-{n}"
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(template, root)
+    root = place(work, f"{path.name}-{mode}-{n}")
+    copy_tree(template, root)
     before = table_rows(root)
     lake = make_lake(root)
     if mode == "error":
@@ -381,33 +437,33 @@ def run_point(
 
 
 def operations(
-    make_lake: Callable[[Path], Lake], template: Path, work: Path, path: LakePath
+    make_lake: Callable[[str], Lake], template: str, work: str | Path, path: LakePath
 ) -> int:
     """How many I/O operations ``path`` makes from its starting lake."""
-    root = work / f"{path.name}-count"
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(template, root)
+    root = place(work, f"{path.name}-count")
+    copy_tree(template, root)
+    lake = make_lake(root)  # opened first: opening a lake on S3 checks it, outside the count
     with arm("count") as plan:
-        path.run(make_lake(root))
-    shutil.rmtree(root, ignore_errors=True)
+        path.run(lake)
+    remove_tree(root)
     return plan.done
 
 
-def build_template(make_lake: Callable[[Path], Lake], work: Path, path: LakePath) -> Path:
-    template = work / f"{path.name}-template"
-    shutil.rmtree(template, ignore_errors=True)
+def build_template(make_lake: Callable[[str], Lake], work: str | Path, path: LakePath) -> str:
+    template = place(work, f"{path.name}-template")
+    remove_tree(template)
     path.setup(make_lake(template))
     return template
 
 
-def kill_in_child(root: Path, path_name: str, engine: str, n: int) -> None:
+def kill_in_child(root: str, path_name: str, engine: str, n: int) -> None:
     """Run ``path_name`` on the lake at ``root`` in a child process the seam SIGKILLs at
     operation ``n`` (delta-rs without Spark: the paths that write no data)."""
     env = dict(os.environ)
     env["BACKFILL_IOFAULT"] = f"kill:{n}"
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, "-m", "backfill_assets_tests.iofault_harness", str(root), path_name],
+        [sys.executable, "-m", "backfill_assets_tests.iofault_harness", root, path_name],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -64,7 +64,7 @@ def main() -> int:
         )
         session.sparkContext.setLogLevel("ERROR")
 
-        def make(root: Path, engine: str = engine, session=session) -> Lake:
+        def make(root: str, engine: str = engine, session=session) -> Lake:
             return Lake(root, session, engine=engine)
 
         with tempfile.TemporaryDirectory(prefix="iofault-") as tmp:

@@ -1,7 +1,8 @@
 """The I/O-fault harness (``iofault_harness.py``) on a sample of points of every lake path, on
 both engines: an I/O error at the first, a middle and the last operation of each path, and, on
-delta-rs, a SIGKILL at a middle one of each path that writes no data. ``bench/iofault.py``
-sweeps every point."""
+delta-rs, a SIGKILL at a middle one of each path that writes no data; on a lake in S3 too
+(``delta-rs-s3``: the lakes under a prefix of the test's bucket). ``bench/iofault.py`` sweeps
+every point."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 from backfill_assets.lake import Lake
 from backfill_assets_tests import iofault_harness as h
+
+ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 
 
 def sample(count: int) -> list[int]:
@@ -20,13 +23,14 @@ def test_a_fault_at_any_sampled_point_loses_nothing_and_exposes_nothing(lake, tm
     def make(root):
         return Lake(root, lake.spark, engine=lake.engine_name)
 
-    template = h.build_template(make, tmp_path, path)
-    count = h.operations(make, template, tmp_path, path)
+    work = tmp_path if lake.storage.is_local else f"{lake.location}-iofault"
+    template = h.build_template(make, work, path)
+    count = h.operations(make, template, work, path)
     assert count >= 1, f"{path.name} never passes the I/O seam"
     tally = h.Tally()
     for n in sample(count):
-        h.run_point(make, template, tmp_path, path, "error", n, tally, lake.engine_name)
+        h.run_point(make, template, work, path, "error", n, tally, lake.engine_name)
     if lake.engine_name == "delta-rs" and not path.needs_spark:
-        h.run_point(make, template, tmp_path, path, "kill", max(1, count // 2), tally, "delta-rs")
+        h.run_point(make, template, work, path, "kill", max(1, count // 2), tally, "delta-rs")
     assert not tally.details, "\n".join(tally.details)
     assert tally.points == len(sample(count)) + (tally.faults["kill"])
