@@ -121,3 +121,78 @@ def test_no_credential_is_written_into_the_lake_or_shown(s3_server, s3_bucket, s
     assert leaked == []
     assert s3_server.secret_key not in repr(lake.storage) + repr(S3Settings.from_env())
     assert s3_server.secret_key not in str(lake.history(THINGS))
+
+
+PUBLISHER = """
+import json, os, sys, time
+from backfill_assets.lake import Lake, LakeConflict
+root, stage_id, go = sys.argv[1], sys.argv[2], float(sys.argv[3])
+lake = Lake(root, None, engine="delta-rs")
+staged = lake.staged_version("staging/things", stage_id)
+time.sleep(max(0.0, go - time.time()))
+try:
+    result = lake.publish(staged)
+    print(json.dumps({"version": result.version, "attempts": result.attempts}))
+except LakeConflict as exc:
+    print(json.dumps({"conflict": str(exc)}))
+sys.stdout.flush()
+os._exit(0)  # deltalake readers can abort the interpreter at exit (delta-rs#2184)
+"""
+
+
+def publish_at_once(root: str, stage_ids: list[str]) -> list[dict]:
+    """Each staged version published by a process of its own, all at one moment."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from backfill_assets_tests.lake.lake_support import subprocess_env
+
+    go = time.time() + 8  # every child has imported and opened the lake by then
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", PUBLISHER, root, sid, str(go)],
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for sid in stage_ids
+    ]
+    outcomes = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-2000:]
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    return outcomes
+
+
+@pytest.mark.slow
+def test_two_processes_publishing_at_once_on_s3_both_land_or_one_conflicts(s3_bucket, spark):
+    """delta-rs commits to S3 with a conditional put: of two commits of one version one lands;
+    the other retries from the new snapshot (disjoint days: it lands next) or is refused as a
+    conflict (the same day: the table keeps the winner's rows, never a mix)."""
+    root = f"s3://{s3_bucket}/lake"
+    lake = Lake(root, spark, engine="delta-rs")
+    rows = [(D1, 1, "old"), (D2, 2, "old")]
+    lake.replace_partitions(THINGS, spark.createDataFrame(rows, SCHEMA), "d", [D1, D2], commit("o"))
+
+    def stage(sid: str, day: dt.date, tag: str) -> None:
+        frame = spark.createDataFrame([(day, 9, tag)], SCHEMA)
+        lake.stage(THINGS, frame, "d", [day], commit(sid), stage_id=sid)
+
+    stage("one", D1, "one")
+    stage("two", D2, "two")
+    disjoint = publish_at_once(root, ["one", "two"])
+    assert sorted(o["version"] for o in disjoint) == [1, 2]
+    assert content(lake) == [(D1, 9, "one"), (D2, 9, "two")]
+
+    stage("left", D1, "left")
+    stage("right", D1, "right")
+    same_day = publish_at_once(root, ["left", "right"])
+    won = [o for o in same_day if "version" in o]
+    assert len(won) == 1 and won[0]["version"] == 3
+    assert ["2024-01-01" in o["conflict"] for o in same_day if "conflict" in o] == [True]
+    winner = ["left", "right"][same_day.index(won[0])]
+    assert content(lake) == [(D1, 9, winner), (D2, 9, "two")]
