@@ -51,6 +51,8 @@ def main() -> int:
         help="the correction commands swept (errors; on delta-rs kills of a child too)",
     )
     args = parser.parse_args()
+    if len(args.engines) > 1:
+        return per_engine(args)
     tally = h.Tally()
     if args.steps:
         sweep_steps(args.steps, tally)
@@ -89,8 +91,41 @@ def main() -> int:
         session.stop()
     for detail in tally.details:
         print(detail)
+    print(f"IOFAULT_PATHS {','.join(sorted(tally.paths))}")
     print(tally.line(), flush=True)
     return 1 if tally.details else 0
+
+
+def per_engine(args: argparse.Namespace) -> int:
+    """One child process per engine (a Spark JVM takes Delta's jars only when it starts), the
+    steps in the first; their figures summed into one IOFAULT line."""
+    import re
+    import subprocess
+
+    totals: dict[str, int] = {}
+    paths: set[str] = set()
+    code = 0
+    for i, engine in enumerate(args.engines):
+        command = [sys.executable, __file__, "--engines", engine, "--paths", *args.paths]
+        command += ["--modes", *args.modes, "--corrections", *args.corrections]
+        command += ["--steps", *(args.steps if i == 0 else [])]
+        child = subprocess.run(command, capture_output=True, text=True, check=False)
+        code = max(code, child.returncode)
+        for line in child.stdout.splitlines():
+            if line.startswith("IOFAULT_PATHS "):
+                paths |= set(filter(None, line.split(" ", 1)[1].split(",")))
+            elif line.startswith("IOFAULT "):
+                for key, value in re.findall(r"(\w+)=(\d+)", line):
+                    totals[key] = totals.get(key, 0) + int(value)
+            else:
+                print(line, flush=True)
+        if "IOFAULT " not in child.stdout:
+            print(child.stderr[-3000:], flush=True)
+            code = 1
+    totals["paths"] = len(paths)
+    keys = "paths points crashes errors unreadable torn lost_files orphans record_mismatch"
+    print("IOFAULT " + " ".join(f"{k}={totals.get(k, 0)}" for k in [*keys.split(), "unconverged"]))
+    return code
 
 
 def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str, make) -> None:
