@@ -23,6 +23,8 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from backfill_assets.catalog import (
+    CORRECTION_REASON_TAG,
+    CORRECTION_TAG,
     FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
     RAW_ORDERS,
@@ -31,9 +33,11 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
+from backfill_assets.corrections import registry
 from backfill_assets.generate import generate_feed
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.lake.maintenance import maintain_tables
+from backfill_assets.resources import code_version
 from backfill_assets.testing.iofault import arm
 from backfill_assets_tests.reference import Reference, customer_ltv
 
@@ -48,6 +52,10 @@ class Step:
     assets: tuple
     before: tuple  # the steps that run (without faults) between the file landing and this one
     current: tuple[str, ...]  # the tables that equal the reference afterwards; the rest: before
+    correction: bool = False  # run as the correction CORRECTION: staged beside production
+
+
+CORRECTION = "fix-iofault"
 
 
 RAW = Step("raw", (RAW_ORDERS,), (), ("raw/orders",))
@@ -63,7 +71,10 @@ LTV = Step(
     ((RAW_ORDERS,), (STG_ORDERS, FCT_DAILY_REVENUE)),
     ("raw/orders", "staging/orders", "fact/daily_revenue", "fact/customer_ltv"),
 )
-STEPS = (RAW, EVENT_DAYS, LTV)
+CORRECT = Step(
+    "correct", (STG_ORDERS, FCT_DAILY_REVENUE), ((RAW_ORDERS,),), ("raw/orders",), correction=True
+)
+STEPS = (RAW, EVENT_DAYS, LTV, CORRECT)
 TABLES = (
     "raw/orders",
     "quarantine/orders",
@@ -103,6 +114,10 @@ def step_template(env, before: Path, step: Step) -> Path:
     _restore(env, before)
     for assets in step.before:
         assert execute(RunPlan(assets, FIRST, LAST), env.instance).success
+    if step.correction:
+        registry.open_correction(
+            env.settings.lake_dir, CORRECTION, "restated", FIRST, LAST, code_version()
+        )
     template = env.home.parent / f"start-{step.name}"
     shutil.rmtree(template, ignore_errors=True)
     shutil.copytree(env.settings.lake_dir, template)
@@ -114,7 +129,7 @@ def operations(env, template: Path, step: Step, log: Path) -> list[str]:
     _restore(env, template)
     log.unlink(missing_ok=True)
     with arm("count", log=str(log)):
-        assert execute(RunPlan(step.assets, FIRST, LAST), env.instance).success
+        assert _execute(env, step).success
     return [line.split(" ", 1)[1].strip() for line in log.read_text().splitlines()]
 
 
@@ -125,12 +140,12 @@ def run_point(env, template: Path, step: Step, n: int) -> list[str]:
     _restore(env, template)
     before = snapshot(env)
     with arm("error", n):
-        execute(RunPlan(step.assets, FIRST, LAST), env.instance)
+        _execute(env, step)
     try:
         middle = snapshot(env)
     except Exception as exc:
         return [f"unreadable at {where}: {type(exc).__name__}: {exc}"]
-    if not execute(RunPlan(step.assets, FIRST, LAST), env.instance).success:
+    if not _execute(env, step).success:
         problems.append(f"unconverged at {where}: the step's re-run failed")
     lake = Lake(env.settings.lake_dir, None)
     maintain_tables(
@@ -140,8 +155,11 @@ def run_point(env, template: Path, step: Step, n: int) -> list[str]:
         commit=CommitInfo(run_id="maintain", code_version="test"),
     )
     for table in TABLES:
-        if lake.exists(table) and lake.staged_versions(table):
-            problems.append(f"orphans at {where}: {table} has open staged versions")
+        left = [s.id for s in lake.staged_versions(table)] if lake.exists(table) else []
+        if [i for i in left if not (step.correction and i == CORRECTION)]:
+            problems.append(f"orphans at {where}: {table} has open staged versions {left}")
+    if step.correction:
+        problems += [f"unconverged at {where}: {m}" for m in correction_against_reference(env)]
     after = snapshot(env)
     for table in TABLES:
         for day in set(middle[table]) | set(before[table]) | set(after[table]):
@@ -156,6 +174,40 @@ def run_point(env, template: Path, step: Step, n: int) -> list[str]:
         for table in ("staging/orders", "fact/daily_revenue", "fact/customer_ltv")
         if table not in step.current and after[table] != before[table]
     ]
+    return problems
+
+
+def _execute(env, step: Step):
+    if not step.correction:
+        return execute(RunPlan(step.assets, FIRST, LAST), env.instance)
+    tags = {CORRECTION_TAG: CORRECTION, CORRECTION_REASON_TAG: "restated"}
+    return execute(RunPlan(step.assets, FIRST, LAST), env.instance, tags, correction=True)
+
+
+def correction_against_reference(env) -> list[str]:
+    """Where the correction's record or its staged rows differ from the reference: every day
+    staged, none held, and the staged rows of staging/orders the reference's."""
+    import pyarrow.parquet as pq
+
+    c = registry.get(env.settings.lake_dir, CORRECTION)
+    problems = []
+    if c.pending:
+        problems.append(f"the record keeps an intent: {c.pending}")
+    for table in ("staging/orders", "fact/daily_revenue"):
+        if c.table(table).ready_days() != DAYS:
+            problems.append(f"{table}: ready days {c.table(table).ready_days()}")
+    staged = Lake(env.settings.lake_dir, None).staged_version("staging/orders", CORRECTION)
+    if staged is None:
+        return [*problems, "no staged version of staging/orders"]
+    got = Counter(
+        (f.partition, r["order_id"], r["amount_usd"])
+        for f in staged.files
+        for r in pq.read_table(env.settings.lake_dir / "staging/orders" / f.path).to_pylist()
+    )
+    reference = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
+    want = Counter((s.event_date, s.order_id, s.amount_usd) for s in reference.staging(DAYS)[0])
+    if got != want:
+        problems.append("the staged staging/orders differs from the reference")
     return problems
 
 

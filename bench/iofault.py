@@ -48,12 +48,12 @@ def main() -> int:
         "--corrections",
         nargs="*",
         default=["cutover", "rollback", "discard"],
-        help="the correction commands swept (delta-rs: errors, and kills of a child)",
+        help="the correction commands swept (errors; on delta-rs kills of a child too)",
     )
     args = parser.parse_args()
+    if len(args.engines) > 1:
+        return per_engine(args)
     tally = h.Tally()
-    if args.corrections:
-        sweep_corrections(args.corrections, args.modes, tally)
     if args.steps:
         sweep_steps(args.steps, tally)
     for engine in args.engines:
@@ -82,46 +82,88 @@ def main() -> int:
                         h.run_point(make, template, work, path, mode, n, tally, engine)
                 found = sum(tally.problems.values()) - before
                 print(
-                    f"{engine:12} {name:14} operations={count:3} problems={found} "
+                    f"{engine:12} {name:24} operations={count:3} problems={found} "
                     f"({time.monotonic() - started:.1f} s)",
                     flush=True,
                 )
+        if args.corrections:
+            sweep_corrections(args.corrections, args.modes, tally, engine, make)
         session.stop()
     for detail in tally.details:
         print(detail)
+    print(f"IOFAULT_PATHS {','.join(sorted(tally.paths))}")
     print(tally.line(), flush=True)
     return 1 if tally.details else 0
 
 
-def sweep_corrections(commands: list[str], modes: list[str], tally) -> None:
+def per_engine(args: argparse.Namespace) -> int:
+    """One child process per engine (a Spark JVM takes Delta's jars only when it starts), the
+    steps in the first; their figures summed into one IOFAULT line."""
+    import re
+    import subprocess
+
+    totals: dict[str, int] = {}
+    paths: set[str] = set()
+    code = 0
+    for i, engine in enumerate(args.engines):
+        command = [sys.executable, __file__, "--engines", engine, "--paths", *args.paths]
+        command += ["--modes", *args.modes, "--corrections", *args.corrections]
+        command += ["--steps", *(args.steps if i == 0 else [])]
+        child = subprocess.run(command, capture_output=True, text=True, check=False)
+        code = max(code, child.returncode)
+        for line in child.stdout.splitlines():
+            if line.startswith("IOFAULT_PATHS "):
+                paths |= set(filter(None, line.split(" ", 1)[1].split(",")))
+            elif line.startswith("IOFAULT "):
+                for key, value in re.findall(r"(\w+)=(\d+)", line):
+                    totals[key] = totals.get(key, 0) + int(value)
+            else:
+                print(line, flush=True)
+        if "IOFAULT " not in child.stdout:
+            print(child.stderr[-3000:], flush=True)
+            code = 1
+    totals["paths"] = len(paths)
+    keys = "paths points crashes errors unreadable torn lost_files orphans record_mismatch"
+    print("IOFAULT " + " ".join(f"{k}={totals.get(k, 0)}" for k in [*keys.split(), "unconverged"]))
+    return code
+
+
+def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str, make) -> None:
     """Every I/O operation of a correction's cutover, rollback and discard failed in turn, on
     the small two-table lake of ``backfill_assets_tests/corrections``: run again (after
     ``recover_all`` for a kill), the record must agree with the lake and nothing be lost."""
+    import shutil
     from contextlib import suppress
 
     from backfill_assets.corrections import lifecycle
     from backfill_assets.corrections.registry import State
-    from backfill_assets.spark_session import build_session, spark_config
     from backfill_assets.testing.iofault import arm
     from backfill_assets_tests.corrections import small_lake as sl
     from backfill_assets_tests.corrections import test_journal as tj
 
-    session = build_session(spark_config(master="local[2]", shuffle_partitions=2))
+    def copy(source: Path, to: Path):
+        shutil.copytree(source, to)
+        return make(to)
+
     with tempfile.TemporaryDirectory(prefix="iofault-corrections-") as tmp:
         work = Path(tmp)
         template = work / "template"
-        sl.build(template, session)
+        sl.build(template, make(template).spark)
         cut = work / "cut"
-        lifecycle.cutover(sl.copy(template, cut), sl.CID)
+        lifecycle.cutover(copy(template, cut), sl.CID)
         for command in commands:
             started = time.monotonic()
             source = template if command == "cutover" else cut
-            count = tj.count_ops(source, work / f"{command}-count", command)
+            with arm("count") as plan:
+                tj.run(copy(source, work / f"{command}-count"), command)
+            count = plan.done
             found = 0
             for mode in modes:
+                if mode == "kill" and engine != "delta-rs":
+                    continue  # the child runs without Spark
                 for n in range(1, count + 1):
-                    where = f"correction/{command}/{mode}:{n}"
-                    lake = sl.copy(source, work / f"{command}-{mode}-{n}")
+                    where = f"{engine}/correction/{command}/{mode}:{n}"
+                    lake = copy(source, work / f"{command}-{mode}-{n}")
                     if mode == "error":
                         with arm("error", n), suppress(Exception):
                             tj.run(lake, command)
@@ -143,11 +185,10 @@ def sweep_corrections(commands: list[str], modes: list[str], tally) -> None:
                         found += 1
                         tally.flag("record_mismatch", where, f"{type(exc).__name__}: {exc}")
             print(
-                f"{'correction':12} {command:14} operations={count:3} problems={found} "
+                f"{engine:12} {'correction ' + command:24} operations={count:3} problems={found} "
                 f"({time.monotonic() - started:.1f} s)",
                 flush=True,
             )
-    session.stop()
 
 
 def sweep_steps(names: list[str], tally) -> None:
@@ -175,8 +216,8 @@ def sweep_steps(names: list[str], tally) -> None:
                         tally.flag(kind, *rest.split(": ", 1))
                     found += len(problems)
                 print(
-                    f"{'pipeline':12} {step.name:14} operations={count:3} problems={found} "
-                    f"({time.monotonic() - started:.1f} s)",
+                    f"{'delta-rs':12} {'step ' + step.name:24} operations={count:3} "
+                    f"problems={found} ({time.monotonic() - started:.1f} s)",
                     flush=True,
                 )
 

@@ -20,7 +20,6 @@ from backfill_assets_tests.corrections.small_lake import (
     FIXED,
     TABLES,
     after_cutover,
-    build,
     copy,
     production_rows,
     rows,
@@ -33,21 +32,6 @@ TARGET = {
     "rollback": State.ROLLED_BACK,
     "discard": State.DISCARDED,
 }
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory, spark) -> Path:
-    root = tmp_path_factory.mktemp("template") / "lake"
-    build(root, spark)
-    return root
-
-
-@pytest.fixture(scope="module")
-def cut_over(tmp_path_factory, template) -> Path:
-    """The template with the correction cut over, cleanly."""
-    root = tmp_path_factory.mktemp("cut") / "lake"
-    lifecycle.cutover(copy(template, root), CID)
-    return root
 
 
 def record(root: Path) -> dict:

@@ -29,7 +29,6 @@ from backfill_assets_tests.corrections.small_lake import (
     SCHEMA,
     TABLES,
     after_cutover,
-    build,
     copy,
     production_rows,
     rows,
@@ -38,20 +37,6 @@ from backfill_assets_tests.corrections.small_lake import (
 
 STAGING, FACT = TABLES
 REBUILT = {(D1, "rebuilt", 1)}  # what the live lane writes into the fact's D1 meanwhile
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory, spark) -> Path:
-    root = tmp_path_factory.mktemp("template") / "lake"
-    build(root, spark)
-    return root
-
-
-@pytest.fixture(scope="module")
-def cut_over(tmp_path_factory, template) -> Path:
-    root = tmp_path_factory.mktemp("cut") / "lake"
-    lifecycle.cutover(copy(template, root), CID)
-    return root
 
 
 def second_commit(source: Path, to: Path, command: str) -> int:
