@@ -132,6 +132,19 @@ def commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
     return adds, removes
 
 
+def commit_added_files(table_dir: str, version: int) -> set[str]:
+    """The data files (normalised paths relative to the table) the commit ``version`` added."""
+    paths = set()
+    with open(
+        os.path.join(table_dir, "_delta_log", f"{version:020d}.json"), encoding="utf-8"
+    ) as lines:
+        for line in lines:
+            add = json.loads(line).get("add")
+            if add is not None:
+                paths.add(relative_path(table_dir, add["path"]))
+    return paths
+
+
 def newest_commit(table_dir: str) -> int | None:
     """The newest version with a commit file, by listing the log (None: no table yet)."""
     log_dir = os.path.join(table_dir, "_delta_log")
@@ -173,16 +186,18 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
                 for line in lines:
                     add = json.loads(line).get("add")
                     if add is not None:
-                        paths.add(_relative(table_dir, add["path"]))
+                        paths.add(relative_path(table_dir, add["path"]))
         elif (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
             import pyarrow.parquet as pq
 
             adds = pq.read_table(os.path.join(log_dir, name), columns=["add"]).column("add")
-            paths |= {_relative(table_dir, a["path"]) for a in adds.to_pylist() if a is not None}
+            paths |= {
+                relative_path(table_dir, a["path"]) for a in adds.to_pylist() if a is not None
+            }
     return paths
 
 
-def _relative(table_dir: str, path: str) -> str:
+def relative_path(table_dir: str, path: str) -> str:
     """A log path (URL-encoded, relative or an absolute URI) relative to the table directory."""
     path = unquote(path)
     if "://" in path:
