@@ -62,7 +62,7 @@ VACUUM_CONF = {
 # to the session's cores.
 LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 # The session setting Delta takes a commit's userMetadata from where no write option reaches.
-USER_METADATA_CONF = txns.USER_METADATA_CONF
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def native_delta_available(spark: SparkSession) -> bool:

@@ -231,12 +231,12 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         try:
             txn = txns.open_transaction(spark, swap.table_dir, pinned)
             actions = _actions(spark, txn, swap)
+            operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
             if attempt == 1:
                 pause_point("before_commit")
-            with txns.user_metadata(spark, metadata):
-                io_step("commit")
-                version = txns.commit(spark, txn, actions)
-                io_step("commit.landed")
+            io_step("commit")
+            version = txns.commit(spark, txn, actions, operation)
+            io_step("commit.landed")
             return version, attempt
         except LakeError:
             raise  # refused before committing (schema, partitioning): nothing to look for

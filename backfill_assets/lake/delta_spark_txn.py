@@ -7,9 +7,10 @@ partitions and puts others in, through the session's py4j gateway. No data is re
 - Removes are ``AddFile.removeWithTimestamp(ms, dataChange=true)``; adds are parsed by
   ``Action.fromJson`` from the log's own JSON form. ``dataChange`` is true on both: with false,
   Delta would check the commit under snapshot isolation and miss conflicts.
-- ``commit`` commits them as one ``Manual Update``, its ``userMetadata`` taken from the session
-  setting Delta reads when the operation carries none; ``user_metadata`` sets it on a session of
-  its own, active only in the committing thread and only around the call.
+- ``commit`` commits them as one ``WRITE`` in overwrite mode (``overwrite``), as a
+  ``replaceWhere`` records itself, the operation carrying the commit's ``userMetadata``. Not a
+  ``Manual Update``: Delta reconstructs the whole table state after one of those, to write the
+  version's checksum, where after a ``WRITE`` it derives it from the previous one.
 
 These are Delta's internal classes, whose signatures changed within 4.x. ``SIGNATURES`` lists
 every method used here, pinned by a test; ``TESTED_DELTA_VERSIONS`` the jars they were checked
@@ -18,11 +19,9 @@ with. On another version the engine copies instead (``native_commits``).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -32,9 +31,6 @@ from backfill_assets.lake.keys import date_text
 
 LOGGER = logging.getLogger(__name__)
 TESTED_DELTA_VERSIONS = ("4.4.0",)
-# The session setting Delta takes a commit's userMetadata from where no write option reaches.
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-DELTA_CONF_PREFIX = "spark.databricks.delta."
 _OPTION = "scala.Option"
 _SEQ = "scala.collection.immutable.Seq"
 # Class -> (method, parameter types) of every JVM call this module makes on Delta's classes.
@@ -65,8 +61,10 @@ SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     ],
     "org.apache.spark.sql.delta.actions.Action": [("fromJson", ("java.lang.String",))],
 }
-MANUAL_UPDATE_NAME = "DeltaOperations$ManualUpdate$"  # a Scala object: its MODULE$
-MANUAL_UPDATE = f"org.apache.spark.sql.delta.{MANUAL_UPDATE_NAME}"
+WRITE_NAME = "DeltaOperations$Write"
+WRITE = f"org.apache.spark.sql.delta.{WRITE_NAME}"
+# The parameters of DeltaOperations.Write that ``overwrite`` passes, in order; the rest default.
+WRITE_PARAMETERS = ("org.apache.spark.sql.SaveMode", _OPTION, _OPTION, _OPTION)
 _warned: set[str] = set()
 
 
@@ -106,8 +104,15 @@ def missing_signatures(spark: SparkSession) -> list[str]:
             for name, params in methods
             if (name, params) not in found
         ]
-    if not any(str(f.getName()) == "MODULE$" for f in java_class(spark, MANUAL_UPDATE).getFields()):
-        missing.append(f"{MANUAL_UPDATE}.MODULE$")
+    constructors = java_class(spark, WRITE).getConstructors()
+    params = [str(p.getName()) for p in constructors[0].getParameterTypes()] if constructors else []
+    defaults = {str(m.getName()) for m in java_class(spark, WRITE + "$").getMethods()}
+    if (
+        len(constructors) != 1
+        or tuple(params[: len(WRITE_PARAMETERS)]) != WRITE_PARAMETERS
+        or any(f"$lessinit$greater$default${n}" not in defaults for n in range(5, len(params) + 1))
+    ):
+        missing.append(f"{WRITE}({', '.join(WRITE_PARAMETERS)}, <defaults>): found ({params})")
     return missing
 
 
@@ -186,35 +191,29 @@ def path_of(file: Any) -> str:
     return str(file.path())
 
 
-@contextlib.contextmanager
-def user_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
-    """Commits made inside (``commit``) carry ``metadata`` as their ``userMetadata``.
-
-    Delta reads it from the session setting of the session active in the committing thread. So
-    the setting goes on a session of its own (with the caller's Delta settings), made active in
-    this thread only: a write in another thread never sees it, nor does any DataFrame or SQL
-    write in this one, which runs with its own session active."""
-    own = spark._jsparkSession.newSession()
-    for key, value in spark.conf.getAll.items():
-        if key.startswith(DELTA_CONF_PREFIX):
-            own.conf().set(key, value)
-    own.conf().set(USER_METADATA_CONF, metadata)
-    sessions = jvm_of(spark).org.apache.spark.sql.SparkSession
-    previous = sessions.getActiveSession()
-    sessions.setActiveSession(own)
-    try:
-        yield
-    finally:
-        if previous.isDefined():
-            sessions.setActiveSession(previous.get())
-        else:
-            sessions.clearActiveSession()
+def overwrite(spark: SparkSession, column: str, dates: list[dt.date], metadata: str) -> Any:
+    """The operation a commit of partitions ``dates`` records: Delta's ``WRITE`` in overwrite
+    mode with their predicate, as a ``replaceWhere`` records it, carrying ``metadata`` as the
+    commit's ``userMetadata``. Its first four parameters have stayed put while later ones were
+    added: those take their declared defaults, however many there are."""
+    jvm = jvm_of(spark)
+    write = getattr(jvm.org.apache.spark.sql.delta, WRITE_NAME)
+    companion = getattr(getattr(jvm.org.apache.spark.sql.delta, WRITE_NAME + "$"), "MODULE$")
+    arity = len(java_class(spark, WRITE).getConstructors()[0].getParameterTypes())
+    defaults = [getattr(companion, f"$lessinit$greater$default${n}")() for n in range(5, arity + 1)]
+    literals = ", ".join(f"DATE'{date_text(day)}'" for day in dates)
+    option = jvm.scala.Option
+    return write(
+        jvm.org.apache.spark.sql.SaveMode.Overwrite,
+        option.apply(_seq(spark, [column])),
+        option.apply(f"`{column}` IN ({literals})"),
+        option.apply(metadata),
+        *defaults,
+    )
 
 
-def commit(spark: SparkSession, txn: Any, actions: list[Any]) -> int:
-    """Commit ``actions`` in ``txn`` as one ``Manual Update``; the new version. Delta's conflict
+def commit(spark: SparkSession, txn: Any, actions: list[Any], operation: Any) -> int:
+    """Commit ``actions`` in ``txn`` as ``operation``; the new version. Delta's conflict
     exceptions (``delta_spark_log.is_lost_race``) when a commit after the read version touched
-    what it read. Called inside ``user_metadata``."""
-    delta = jvm_of(spark).org.apache.spark.sql.delta
-    operation = getattr(getattr(delta, MANUAL_UPDATE_NAME), "MODULE$")
+    what it read."""
     return int(txn.commit(_seq(spark, actions), operation))

@@ -65,6 +65,10 @@ def test_publish_is_one_commit_of_file_actions_and_writes_no_data(lake):
     kinds = [kind for kind, _ in actions(lake, 1)]
     assert kinds.count("commitInfo") == 1 and set(kinds) == {"commitInfo", "add", "remove"}
     assert all(body["dataChange"] for kind, body in actions(lake, 1) if kind != "commitInfo")
+    # Recorded as the partition overwrite it is (a "Manual Update" would cost delta-spark a
+    # reconstruction of the whole table state after the commit).
+    info = dict(actions(lake, 1))["commitInfo"]
+    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Overwrite"
     assert paths(lake, 1, "add") == {f.path for f in staged.files}
     assert paths(lake, 1, "remove") == replaced
     assert log_files(lake) == {f.path for f in staged.files} | kept
