@@ -1,6 +1,7 @@
 """A versioned correction against a plain backfill of the same days; run by hand.
 
     .venv/bin/python bench/correction_bench.py --days 90 --orders-per-day 4000
+    .venv/bin/python bench/correction_bench.py --days 20 --orders-per-day 2000 --engine delta-spark
 
 On one generated feed:
 
@@ -11,9 +12,10 @@ On one generated feed:
    builds the same days beside production (a fresh process: raw, then staging and fact
    staged, every check);
 3. in one process with its Spark session up: diff, then cutover, rollback and cutover
-   again, each timed alone, and the bytes the cutover copied: the files its commits added
-   that are not the staged files themselves (0 when publish is a metadata swap).
+   again, each timed alone, and the bytes each copied: the data files it wrote (0 when its
+   commits only swap files: the staged ones in, or the old version's back).
 
+``--engine`` sets ``BACKFILL_LAKE_ENGINE`` for every step (``delta-spark`` needs Delta's jars).
 The last line is the RESULT line the README quotes.
 """
 
@@ -48,17 +50,23 @@ def cli(env: dict, *args: str) -> float:
     return time.monotonic() - began
 
 
-def copied_bytes(table_dir: Path, version: int, staged_paths: set[str]) -> tuple[int, int]:
-    """(bytes the commit ``version`` added, of which not staged files: copied)."""
-    added = copied = 0
+def added_bytes(table_dir: Path, version: int) -> int:
+    """The bytes of the files the commit ``version`` added."""
     with open(table_dir / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as log:
-        for line in log:
-            add = json.loads(line).get("add")
-            if add:
-                added += add["size"]
-                if add["path"] not in staged_paths:
-                    copied += add["size"]
-    return added, copied
+        return sum(add["size"] for line in log if (add := json.loads(line).get("add")))
+
+
+def data_files(lake_dir: Path) -> dict[str, int]:
+    """Every data file of every table (path -> bytes), in a log or not; logs and manifests
+    (folders starting with ``_``) left out."""
+    found = {}
+    for folder, dirs, files in os.walk(lake_dir):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in files:
+            if name.endswith(".parquet"):
+                path = os.path.join(folder, name)
+                found[path] = os.path.getsize(path)
+    return found
 
 
 def main() -> None:
@@ -68,6 +76,7 @@ def main() -> None:
     p.add_argument("--days", type=int, default=90)
     p.add_argument("--orders-per-day", type=int, default=4000)
     p.add_argument("--end", type=date.fromisoformat, default=date(2025, 6, 30))
+    p.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto")
     args = p.parse_args()
 
     from backfill_assets.generate import generate_feed, restate_rates
@@ -81,6 +90,7 @@ def main() -> None:
         "DAGSTER_HOME": str(work / "home"),
         "BACKFILL_START_DATE": (start - timedelta(days=7)).isoformat(),
         "BACKFILL_LOG_LEVEL": "ERROR",
+        "BACKFILL_LAKE_ENGINE": args.engine,
     }
     (work / "home").mkdir()
     generate_feed(
@@ -120,33 +130,36 @@ def main() -> None:
         flush=True,
     )
 
-    timings = {}
+    timings, copied = {}, {}
     for step, action in (
         ("cutover", lambda: lifecycle.cutover(lake, CID, force=True)),
         ("rollback", lambda: lifecycle.rollback(lake, CID)),
         ("cutover_again", lambda: lifecycle.cutover(lake, CID, force=True)),
     ):
+        before = data_files(lake.root)
         began = time.monotonic()
         outcome = action()
         timings[step] = time.monotonic() - began
+        after = data_files(lake.root)
+        copied[step] = sum(size for path, size in after.items() if path not in before)
         print(
-            f"{step}: {timings[step]:.2f} s, {len(outcome.days)} partitions per table, "
+            f"{step}: {timings[step]:.2f} s, {copied[step]} bytes copied, "
+            f"{len(outcome.days)} partitions per table, "
             + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items()),
             flush=True,
         )
         if step == "cutover":
-            published = copied = 0
-            for table, write in outcome.writes.items():
-                staged = lake.staged_version(table, CID)
-                assert staged is not None, f"{table}: no staged version {CID} after the cutover"
-                a, c = copied_bytes(lake.path(table), write.version, {f.path for f in staged.files})
-                published, copied = published + a, copied + c
+            published = sum(
+                added_bytes(lake.path(table), write.version)
+                for table, write in outcome.writes.items()
+            )
     print(
         f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine_name} "
         f"backfill_s={backfill_s:.1f} correct_s={correct_s:.1f} "
         f"stage_over_backfill={correct_s / backfill_s:.2f} diff_s={diff_s:.1f} "
         f"cutover_s={timings['cutover']:.2f} rollback_s={timings['rollback']:.2f} "
-        f"bytes_published={published} bytes_copied={copied}"
+        f"bytes_published={published} bytes_copied={copied['cutover']} "
+        f"rollback_bytes_copied={copied['rollback']}"
     )
 
 

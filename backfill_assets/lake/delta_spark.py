@@ -10,21 +10,28 @@ fresh transaction; disjoint partition sets do not conflict in Delta at all. Any
 error is first checked against the log for the write's id: when it is there, the
 commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
 the write succeeded and is neither retried nor reported as failed.
-Restore rewrites the partitions from a ``versionAsOf`` read, so it works even
-where a metadata-only restore of some partitions is not offered.
+Publish and restore swap files in one metadata-only commit through Delta's
+transaction API (``delta_spark_swap``): no data is copied. They copy instead (a
+replaceWhere of the staged rows, or of a ``versionAsOf`` read) only where a swap
+is not safe: a Delta version the swap was not tested with, a table that does not
+exist yet, or one whose writes Delta must check (constraints, generated columns).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import random
 import time
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 import backfill_assets.lake.delta_spark_log as log
+import backfill_assets.lake.delta_spark_swap as swaps
+import backfill_assets.lake.delta_spark_txn as txns
 from backfill_assets.lake.commit import (
     CommitInfo,
     Compaction,
@@ -32,8 +39,15 @@ from backfill_assets.lake.commit import (
     encode_metadata,
     write_id_of,
 )
-from backfill_assets.lake.keys import LakeError, LakeTableMissing, date_text
-from backfill_assets.lake.log import commit_file_counts, commit_of_write, newest_commit
+from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.log import (
+    commit_file_counts,
+    commit_of_write,
+    newest_commit,
+    touched_after,
+)
+from backfill_assets.lake.spark_files import read_files
+from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -96,6 +110,8 @@ class DeltaSparkEngine:
                 "`make setup`"
             )
         self.spark = spark
+        # Whether publish and restore may swap files through Delta's internal transaction API.
+        self.swaps_files = txns.native_commits(spark)
 
     def version(self, table_dir: str) -> int | None:
         if not os.path.isdir(os.path.join(table_dir, "_delta_log")):
@@ -211,6 +227,50 @@ class DeltaSparkEngine:
             for r in entries.collect()
         ]
 
+    def publish(
+        self,
+        name: str,
+        table_dir: str,
+        staged: StagedVersion,
+        dates: list[dt.date],
+        commit: CommitInfo,
+    ) -> WriteResult:
+        """One commit: the current files of ``dates`` out, the staged files of ``dates`` in.
+
+        Refused with LakeConflict when a commit after the version the staged data was staged
+        (and audited) against changed one of ``dates``: its data would be replaced unseen."""
+        if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "publish"):
+            return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
+        return self._publish_by_copy(name, table_dir, staged, dates, commit)
+
+    def _publish_by_copy(
+        self,
+        name: str,
+        table_dir: str,
+        staged: StagedVersion,
+        dates: list[dt.date],
+        commit: CommitInfo,
+    ) -> WriteResult:
+        """Check for conflicts, then replace the partitions with a copy of the staged rows (one
+        replaceWhere commit, data rewritten): a commit between the check and the write is
+        not seen."""
+        changed = touched_after(
+            table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
+        )
+        if changed:
+            raise LakeConflict(
+                f"{name}: partitions {sorted(changed)} changed after "
+                f"version {staged.base_version}; stage again"
+            )
+        rows = read_files(
+            self.spark,
+            table_dir,
+            StructType.fromJson(json.loads(staged.schema_json)),
+            staged.column,
+            [(f.path, f.partition) for f in staged.files_of(dates)],
+        )
+        return self.replace(name, table_dir, rows, staged.column, dates, commit)
+
     def restore(
         self,
         name: str,
@@ -220,9 +280,16 @@ class DeltaSparkEngine:
         version: int,
         commit: CommitInfo,
     ) -> WriteResult:
-        """Rewrite the partitions as of ``version`` (versionAsOf) in one replaceWhere commit."""
+        """Point the partitions back at the files they had at ``version``: no data is rewritten
+        (LakeError when some were vacuumed). Where a swap is not safe, rewrite them from a
+        ``versionAsOf`` read in one replaceWhere commit."""
+        pinned = self._pinned(name, table_dir, version)
+        if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "restore"):
+            return swaps.restore(
+                self.spark, self.name, name, table_dir, column, dates, pinned, commit
+            )
         # Safe to read lazily: an overwrite only tombstones the old version's files.
-        old, _ = self.read(name, table_dir, column, dates, version)
+        old, _ = self.read(name, table_dir, column, dates, pinned)
         return self.replace(
             name,
             table_dir,
@@ -231,7 +298,7 @@ class DeltaSparkEngine:
             dates,
             commit,
             operation="restore_partitions",
-            restored_from=version,
+            restored_from=pinned,
         )
 
     def vacuum(self, name: str, table_dir: str, retention_hours: float) -> list[str]:

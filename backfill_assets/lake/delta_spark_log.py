@@ -23,15 +23,15 @@ from backfill_assets.lake.keys import LakeError
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
 
 
-def _jvm(spark: SparkSession) -> Any:
+def jvm_of(spark: SparkSession) -> Any:
     """The driver's JVM gateway; LakeError on a session without one (Spark Connect)."""
     if spark._jvm is None:
         raise LakeError("delta-spark's log needs a classic Spark session's JVM, not Spark Connect")
     return spark._jvm
 
 
-def _java_class(spark: SparkSession, name: str) -> Any:
-    jvm = _jvm(spark)
+def java_class(spark: SparkSession, name: str) -> Any:
+    jvm = jvm_of(spark)
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     return jvm.java.lang.Class.forName(name, True, loader)
 
@@ -52,7 +52,7 @@ def _java_exceptions(exc: BaseException) -> Iterator[Any]:
 
 def is_lost_race(spark: SparkSession, exc: BaseException) -> bool:
     """True when ``exc`` is Delta's signal that a concurrent commit invalidated this one."""
-    base = _java_class(spark, CONFLICT_BASE)
+    base = java_class(spark, CONFLICT_BASE)
     return any(base.isInstance(origin) for origin in _java_exceptions(exc))
 
 
@@ -62,8 +62,9 @@ def error_condition(exc: BaseException) -> str | None:
     return getter() if callable(getter) else None
 
 
-def _snapshot(spark: SparkSession, table_dir: str, version: int) -> Any:
-    log = _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_dir)
+def snapshot_at(spark: SparkSession, table_dir: str, version: int) -> Any:
+    delta = jvm_of(spark).org.apache.spark.sql.delta
+    log = delta.DeltaLog.forTable(spark._jsparkSession, table_dir)
     defaults = [getattr(log, f"getSnapshotAt$default${n}")() for n in (2, 3, 4)]
     return log.getSnapshotAt(version, *defaults)
 
@@ -71,22 +72,22 @@ def _snapshot(spark: SparkSession, table_dir: str, version: int) -> Any:
 def write_checkpoint(spark: SparkSession, table_dir: str, version: int) -> None:
     """A checkpoint of ``version`` (and ``_last_checkpoint``), as Delta writes one every
     ``delta.checkpointInterval`` commits; delta-spark offers no public API for it."""
-    delta_log = _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(
+    delta_log = jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(
         spark._jsparkSession, table_dir
     )
     delta_log.checkpoint(
-        _snapshot(spark, table_dir, version), getattr(delta_log, "checkpoint$default$2")()
+        snapshot_at(spark, table_dir, version), getattr(delta_log, "checkpoint$default$2")()
     )
 
 
 def snapshot_files(spark: SparkSession, table_dir: str, version: int) -> DataFrame:
     """The add actions of ``version``'s snapshot: path, partitionValues, stats, ..."""
-    return DataFrame(_snapshot(spark, table_dir, version).allFiles().toDF(), spark)
+    return DataFrame(snapshot_at(spark, table_dir, version).allFiles().toDF(), spark)
 
 
 def protocol(spark: SparkSession, table_dir: str, version: int) -> dict:
     """Reader/writer versions and table features of ``version``, as Delta-spark sees them."""
-    found = _snapshot(spark, table_dir, version).protocol()
+    found = snapshot_at(spark, table_dir, version).protocol()
     features = set()
     for getter in ("readerFeatures", "writerFeatures"):
         option = getattr(found, getter)()

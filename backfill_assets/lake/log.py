@@ -124,6 +124,16 @@ def commit_file_counts(table_dir: str, version: int) -> tuple[int, int]:
     return adds, removes
 
 
+def commit_added_files(table_dir: str, version: int) -> set[str]:
+    """The data files (normalised paths relative to the table) the commit ``version`` added."""
+    paths = set()
+    for line in _lines(os.path.join(table_dir, "_delta_log", f"{version:020d}.json")):
+        add = json.loads(line).get("add")
+        if add is not None:
+            paths.add(relative_path(table_dir, add["path"]))
+    return paths
+
+
 def newest_commit(table_dir: str) -> int | None:
     """The newest version with a commit file, by listing the log (None: no table yet)."""
     log_dir = os.path.join(table_dir, "_delta_log")
@@ -159,14 +169,16 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
             for line in _lines(os.path.join(log_dir, name)):
                 add = json.loads(line).get("add")
                 if add is not None:
-                    paths.add(_relative(table_dir, add["path"]))
+                    paths.add(relative_path(table_dir, add["path"]))
         elif (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
             adds = _checkpoint_adds(os.path.join(log_dir, name))
-            paths |= {_relative(table_dir, a["path"]) for a in adds.to_pylist() if a is not None}
+            paths |= {
+                relative_path(table_dir, a["path"]) for a in adds.to_pylist() if a is not None
+            }
     return paths
 
 
-def _relative(table_dir: str, path: str) -> str:
+def relative_path(table_dir: str, path: str) -> str:
     """A log path (URL-encoded, relative or an absolute URI) relative to the table directory."""
     path = unquote(path)
     if path.startswith(table_dir + "/"):  # an absolute URI of the table's own storage (S3)

@@ -33,7 +33,6 @@ from backfill_assets.lake.commit import (
     new_write_id,
 )
 from backfill_assets.lake.keys import (
-    LakeConflict,
     LakeError,
     check_column_name,
     check_table_name,
@@ -41,6 +40,7 @@ from backfill_assets.lake.keys import (
     parse_partition_dates,
 )
 from backfill_assets.lake.log import (
+    commit_added_files,
     commit_metadata,
     commit_of_write,
     last_written_versions,
@@ -417,12 +417,8 @@ class Lake:
             "after": newest_commit(table_dir),
         }
         manifests.save(table_dir, replace(on_disk, publishing=intent))
-        engine_publish = getattr(self._engine, "publish", None)
         try:
-            if engine_publish is not None:
-                result = engine_publish(staged.table, table_dir, current, dates, commit)
-            else:
-                result = self._publish_by_copy(current, dates, commit)
+            result = self._engine.publish(staged.table, table_dir, current, dates, commit)
         except Exception:
             self._settle_quietly(table_dir, staged.id)
             raise
@@ -430,7 +426,7 @@ class Lake:
         if after is None:
             # Closed (discarded or expired) while this commit landed: nothing left to record,
             # but the closer deleted the files it thought unpublished, which a swap just committed.
-            self._check_swapped_files(current, dates, result, swapped=engine_publish is not None)
+            self._check_swapped_files(current, dates, result)
             return result
         manifests.save(
             table_dir,
@@ -453,16 +449,19 @@ class Lake:
             pass
 
     def _check_swapped_files(
-        self, staged: StagedVersion, dates: list[dt.date], result: WriteResult, swapped: bool
+        self, staged: StagedVersion, dates: list[dt.date], result: WriteResult
     ) -> None:
-        """LakeError when ``result``'s commit swapped in staged files that are gone from disk."""
+        """LakeError when ``result``'s commit swapped in staged files that are gone from disk (a
+        commit that copied their rows does not name them)."""
         table_dir = self.table_location(staged.table)
+        swapped = commit_added_files(table_dir, result.version)
         gone = [
             f.path
             for f in staged.files_of(dates)
             if not self.storage.exists(os.path.join(table_dir, f.path))
+            and os.path.normpath(f.path) in swapped
         ]
-        if not (swapped and gone):
+        if not gone:
             return
         days = [date_text(d) for d in dates]
         repair = (
@@ -474,24 +473,6 @@ class Lake:
             f"{staged.table}: version {result.version} was committed, but staged version "
             f"{staged.id} was closed (discarded or expired) meanwhile and its files {gone} "
             f"deleted: {repair}, then stage again"
-        )
-
-    def _publish_by_copy(
-        self, staged: StagedVersion, dates: list[dt.date], commit: CommitInfo
-    ) -> WriteResult:
-        """For an engine that cannot commit files it did not write: check for conflicts, then
-        replace the partitions with a copy of the staged rows (one commit, data rewritten)."""
-        table_dir = self.table_location(staged.table)
-        changed = touched_after(
-            table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
-        )
-        if changed:
-            raise LakeConflict(
-                f"{staged.table}: partitions {sorted(changed)} changed after "
-                f"version {staged.base_version}; stage again"
-            )
-        return self._engine.replace(
-            staged.table, table_dir, self.read_staged(staged, dates), staged.column, dates, commit
         )
 
     def discard(self, staged: StagedVersion) -> int:

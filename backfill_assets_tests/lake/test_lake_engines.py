@@ -1,11 +1,13 @@
 """One table, two engines: each reads, replaces, restores and reads the history of what the other
-wrote."""
+wrote, and publishes what the other staged."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from decimal import Decimal
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import (
     DateType,
@@ -119,6 +121,29 @@ def test_engines_delta_rs_writes_delta_spark_reads_replaces_restores(two_engines
 def test_engines_delta_spark_writes_delta_rs_reads_replaces_restores(two_engines):
     delta_rs, delta_spark = two_engines
     check_round_trip(delta_spark, delta_rs)
+
+
+@pytest.mark.parametrize("stager", ["delta-rs", "delta-spark"])
+def test_engines_one_stages_the_other_publishes_the_same_files(two_engines, stager):
+    delta_rs, delta_spark = two_engines
+    stages, publishes = (delta_rs, delta_spark) if stager == "delta-rs" else (delta_spark, delta_rs)
+    write(stages, rows("a", D1) + rows("b", D2), [D1, D2], "first")
+    staged = stages.stage(
+        TABLE,
+        stages.spark.createDataFrame(rows("c", D1, 3), SCHEMA),
+        "event_date",
+        [D1],
+        CommitInfo(run_id="second", code_version="x"),
+    )
+    result = publishes.publish(staged)
+    assert (result.version, result.rows_by_partition) == (1, {D1: 3})
+    root = str(stages.path(TABLE))
+    live = {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
+    assert {f.path for f in staged.files} <= live  # swapped in, not copied
+    assert publishes.history(TABLE)[0]["metadata"]["engine"] == publishes.engine_name
+    for lake in (stages, publishes):
+        assert content(lake) == sorted(rows("c", D1, 3) + rows("b", D2))
+        assert lake.staged_versions(TABLE)[0].published == {D1: 1}
 
 
 def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path):

@@ -1,7 +1,6 @@
 """Write-audit-publish in the lake, on every engine: staged rows stay invisible, publish replaces
-the partitions in one commit (swapping in the staged files on delta-rs, copying their rows on
-delta-spark), a partition changed since staging is never overwritten unseen, discard and
-expiry clean up. On an S3 lake too."""
+the partitions in one commit that swaps in the staged files, a partition changed since staging is
+never overwritten unseen, discard and expiry clean up. On an S3 lake too."""
 
 from __future__ import annotations
 
@@ -54,10 +53,7 @@ def test_publish_swaps_exactly_the_chosen_partitions_without_copying(lake):
     assert result.version == 1 and result.rows_by_partition == {D1: 1}
     assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
     d1_files = {f.path for f in staged.files if f.partition == D1}
-    if lake.engine_name == "delta-rs":
-        assert d1_files <= log_files(lake)  # the staged files themselves: a metadata swap
-    else:
-        assert not d1_files & log_files(lake)  # delta-spark wrote a copy of their rows
+    assert d1_files <= log_files(lake)  # the staged files themselves: a metadata swap
     assert lake.history(TABLE)[0]["metadata"]["run_id"] == "new"
     d2_files = {f.path for f in staged.files if f.partition == D2}
     assert lake.discard(staged) == len(d2_files)
@@ -137,10 +133,7 @@ def test_maintain_expires_old_staged_versions_then_removes_files_no_version_need
     assert lake.maintain(TABLE, retention_hours=24) == ([], [])  # everything is recent
     expired, deleted = lake.maintain(TABLE, retention_hours=0)
     assert expired == [abandoned.id]
-    if lake.engine_name == "delta-rs":
-        assert set(deleted) == replaced  # the files the publish removed from the table
-    else:
-        assert replaced <= set(deleted)  # and the staged files whose rows it copied
+    assert set(deleted) == replaced  # the files the publish removed from the table
     assert not any(stored(lake, TABLE, f.path) for f in abandoned.files)
     assert content(lake) == [(D1, 10, "new"), (D2, 20, "new"), (D3, 30, "new")]
 
@@ -191,11 +184,11 @@ def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_pu
 ):
     """A concurrent discard (or expiry) racing the commit: the commit stands. A closer that
     checks the log after the commit landed keeps the files it names; a swap whose files a closer
-    deleted just before says so; a copy does not care."""
+    deleted just before says so (delta-spark finds them gone before committing; the same close
+    right before its commit call is ``test_lake_swap``'s)."""
     write_old(lake)
     staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
-    method = "publish" if lake.engine_name == "delta-rs" else "replace"
-    committing = getattr(lake._engine, method)
+    committing = lake._engine.publish
 
     def close_and_commit(*args, **kwargs):
         if closed == "before-the-commit-lands":
@@ -205,9 +198,9 @@ def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_pu
             lake.discard(staged)
         return result
 
-    monkeypatch.setattr(lake._engine, method, close_and_commit)
-    if closed == "before-the-commit-lands" and lake.engine_name != "delta-rs":
-        with pytest.raises(Exception, match="part-"):  # the copy cannot read deleted files
+    monkeypatch.setattr(lake._engine, "publish", close_and_commit)
+    if closed == "before-the-commit-lands" and lake.engine_name == "delta-spark":
+        with pytest.raises(LakeError, match="missing"):
             lake.publish(staged)
         assert lake.version(TABLE) == 0 and lake.staged_versions(TABLE) == []
         return

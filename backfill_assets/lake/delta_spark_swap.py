@@ -1,0 +1,308 @@
+"""Publish and restore on delta-spark without copying: one commit that takes the current files of
+the partitions out and puts others in (staged files, or the files an older version had), through
+Delta's transaction API (``delta_spark_txn``).
+
+Conflicts are Delta's own. A publish's transaction reads the partitions at the version the staged
+data was audited against (its base), so any commit after the base that added or removed a file
+there fails the publish; a commit to other partitions does not. What Delta found is then told
+apart, from the log's commit files, like delta-rs's publish does: a commit after the base that
+changed data in the partitions is a ``LakeConflict`` (stage again); one that changed none (a
+compaction: ``dataChange: false``) only moved the files, and the publish is retried from the
+latest version. A restore takes no base: like every write it retries a lost race from a fresh
+snapshot. A commit that raised is first looked for in the log by its write id: one that landed,
+whose post-commit step failed, is a success.
+
+Delta checks neither that an added file exists nor its schema or the table's constraints. So the
+files are checked on disk first (there, with the recorded size), the staged schema against the
+table's, and a table whose writes Delta must check (CHECK or NOT NULL constraints, generated or
+identity columns, column mapping) is left to the copy (``can_swap``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+import backfill_assets.lake.delta_spark_txn as txns
+from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata, write_id_of
+from backfill_assets.lake.delta_spark_log import is_lost_race, snapshot_at
+from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.log import (
+    commit_file_counts,
+    commit_of_write,
+    newest_commit,
+    relative_path,
+    touched_after,
+)
+from backfill_assets.lake.staged import StagedFile, StagedVersion
+from backfill_assets.testing.faults import pause_point
+from backfill_assets.testing.iofault import io_step
+
+LOGGER = logging.getLogger(__name__)
+MAX_ATTEMPTS = 8
+# Schema field metadata with which Delta's writer computes or checks a column's values.
+_CHECKED_FIELD_KEYS = ("delta.generationExpression", "delta.identity.", "delta.invariants")
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One commit's plan for ``dates`` of a table: ``adds`` (the log's add documents) become the
+    partitions' files. With ``check_base`` (a publish) it is refused when a commit after
+    ``base`` changed their data; a restore has no base."""
+
+    name: str
+    table_dir: str
+    column: str
+    dates: list[dt.date]
+    adds: list[dict[str, Any]]
+    schema_json: str | None  # the new files' schema, checked against the table's (None: skip)
+    base: int | None
+    check_base: bool
+
+
+def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
+    """Whether ``what`` (publish, restore) may swap files in the table; a warning naming what
+    rules it out where the table's writes need Delta's writer, which checks them."""
+    latest = newest_commit(table_dir)
+    if latest is None:
+        return False  # no table yet: creating one takes Delta's writer
+    schema_json, _, properties = txns.table_shape(snapshot_at(spark, table_dir, latest))
+    reasons = _reasons(schema_json, properties)
+    if reasons:
+        LOGGER.warning(
+            "%s: %s copies the data, since Delta checks the writes of a table with %s",
+            name,
+            what,
+            ", ".join(reasons),
+        )
+    return not reasons
+
+
+def publish(
+    spark: SparkSession,
+    engine: str,
+    name: str,
+    table_dir: str,
+    staged: StagedVersion,
+    dates: list[dt.date],
+    commit: CommitInfo,
+) -> WriteResult:
+    """The staged files of ``dates`` in, the current ones out: checked against the staged
+    version's base (LakeConflict)."""
+    adds = _staged_adds(spark, table_dir, staged.column, staged.files_of(dates))
+    plan = Swap(
+        name,
+        table_dir,
+        staged.column,
+        dates,
+        adds,
+        staged.schema_json,
+        staged.base_version,
+        check_base=True,
+    )
+    return _committed(spark, engine, plan, commit, "publish_staged", None)
+
+
+def restore(
+    spark: SparkSession,
+    engine: str,
+    name: str,
+    table_dir: str,
+    column: str,
+    dates: list[dt.date],
+    version: int,
+    commit: CommitInfo,
+) -> WriteResult:
+    """The files ``dates`` had at ``version`` back in, the current ones out."""
+    adds = _old_adds(spark, name, table_dir, column, dates, version)
+    plan = Swap(name, table_dir, column, dates, adds, None, None, check_base=False)
+    return _committed(spark, engine, plan, commit, "restore_partitions", version)
+
+
+def _committed(
+    spark: SparkSession,
+    engine: str,
+    plan: Swap,
+    commit: CommitInfo,
+    operation: str,
+    restored_from: int | None,
+) -> WriteResult:
+    rows = _rows_of(plan.table_dir, plan.column, plan.dates, plan.adds)
+    write_id = write_id_of(commit)
+    metadata = encode_metadata(commit, engine, operation, rows, restored_from, write_id=write_id)
+    version, attempts = _commit_swap(spark, plan, metadata, write_id)
+    pause_point("after_commit")
+    added = commit_file_counts(plan.table_dir, version)[0]
+    return WriteResult(plan.name, version, rows, added, attempts)
+
+
+def _reasons(schema_json: str, properties: dict[str, str]) -> list[str]:
+    reasons = [f"table property {k}" for k in properties if k.startswith("delta.constraints.")]
+    if properties.get("delta.columnMapping.mode", "none") != "none":
+        reasons.append("column mapping")
+
+    def walk(field: dict[str, Any], path: str) -> None:
+        if not field.get("nullable", True):
+            reasons.append(f"NOT NULL column {path}")
+        reasons.extend(
+            f"{key} on column {path}"
+            for key in field.get("metadata", {})
+            if key.startswith(_CHECKED_FIELD_KEYS)
+        )
+        kind = field.get("type")
+        if isinstance(kind, dict) and kind.get("type") == "struct":
+            for child in kind["fields"]:
+                walk(child, f"{path}.{child['name']}")
+
+    for field in json.loads(schema_json)["fields"]:
+        walk(field, field["name"])
+    return reasons
+
+
+def _staged_adds(
+    spark: SparkSession, table_dir: str, column: str, files: list[StagedFile]
+) -> list[dict[str, Any]]:
+    """Add documents for staged files (``StagedFile``), each checked on disk: there, with the
+    size the manifest recorded."""
+    adds = []
+    for f in files:
+        _check_on_disk(table_dir, f.path, f.size)
+        adds.append(
+            {
+                "path": txns.log_path(spark, f.path),
+                "partitionValues": {column: date_text(f.partition)},
+                "size": f.size,
+                "modificationTime": f.modification_time,
+                "stats": json.dumps({"numRecords": f.rows}),
+            }
+        )
+    return adds
+
+
+def _old_adds(
+    spark: SparkSession, name: str, table_dir: str, column: str, dates: list[dt.date], version: int
+) -> list[dict[str, Any]]:
+    """The add documents of ``dates``' files at ``version``; LakeError when one was vacuumed."""
+    adds = txns.snapshot_adds(spark, table_dir, version, column, dates)
+    for add in adds:
+        relative = relative_path(table_dir, add["path"])
+        if not os.path.exists(os.path.join(table_dir, relative)):
+            raise LakeError(
+                f"cannot restore {name} to version {version}: files were vacuumed, "
+                f"e.g. {add['path']}"
+            )
+        _check_on_disk(table_dir, relative, add["size"])
+    return adds
+
+
+def _rows_of(table_dir: str, column: str, dates: list[dt.date], adds: list[dict]) -> dict:
+    """Rows per date of ``adds``: their ``numRecords``, else the file's Parquet footer."""
+    rows = dict.fromkeys(dates, 0)
+    for add in adds:
+        records = json.loads(add.get("stats") or "{}").get("numRecords")
+        if records is None:
+            import pyarrow.parquet as pq
+
+            path = os.path.join(table_dir, relative_path(table_dir, add["path"]))
+            records = pq.read_metadata(path).num_rows
+        rows[dt.date.fromisoformat(add["partitionValues"][column])] += records
+    return rows
+
+
+def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) -> tuple[int, int]:
+    """Commit ``swap`` once; (version, attempts). See the module docstring for the retries."""
+    texts = {date_text(day) for day in swap.dates}
+    last_error: Exception | None = None
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        latest = newest_commit(swap.table_dir)  # a floor: this commit is newer
+        if latest is None:
+            raise LakeTableMissing(f"table {swap.name} does not exist")
+        if swap.check_base:
+            _refuse_changed(swap, texts, None)
+        pinned = swap.base if attempt == 1 and swap.base is not None else latest
+        try:
+            txn = txns.open_transaction(spark, swap.table_dir, pinned)
+            actions = _actions(spark, txn, swap)
+            operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
+            if attempt == 1:
+                pause_point("before_commit")
+            io_step("commit")
+            version = txns.commit(spark, txn, actions, operation)
+            io_step("commit.landed")
+            return version, attempt
+        except LakeError:
+            raise  # refused before committing (schema, partitioning): nothing to look for
+        except Exception as exc:
+            landed = commit_of_write(swap.table_dir, write_id, latest)
+            if landed is not None:
+                return landed, attempt  # a post-commit step (hook, checkpoint) failed after it
+            if not is_lost_race(spark, exc):
+                raise
+            if swap.check_base:
+                _refuse_changed(swap, texts, exc)
+            last_error = exc
+        time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+    raise LakeError(f"commit to {swap.table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+
+def _refuse_changed(swap: Swap, texts: set[str], cause: Exception | None) -> None:
+    changed = touched_after(swap.table_dir, swap.column, swap.base, texts)
+    if changed:
+        raise LakeConflict(
+            f"{swap.name}: partitions {sorted(changed)} changed after version {swap.base} "
+            "that the staged data was audited against; stage again"
+        ) from cause
+
+
+def _actions(spark: SparkSession, txn: Any, swap: Swap) -> list[Any]:
+    """The removes and adds of ``swap`` in ``txn``, after checking the table it reads."""
+    schema_json, columns, properties = txns.table_shape(txn)
+    if columns != [swap.column]:
+        raise LakeError(f"table {swap.name} is partitioned by {columns}, not [{swap.column!r}]")
+    reasons = _reasons(schema_json, properties)
+    if reasons:
+        raise LakeError(f"table {swap.name} now has {', '.join(reasons)}: write it again")
+    if swap.schema_json is not None:
+        _check_schema(swap.name, schema_json, swap.schema_json)
+    current = txns.partition_files(spark, txn, swap.column, swap.dates)
+    adding = {add["path"] for add in swap.adds}
+    kept = {txns.path_of(f) for f in current} & adding
+    removes = txns.removes([f for f in current if txns.path_of(f) not in kept], _now_ms())
+    return removes + [txns.add_action(spark, a) for a in swap.adds if a["path"] not in kept]
+
+
+def _check_schema(name: str, table_json: str, new_json: str) -> None:
+    from pyspark.sql.types import StructType
+
+    def types(text: str) -> dict[str, Any]:
+        return {f.name: f.dataType for f in StructType.fromJson(json.loads(text)).fields}
+
+    have, new = types(table_json), types(new_json)
+    if have != new:
+        raise LakeError(
+            f"schema of the new data for {name} differs from the table: "
+            f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
+            f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
+        )
+
+
+def _check_on_disk(table_dir: str, relative: str, size: int) -> None:
+    path = os.path.join(table_dir, relative)
+    try:
+        found = os.path.getsize(path)
+    except FileNotFoundError:
+        raise LakeError(f"{table_dir}: {relative} is missing; it cannot be committed") from None
+    if found != size:
+        raise LakeError(f"{path} has {found} bytes, the log would say {size}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

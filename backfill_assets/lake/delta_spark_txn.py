@@ -1,0 +1,219 @@
+"""Metadata-only commits on delta-spark: one transaction of Delta's JVM API that takes files out of
+partitions and puts others in, through the session's py4j gateway. No data is read or written.
+
+- ``open_transaction`` pins the transaction's read version (``startTransaction`` with a
+  snapshot); ``partition_files`` lists the files of the dates through ``filterFiles``, which
+  records the read predicate that Delta's conflict detection checks concurrent commits against.
+- Removes are ``AddFile.removeWithTimestamp(ms, dataChange=true)``; adds are parsed by
+  ``Action.fromJson`` from the log's own JSON form. ``dataChange`` is true on both: with false,
+  Delta would check the commit under snapshot isolation and miss conflicts.
+- ``commit`` commits them as one ``WRITE`` in overwrite mode (``overwrite``), as a
+  ``replaceWhere`` records itself, the operation carrying the commit's ``userMetadata``. Not a
+  ``Manual Update``: Delta reconstructs the whole table state after one of those, to write the
+  version's checksum, where after a ``WRITE`` it derives it from the previous one.
+
+These are Delta's internal classes, whose signatures changed within 4.x. ``SIGNATURES`` lists
+every method used here, pinned by a test; ``TESTED_DELTA_VERSIONS`` the jars they were checked
+with. On another version the engine copies instead (``native_commits``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from backfill_assets.lake.delta_spark_log import java_class, jvm_of, snapshot_at
+from backfill_assets.lake.keys import date_text
+
+LOGGER = logging.getLogger(__name__)
+TESTED_DELTA_VERSIONS = ("4.4.0",)
+_OPTION = "scala.Option"
+_SEQ = "scala.collection.immutable.Seq"
+# Class -> (method, parameter types) of every JVM call this module makes on Delta's classes.
+SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+    "org.apache.spark.sql.delta.DeltaLog": [
+        ("forTable", ("org.apache.spark.sql.SparkSession", "java.lang.String")),
+        ("getSnapshotAt", ("long", _OPTION, _OPTION, "boolean")),
+        ("getSnapshotAt$default$2", ()),
+        ("getSnapshotAt$default$3", ()),
+        ("getSnapshotAt$default$4", ()),
+        ("startTransaction", (_OPTION, _OPTION)),
+    ],
+    "org.apache.spark.sql.delta.Snapshot": [("allFiles", ()), ("deltaLog", ()), ("metadata", ())],
+    "org.apache.spark.sql.delta.OptimisticTransaction": [
+        ("filterFiles", (_SEQ, "boolean")),
+        ("commit", (_SEQ, "org.apache.spark.sql.delta.DeltaOperations$Operation")),
+        ("metadata", ()),
+    ],
+    "org.apache.spark.sql.delta.actions.Metadata": [
+        ("schemaString", ()),
+        ("partitionColumns", ()),
+        ("configuration", ()),
+    ],
+    "org.apache.spark.sql.delta.actions.AddFile": [
+        ("removeWithTimestamp", ("long", "boolean")),
+        ("json", ()),
+        ("path", ()),
+    ],
+    "org.apache.spark.sql.delta.actions.Action": [("fromJson", ("java.lang.String",))],
+}
+WRITE_NAME = "DeltaOperations$Write"
+WRITE = f"org.apache.spark.sql.delta.{WRITE_NAME}"
+# The parameters of DeltaOperations.Write that ``overwrite`` passes, in order; the rest default.
+WRITE_PARAMETERS = ("org.apache.spark.sql.SaveMode", _OPTION, _OPTION, _OPTION)
+_warned: set[str] = set()
+
+
+def delta_version(spark: SparkSession) -> str | None:
+    """The version of the delta-spark jar the session runs (its manifest's), or None."""
+    found = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").getPackage()
+    return None if found is None else found.getImplementationVersion()
+
+
+def native_commits(spark: SparkSession) -> bool:
+    """True when the session's Delta is a version this module was tested with; otherwise a
+    warning (once per version) and False, and the engine publishes and restores by copying."""
+    version = delta_version(spark)
+    if version in TESTED_DELTA_VERSIONS:
+        return True
+    if str(version) not in _warned:
+        _warned.add(str(version))
+        LOGGER.warning(
+            "delta-spark %s is not one of the versions its metadata-only commits were tested "
+            "with (%s): publish and restore copy the data instead",
+            version,
+            ", ".join(TESTED_DELTA_VERSIONS),
+        )
+    return False
+
+
+def missing_signatures(spark: SparkSession) -> list[str]:
+    """The methods of ``SIGNATURES`` the session's Delta classes lack (empty: all there)."""
+    missing = []
+    for class_name, methods in SIGNATURES.items():
+        found = {
+            (m.getName(), tuple(str(p.getName()) for p in m.getParameterTypes()))
+            for m in java_class(spark, class_name).getMethods()
+        }
+        missing += [
+            f"{class_name}.{name}({', '.join(params)})"
+            for name, params in methods
+            if (name, params) not in found
+        ]
+    constructors = java_class(spark, WRITE).getConstructors()
+    params = [str(p.getName()) for p in constructors[0].getParameterTypes()] if constructors else []
+    defaults = {str(m.getName()) for m in java_class(spark, WRITE + "$").getMethods()}
+    if (
+        len(constructors) != 1
+        or tuple(params[: len(WRITE_PARAMETERS)]) != WRITE_PARAMETERS
+        or any(f"$lessinit$greater$default${n}" not in defaults for n in range(5, len(params) + 1))
+    ):
+        missing.append(f"{WRITE}({', '.join(WRITE_PARAMETERS)}, <defaults>): found ({params})")
+    return missing
+
+
+def _seq(spark: SparkSession, items: list[Any]) -> Any:
+    """A Scala immutable ``Seq`` (a ``List``) of JVM objects."""
+    jvm = jvm_of(spark)
+    java = jvm.java.util.ArrayList()
+    for item in items:
+        java.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java).toList()
+
+
+def open_transaction(spark: SparkSession, table_dir: str, version: int) -> Any:
+    """A transaction that reads the table at ``version``: Delta checks every commit after it
+    against what the transaction read."""
+    snapshot = snapshot_at(spark, table_dir, version)
+    option = jvm_of(spark).scala.Option
+    return snapshot.deltaLog().startTransaction(option.empty(), option.apply(snapshot))
+
+
+def table_shape(reader: Any) -> tuple[str, list[str], dict[str, str]]:
+    """(schema JSON, partition columns, table properties) as a transaction or snapshot reads
+    them."""
+    metadata = reader.metadata()
+    jvm_columns = metadata.partitionColumns()
+    columns = [str(jvm_columns.apply(i)) for i in range(jvm_columns.size())]
+    conf = metadata.configuration()
+    keys = conf.keys().toList()
+    properties = {str(keys.apply(i)): str(conf.apply(keys.apply(i))) for i in range(keys.size())}
+    return str(metadata.schemaString()), columns, properties
+
+
+def _predicate(spark: SparkSession, column: str, dates: list[dt.date]) -> Any:
+    literals = ", ".join(f"DATE'{date_text(day)}'" for day in dates)
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    return parser.parseExpression(f"`{column}` IN ({literals})")
+
+
+def partition_files(spark: SparkSession, txn: Any, column: str, dates: list[dt.date]) -> list[Any]:
+    """The transaction's files (JVM ``AddFile``) in ``dates``, read so that a concurrent commit
+    adding or removing a file there makes this transaction's commit fail."""
+    files = txn.filterFiles(_seq(spark, [_predicate(spark, column, dates)]), True)
+    return list(jvm_of(spark).scala.jdk.javaapi.CollectionConverters.asJava(files))
+
+
+def removes(files: list[Any], now_ms: int) -> list[Any]:
+    return [f.removeWithTimestamp(now_ms, True) for f in files]
+
+
+def log_path(spark: SparkSession, relative: str) -> str:
+    """A path relative to the table root as the log spells it: URL-encoded by Hadoop's Path."""
+    return str(jvm_of(spark).org.apache.hadoop.fs.Path(relative).toUri().toString())
+
+
+def add_action(spark: SparkSession, document: dict[str, Any]) -> Any:
+    """The JVM action of an ``add`` document in the log's JSON form; ``dataChange`` set true."""
+    text = json.dumps({"add": {**document, "dataChange": True}})
+    return jvm_of(spark).org.apache.spark.sql.delta.actions.Action.fromJson(text)
+
+
+def snapshot_adds(
+    spark: SparkSession, table_dir: str, version: int, column: str, dates: list[dt.date]
+) -> list[dict[str, Any]]:
+    """The add actions (log JSON documents, stats and all) of ``version``'s files in ``dates``."""
+    texts = ", ".join(f"'{date_text(day)}'" for day in dates)
+    found = (
+        snapshot_at(spark, table_dir, version)
+        .allFiles()
+        .filter(f"partitionValues['{column}'] IN ({texts})")
+        .collectAsList()
+    )
+    return [json.loads(str(add.json()))["add"] for add in found]
+
+
+def path_of(file: Any) -> str:
+    return str(file.path())
+
+
+def overwrite(spark: SparkSession, column: str, dates: list[dt.date], metadata: str) -> Any:
+    """The operation a commit of partitions ``dates`` records: Delta's ``WRITE`` in overwrite
+    mode with their predicate, as a ``replaceWhere`` records it, carrying ``metadata`` as the
+    commit's ``userMetadata``. Its first four parameters have stayed put while later ones were
+    added: those take their declared defaults, however many there are."""
+    jvm = jvm_of(spark)
+    write = getattr(jvm.org.apache.spark.sql.delta, WRITE_NAME)
+    companion = getattr(getattr(jvm.org.apache.spark.sql.delta, WRITE_NAME + "$"), "MODULE$")
+    arity = len(java_class(spark, WRITE).getConstructors()[0].getParameterTypes())
+    defaults = [getattr(companion, f"$lessinit$greater$default${n}")() for n in range(5, arity + 1)]
+    literals = ", ".join(f"DATE'{date_text(day)}'" for day in dates)
+    option = jvm.scala.Option
+    return write(
+        jvm.org.apache.spark.sql.SaveMode.Overwrite,
+        option.apply(_seq(spark, [column])),
+        option.apply(f"`{column}` IN ({literals})"),
+        option.apply(metadata),
+        *defaults,
+    )
+
+
+def commit(spark: SparkSession, txn: Any, actions: list[Any], operation: Any) -> int:
+    """Commit ``actions`` in ``txn`` as ``operation``; the new version. Delta's conflict
+    exceptions (``delta_spark_log.is_lost_race``) when a commit after the read version touched
+    what it read."""
+    return int(txn.commit(_seq(spark, actions), operation))

@@ -1,0 +1,223 @@
+"""Publish and restore as metadata-only commits: on every engine the commit only moves files; on
+delta-spark (Delta's transaction API) a commit to the same partitions just before the swap is a
+conflict, one to other partitions or a compaction is not, an untested Delta or a table with
+constraints falls back to a checked copy, and the JVM signatures the swap uses are pinned."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+from deltalake import DeltaTable
+
+import backfill_assets.lake.delta_spark_txn as txns
+from backfill_assets.delta_jars import DELTA_VERSION
+from backfill_assets.lake import Lake, LakeConflict, LakeError
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
+from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old
+
+TABLE = THINGS
+NATIVE = pytest.mark.parametrize("lake", ["delta-spark"], indirect=True)
+NEW = [(D1, 10, "new"), (D2, 20, "new")]
+
+
+def parquet_files(lake) -> set[str]:
+    """Every data file under the table's folder, in the log or not (the log's own excluded)."""
+    root = lake.path(TABLE)
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith("_")]
+        found |= {os.path.relpath(os.path.join(folder, f), root) for f in files}
+    return {f for f in found if f.endswith(".parquet")}
+
+
+def actions(lake, version: int) -> list[tuple[str, dict]]:
+    """(kind, body) of each action of commit ``version``, read from its commit file."""
+    path = lake.path(TABLE) / "_delta_log" / f"{version:020d}.json"
+    return [next(iter(json.loads(line).items())) for line in path.read_text().splitlines()]
+
+
+def paths(lake, version: int, kind: str) -> set[str]:
+    return {body["path"] for k, body in actions(lake, version) if k == kind}
+
+
+def files_of_day(lake, day, version: int | None = None) -> set[str]:
+    """The data files of ``day`` at ``version``, as delta-rs reads the log."""
+    table = DeltaTable(str(lake.path(TABLE)), version=version)
+    root = str(lake.path(TABLE))
+    return {
+        os.path.relpath(uri.removeprefix("file://"), root)
+        for uri in table.file_uris(partition_filters=[("d", "=", day.isoformat())])
+    }
+
+
+def test_publish_is_one_commit_of_file_actions_and_writes_no_data(lake):
+    write_old(lake)
+    replaced = files_of_day(lake, D1) | files_of_day(lake, D2)
+    kept = files_of_day(lake, D3)
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    on_disk = parquet_files(lake)
+    result = lake.publish(staged)
+    assert result.version == 1 and lake.version(TABLE) == 1
+    assert parquet_files(lake) == on_disk  # not one data file written
+    kinds = [kind for kind, _ in actions(lake, 1)]
+    assert kinds.count("commitInfo") == 1 and set(kinds) == {"commitInfo", "add", "remove"}
+    assert all(body["dataChange"] for kind, body in actions(lake, 1) if kind != "commitInfo")
+    # Recorded as the partition overwrite it is (a "Manual Update" would cost delta-spark a
+    # reconstruction of the whole table state after the commit).
+    info = dict(actions(lake, 1))["commitInfo"]
+    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Overwrite"
+    assert paths(lake, 1, "add") == {f.path for f in staged.files}
+    assert paths(lake, 1, "remove") == replaced
+    assert log_files(lake) == {f.path for f in staged.files} | kept
+    assert content(lake) == sorted([*NEW, (D3, 3, "old")])
+
+
+def test_restore_is_one_commit_that_puts_the_old_files_back(lake):
+    write_old(lake)
+    old_d1, old_d2 = files_of_day(lake, D1), files_of_day(lake, D2)
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    lake.publish(staged)
+    on_disk = parquet_files(lake)
+    result = lake.restore_partitions(TABLE, "d", [D1], 0, commit("rollback"))
+    assert result.version == 2 and result.rows_by_partition == {D1: 1}
+    assert parquet_files(lake) == on_disk
+    assert paths(lake, 2, "add") == old_d1
+    assert paths(lake, 2, "remove") == {f.path for f in staged.files_of([D1])}
+    assert content(lake) == [(D1, 1, "old"), (D2, 20, "new"), (D3, 3, "old")]
+    assert lake.history(TABLE)[0]["metadata"]["restored_from_version"] == 0
+    # Once vacuum deleted the files version 1 had for D1, that version cannot come back.
+    lake.discard(staged)
+    vacuumed = set(lake.vacuum(TABLE, retention_hours=0))
+    assert vacuumed == {f.path for f in staged.files_of([D1])} | old_d2
+    vacuumed_at = lake.version(TABLE)
+    with pytest.raises(LakeError, match="vacuumed"):
+        lake.restore_partitions(TABLE, "d", [D1], 1, commit("too-late"))
+    assert lake.version(TABLE) == vacuumed_at
+
+
+def commit_after(monkeypatch, concurrent) -> None:
+    """Run ``concurrent()`` once, right before the swap's commit call: inside the window that a
+    check of the log before committing cannot see."""
+    real = txns.commit
+    pending = [concurrent]
+
+    def commit_late(*args, **kwargs):
+        while pending:
+            pending.pop()()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(txns, "commit", commit_late)
+
+
+def append(lake, rows) -> None:
+    df = frame(lake, rows).coalesce(1)
+    df.write.format("delta").mode("append").save(str(lake.path(TABLE)))
+
+
+@NATIVE
+@pytest.mark.parametrize("writer", ["replace", "append", "delete"])
+def test_a_commit_to_the_same_partition_just_before_the_swap_is_a_conflict(
+    lake, monkeypatch, writer
+):
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    live = {
+        "replace": [(D1, 99, "live"), (D2, 2, "old"), (D3, 3, "old")],
+        "append": [(D1, 1, "old"), (D1, 99, "live"), (D2, 2, "old"), (D3, 3, "old")],
+        "delete": [(D2, 2, "old"), (D3, 3, "old")],
+    }[writer]
+    concurrent = {
+        "replace": lambda: lake.replace_partitions(
+            TABLE, frame(lake, [(D1, 99, "live")]), "d", [D1], commit("live")
+        ),
+        "append": lambda: append(lake, [(D1, 99, "live")]),
+        "delete": lambda: lake.spark.sql(
+            f"DELETE FROM delta.`{lake.path(TABLE)}` WHERE d = DATE'2024-01-01'"
+        ),
+    }[writer]
+    commit_after(monkeypatch, concurrent)
+    with pytest.raises(LakeConflict, match=r"\['2024-01-01'\]") as refused:
+        lake.publish(staged)
+    assert "Concurrent" in str(refused.value.__cause__)  # Delta's own check found it
+    assert lake.version(TABLE) == 1 and content(lake) == live
+    assert lake.commit_metadata(TABLE, 1).get("run_id") != "new"  # nor took the publish's
+    assert lake.staged_versions(TABLE)[0].published == {}
+
+
+@NATIVE
+def test_a_commit_to_another_partition_just_before_the_swap_does_not_conflict(lake, monkeypatch):
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    commit_after(
+        monkeypatch,
+        lambda: lake.replace_partitions(
+            TABLE, frame(lake, [(D3, 33, "live")]), "d", [D3], commit("live")
+        ),
+    )
+    result = lake.publish(staged)
+    assert (result.version, result.attempts) == (2, 1)
+    assert content(lake) == sorted([*NEW, (D3, 33, "live")])
+
+
+@NATIVE
+def test_a_compaction_just_before_the_swap_is_retried_over_not_a_conflict(lake, monkeypatch):
+    write_old(lake)
+    append(lake, [(D1, 4, "old")])  # D1 has two files: something to compact
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    commit_after(monkeypatch, lambda: lake.compact(TABLE, "d", commit("compact")))
+    result = lake.publish(staged)
+    assert (result.version, result.attempts) == (3, 2)
+    assert lake.history(TABLE)[1]["metadata"]["operation"] == "compact"
+    assert paths(lake, 3, "add") == {f.path for f in staged.files}
+    assert content(lake) == sorted([*NEW, (D3, 3, "old")])
+
+
+@NATIVE
+def test_a_version_closed_just_before_the_swap_commits_is_a_clear_error(lake, monkeypatch):
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    commit_after(monkeypatch, lambda: lake.discard(staged))
+    with pytest.raises(LakeError, match=r"version 1 .*closed .*restore"):
+        lake.publish(staged)
+
+
+@NATIVE
+def test_the_delta_internals_the_swap_calls_are_pinned(lake):
+    """A jar upgrade fails here, naming each method that moved, before any publish runs on it."""
+    assert txns.missing_signatures(lake.spark) == []
+    assert txns.delta_version(lake.spark) == DELTA_VERSION
+    assert DELTA_VERSION in txns.TESTED_DELTA_VERSIONS
+
+
+@NATIVE
+def test_an_untested_delta_copies_with_a_warning(lake, monkeypatch, caplog):
+    monkeypatch.setattr(txns, "TESTED_DELTA_VERSIONS", ("0.0.0",))
+    monkeypatch.setattr(txns, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger=txns.__name__):
+        copying = Lake(lake.root, lake.spark, engine="delta-spark")
+    assert f"delta-spark {DELTA_VERSION} is not one of the versions" in caplog.text
+    write_old(copying)
+    staged = copying.stage(TABLE, frame(copying, NEW), "d", [D1, D2], commit("new"))
+    copying.publish(staged)
+    assert not {f.path for f in staged.files} & log_files(copying)  # their rows were copied
+    assert content(copying) == sorted([*NEW, (D3, 3, "old")])
+
+
+@NATIVE
+def test_a_table_with_a_check_constraint_publishes_a_checked_copy(lake, caplog):
+    write_old(lake)
+    table = f"delta.`{lake.path(TABLE)}`"
+    lake.spark.sql(f"ALTER TABLE {table} ADD CONSTRAINT positive CHECK (id > 0)")
+    bad = lake.stage(TABLE, frame(lake, [(D1, -1, "bad")]), "d", [D1], commit("bad"))
+    with pytest.raises(Exception, match="positive"):
+        lake.publish(bad)
+    assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
+    good = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("good"))
+    with caplog.at_level(logging.WARNING):
+        lake.publish(good)
+    assert "delta.constraints.positive" in caplog.text
+    assert not {f.path for f in good.files} & log_files(lake)
+    assert content(lake) == sorted([*NEW, (D3, 3, "old")])
