@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument(
         "--corrections",
         nargs="*",
-        default=["cutover", "rollback", "discard"],
+        default=["cutover", "rollback", "discard", "discard-diffed", "decommission"],
         help="the correction commands swept (errors; on delta-rs kills of a child too)",
     )
     args = parser.parse_args()
@@ -129,17 +129,14 @@ def per_engine(args: argparse.Namespace) -> int:
 
 
 def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str, make) -> None:
-    """Every I/O operation of a correction's cutover, rollback and discard failed in turn, on
-    the small two-table lake of ``backfill_assets_tests/corrections``: run again (after
-    ``recover_all`` for a kill), the record must agree with the lake and nothing be lost."""
+    """Every I/O operation of a correction's commands (``sweep.COMMANDS``: cutover, rollback,
+    discard, decommission) failed in turn, on the small two-table lake of
+    ``backfill_assets_tests/corrections``: run again (after ``recover_all`` for a kill), the
+    record must agree with the lake and nothing be lost."""
     import shutil
-    from contextlib import suppress
 
     from backfill_assets.corrections import lifecycle
-    from backfill_assets.corrections.registry import State
-    from backfill_assets.testing.iofault import arm
-    from backfill_assets_tests.corrections import small_lake as sl
-    from backfill_assets_tests.corrections import test_journal as tj
+    from backfill_assets_tests.corrections import small_lake, sweep
 
     def copy(source: Path, to: Path):
         shutil.copytree(source, to)
@@ -147,46 +144,38 @@ def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str,
 
     with tempfile.TemporaryDirectory(prefix="iofault-corrections-") as tmp:
         work = Path(tmp)
-        template = work / "template"
-        sl.build(template, make(template).spark)
-        cut = work / "cut"
-        lifecycle.cutover(copy(template, cut), sl.CID)
-        for command in commands:
+        sources = {"diffed": work / "template", "cut-over": work / "cut"}
+        small_lake.build(sources["diffed"], make(sources["diffed"]).spark)
+        lifecycle.cutover(copy(sources["diffed"], sources["cut-over"]), small_lake.CID)
+        for command in (sweep.BY_NAME[name] for name in commands):
             started = time.monotonic()
-            source = template if command == "cutover" else cut
-            with arm("count") as plan:
-                tj.run(copy(source, work / f"{command}-count"), command)
-            count = plan.done
+            source = sources[command.source]
+            count = len(sweep.operations(copy(source, work / f"{command.name}-count"), command.run))
             found = 0
             for mode in modes:
                 if mode == "kill" and engine != "delta-rs":
                     continue  # the child runs without Spark
                 for n in range(1, count + 1):
-                    where = f"{engine}/correction/{command}/{mode}:{n}"
-                    lake = copy(source, work / f"{command}-{mode}-{n}")
-                    if mode == "error":
-                        with arm("error", n), suppress(Exception):
-                            tj.run(lake, command)
-                    else:
-                        sl.run_child(lake.root, command, f"kill:{n}")
-                        lifecycle.recover_all(lake)
-                    tally.paths.add(f"correction:{command}")
+                    where = f"{engine}/correction/{command.name}/{mode}:{n}"
+                    lake = copy(source, work / f"{command.name}-{mode}-{n}")
+                    tally.paths.add(f"correction:{command.name}")
                     tally.points += 1
                     tally.faults[mode] += 1
                     try:
-                        if tj.record(lake.root)["state"] != tj.TARGET[command]:
-                            tj.run(lake, command)
-                        if command == "discard":
-                            tj.assert_discarded(lake, State.DISCARDED, cut=True)
+                        if mode == "error":
+                            sweep.fail_in_process(lake, command.run, n)
                         else:
-                            tj.assert_record_agrees(lake, cut=command == "cutover")
-                            tj.assert_staged_intact(lake)
+                            sweep.kill_in_child(lake, command.name, n)
+                            lifecycle.recover_all(lake)
+                        command.finish(lake)
+                        assert sweep.record(lake.root)["state"] == command.target
+                        command.check(lake)
                     except Exception as exc:
                         found += 1
                         tally.flag("record_mismatch", where, f"{type(exc).__name__}: {exc}")
             print(
-                f"{engine:12} {'correction ' + command:24} operations={count:3} problems={found} "
-                f"({time.monotonic() - started:.1f} s)",
+                f"{engine:12} {'correction ' + command.name:24} operations={count:3} "
+                f"problems={found} ({time.monotonic() - started:.1f} s)",
                 flush=True,
             )
 

@@ -8,8 +8,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -108,25 +106,3 @@ def unreferenced_files(root: Path, table: str) -> set[str]:
                 added.add(os.path.normpath(unquote(add["path"])))
     on_disk = {str(p.relative_to(root / table)) for p in (root / table).glob("*=*/*.parquet")}
     return on_disk - added
-
-
-def run_child(root: Path, command: str, plan: str) -> subprocess.CompletedProcess:
-    """``lifecycle.<command>`` on ``root`` in a child process whose I/O seam follows ``plan``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BACKFILL_")}
-    env.update({"BACKFILL_IOFAULT": plan, "PYTHONPATH": str(REPO)})
-    script = (
-        "import sys\n"
-        "from backfill_assets.corrections import lifecycle\n"
-        "from backfill_assets.lake import Lake\n"
-        "lake = Lake(sys.argv[1], None, engine='delta-rs')\n"
-        f"lifecycle.{command}(lake, {CID!r})\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", script, str(root)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )

@@ -1,7 +1,7 @@
 """Recovery of a cutover or rollback killed between its two tables' commits: completed when it
-can be, undone when production changed the other table meanwhile, itself failed at every I/O
-operation and recovered again; left alone while its process still runs; run by maintain, which
-reports the completed cutover to Dagster, as does the weekly maintenance op."""
+can be, undone when production changed the other table meanwhile, itself failed at a sample of
+its I/O operations and recovered again; left alone while its process still runs; run by
+maintain, which reports the completed cutover to Dagster, as does the weekly maintenance op."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from backfill_assets_tests.corrections.small_lake import (
     copy,
     production_rows,
     rows,
-    run_child,
 )
+from backfill_assets_tests.corrections.sweep import BY_NAME, kill_in_child, operations, sample
 
 STAGING, FACT = TABLES
 REBUILT = {(D1, "rebuilt", 1)}  # what the live lane writes into the fact's D1 meanwhile
@@ -41,13 +41,8 @@ REBUILT = {(D1, "rebuilt", 1)}  # what the live lane writes into the fact's D1 m
 
 def second_commit(source: Path, to: Path, command: str) -> int:
     """The number of the I/O operation of ``command`` that is its second table's commit."""
-    log = to.parent / f"{to.name}.ops"
-    lake = copy(source, to)
-    with arm("count", log=str(log)):
-        getattr(lifecycle, command)(lake, CID)
-    commits = [
-        int(line.split()[0]) for line in log.read_text().splitlines() if line.split()[1] == "commit"
-    ]
+    names = operations(copy(source, to), BY_NAME[command].run)
+    commits = [i + 1 for i, name in enumerate(names) if name == "commit"]
     assert len(commits) == 2, commits
     return commits[1]
 
@@ -55,8 +50,7 @@ def second_commit(source: Path, to: Path, command: str) -> int:
 def killed_between_commits(source: Path, to: Path, command: str, at: int) -> Lake:
     """A copy of ``source`` where ``command`` was killed at its second table's commit."""
     lake = copy(source, to)
-    child = run_child(lake.root, command, f"kill:{at}")
-    assert child.returncode == -9, child.stderr[-2000:]
+    kill_in_child(lake, command, at)
     assert registry.get(lake.root, CID).pending["action"] == command
     return lake
 
@@ -137,22 +131,22 @@ def test_a_rollback_killed_between_its_commits_is_undone_when_the_fact_changed_m
 
 
 @pytest.mark.parametrize("rebuilt", [False, True], ids=["completed", "undone"])
-def test_a_recovery_failed_at_any_io_operation_is_recovered_again(
+def test_a_recovery_failed_at_an_io_operation_is_recovered_again(
     template, tmp_path, cutover_kill_op, spark, rebuilt
 ):
     killed = killed_between_commits(template, tmp_path / "killed", "cutover", cutover_kill_op)
     if rebuilt:
         rebuild_fact_day(killed, spark)
-    counted = copy(killed.root, tmp_path / "count")
-    with arm("count") as plan:
-        lifecycle.recover(counted, CID)
-    assert plan.done >= 4
+    names = operations(
+        copy(killed.root, tmp_path / "count"), lambda lake: lifecycle.recover(lake, CID)
+    )
+    assert len(names) >= 4
     expected = (
         {STAGING: production_rows(STAGING), FACT: fact_with_rebuild(production_rows(FACT))}
         if rebuilt
         else {t: after_cutover(t) for t in TABLES}
     )
-    for n in range(1, plan.done + 1):
+    for n in sample(names):
         lake = copy(killed.root, tmp_path / f"n{n}")
         with arm("error", n), suppress(OSError):
             lifecycle.recover(lake, CID)
