@@ -82,7 +82,7 @@ class LakePath:
     rerun: Callable[[Lake], object]
     after: Rows
     staged_after: dict[str, Rows]  # open staged version id -> its rows, at the end
-    needs_spark: bool = False  # the path itself writes through Spark (no kill sweep in a child)
+    needs_spark: bool = False  # the path itself writes through Spark (its child starts one)
 
 
 def _frame(lake: Lake, rows: Rows):
@@ -456,14 +456,20 @@ def build_template(make_lake: Callable[[str], Lake], work: str | Path, path: Lak
     return template
 
 
+def child_needs_spark(path: LakePath, engine: str) -> bool:
+    """Whether a child running ``path`` on ``engine`` starts a Spark session of its own (some
+    10 s): delta-spark's lakes, and the paths that write data through Spark."""
+    return engine != "delta-rs" or path.needs_spark
+
+
 def kill_in_child(root: str, path_name: str, engine: str, n: int) -> None:
     """Run ``path_name`` on the lake at ``root`` in a child process the seam SIGKILLs at
-    operation ``n`` (delta-rs without Spark: the paths that write no data)."""
+    operation ``n``; the child starts Spark only when ``child_needs_spark``."""
     env = dict(os.environ)
     env["BACKFILL_IOFAULT"] = f"kill:{n}"
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, "-m", "backfill_assets_tests.iofault_harness", root, path_name],
+        [sys.executable, "-m", "backfill_assets_tests.iofault_harness", root, path_name, engine],
         env=env,
         cwd=REPO,
         capture_output=True,
@@ -474,11 +480,19 @@ def kill_in_child(root: str, path_name: str, engine: str, n: int) -> None:
         raise AssertionError(f"child of {path_name} at {n} failed: {done.stderr[-2000:]}")
 
 
-def _child(root: str, path_name: str) -> None:
-    BY_NAME[path_name].run(Lake(root, None, engine="delta-rs"))
+def _child(root: str, path_name: str, engine: str) -> None:
+    path = BY_NAME[path_name]
+    session = None
+    if child_needs_spark(path, engine):
+        from backfill_assets.spark_session import build_session, spark_config
+
+        conf = spark_config(master="local[1]", shuffle_partitions=2, lake_engine=engine)
+        session = build_session(conf)
+        session.sparkContext.setLogLevel("ERROR")
+    path.run(Lake(root, session, engine=engine))
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
+    _child(sys.argv[1], sys.argv[2], sys.argv[3])
     sys.stdout.flush()
     os._exit(0)  # deltalake readers can abort the interpreter at exit (delta-rs#2184)

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import shutil
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 from deltalake import DeltaTable
 
@@ -40,6 +44,8 @@ from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import code_version
 from backfill_assets.testing.iofault import arm
 from backfill_assets_tests.reference import Reference, customer_ltv
+
+REPO = Path(__file__).resolve().parents[1]
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
 HELD_BACK_ARRIVAL = date(2024, 1, 2)
@@ -133,21 +139,25 @@ def operations(env, template: Path, step: Step, log: Path) -> list[str]:
     return [line.split(" ", 1)[1].strip() for line in log.read_text().splitlines()]
 
 
-def run_point(env, template: Path, step: Step, n: int) -> list[str]:
-    """The step failed at operation ``n``, checked, run again, maintained, checked: problems."""
+def run_point(env, template: Path, step: Step, n: int, mode: str = "error") -> list[str]:
+    """The step failed at operation ``n`` (an ``OSError`` in this process, or a SIGKILL of a
+    child running it), checked, run again, maintained, checked: the problems found."""
     problems: list[str] = []
-    where = f"{step.name}/error:{n}"
+    where = f"{step.name}/{mode}:{n}"
     _restore(env, template)
     before = snapshot(env)
-    with arm("error", n):
-        _execute(env, step)
+    if mode == "error":
+        with arm("error", n):
+            _execute(env, step)
+    else:
+        problems += kill_in_child(step, n)
     try:
         middle = snapshot(env)
     except Exception as exc:
         return [f"unreadable at {where}: {type(exc).__name__}: {exc}"]
     if not _execute(env, step).success:
         problems.append(f"unconverged at {where}: the step's re-run failed")
-    lake = Lake(env.settings.lake_dir, None)
+    lake = Lake(env.settings.lake_dir, _spark())
     maintain_tables(
         lake,
         [(t, PARTITION[t]) for t in TABLES],
@@ -177,6 +187,33 @@ def run_point(env, template: Path, step: Step, n: int) -> list[str]:
     return problems
 
 
+def _spark():
+    """The pipeline's session when its lake engine needs one (delta-spark), else None."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def kill_in_child(step: Step, n: int) -> list[str]:
+    """The step run through Dagster in a child process (the pipeline's environment, this
+    process's) that the seam SIGKILLs at operation ``n``: what went wrong, if anything."""
+    env = dict(os.environ, BACKFILL_IOFAULT=f"kill:{n}")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    child = subprocess.run(
+        [sys.executable, "-m", "backfill_assets_tests.iofault_steps", step.name],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if child.returncode != -9:
+        return [f"unconverged at {step.name}/kill:{n}: the child ended {child.returncode}, "
+                f"not killed: {child.stderr[-1500:]}"]  # fmt: skip
+    return []
+
+
 def _execute(env, step: Step):
     if not step.correction:
         return execute(RunPlan(step.assets, FIRST, LAST), env.instance)
@@ -196,7 +233,7 @@ def correction_against_reference(env) -> list[str]:
     for table in ("staging/orders", "fact/daily_revenue"):
         if c.table(table).ready_days() != DAYS:
             problems.append(f"{table}: ready days {c.table(table).ready_days()}")
-    staged = Lake(env.settings.lake_dir, None).staged_version("staging/orders", CORRECTION)
+    staged = Lake(env.settings.lake_dir, _spark()).staged_version("staging/orders", CORRECTION)
     if staged is None:
         return [*problems, "no staged version of staging/orders"]
     got = Counter(
@@ -290,3 +327,22 @@ def against_reference(
         for table, (got, want) in checks.items()
         if table in tables and got != want
     ]
+
+
+def _child(step_name: str) -> None:
+    """The step, run through Dagster on the parent's instance (``pipeline_env``'s, whose home
+    this process inherits): the killed run stays started there, as in production, until the
+    next run's start releases it (``publishing.run_workers``)."""
+    import dagster as dg
+
+    from backfill_assets.settings import Settings
+
+    step = next(s for s in STEPS if s.name == step_name)
+    with dg.instance_for_test(temp_dir=os.environ["DAGSTER_HOME"]) as instance:
+        _execute(SimpleNamespace(settings=Settings.from_env(), instance=instance), step)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
+    sys.stdout.flush()
+    os._exit(0)  # deltalake readers can abort the interpreter at exit (delta-rs#2184)

@@ -1,13 +1,17 @@
 """The whole I/O-fault sweep: every lake path failed at every one of its I/O operations.
 
     .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark] [--paths publish_all ...]
-                                      [--modes error kill]
+                                      [--modes error kill] [--corrections cutover ...]
+                                      [--steps raw event_days ltv correct]
 
 For each engine, path and point N (1 to the path's last operation), on a fresh copy of the
 path's starting lake: an ``OSError`` at operation N in this process (``error``), and a SIGKILL
-of a child running the path at operation N (``kill``: delta-rs, the paths that write no data),
-then the recovery and the checks of ``backfill_assets_tests/iofault_harness.py``. Prints one
-line per path, every problem found, and last:
+of a child running the path at operation N (``kill``; the child starts a Spark session of its
+own where the path or the engine needs one, some 10-30 s a point), then the recovery and the
+checks of ``backfill_assets_tests/iofault_harness.py``. The same for a correction's commands
+(``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline steps
+run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per path,
+every problem found, and last:
 
     IOFAULT paths=P points=N crashes=C errors=E unreadable=0 torn=0 lost_files=0 orphans=0
     record_mismatch=0 unconverged=0
@@ -36,7 +40,7 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engines", nargs="+", default=["delta-rs", "delta-spark"])
-    parser.add_argument("--paths", nargs="+", default=[p.name for p in h.PATHS])
+    parser.add_argument("--paths", nargs="*", default=[p.name for p in h.PATHS])
     parser.add_argument("--modes", nargs="+", default=["error", "kill"])
     parser.add_argument(
         "--steps",
@@ -54,9 +58,10 @@ def main() -> int:
     if len(args.engines) > 1:
         return per_engine(args)
     tally = h.Tally()
-    if args.steps:
-        sweep_steps(args.steps, tally)
     for engine in args.engines:
+        os.environ["BACKFILL_LAKE_ENGINE"] = engine  # the pipeline's steps, and their children
+        if args.steps:
+            sweep_steps(args.steps, args.modes, tally, engine)
         session = build_session(
             spark_config(
                 master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=engine
@@ -76,8 +81,6 @@ def main() -> int:
                 count = h.operations(make, template, work, path)
                 before = sum(tally.problems.values())
                 for mode in args.modes:
-                    if mode == "kill" and (engine != "delta-rs" or path.needs_spark):
-                        continue
                     for n in range(1, count + 1):
                         h.run_point(make, template, work, path, mode, n, tally, engine)
                 found = sum(tally.problems.values()) - before
@@ -97,18 +100,18 @@ def main() -> int:
 
 
 def per_engine(args: argparse.Namespace) -> int:
-    """One child process per engine (a Spark JVM takes Delta's jars only when it starts), the
-    steps in the first; their figures summed into one IOFAULT line."""
+    """One child process per engine (a Spark JVM takes Delta's jars only when it starts); their
+    figures summed into one IOFAULT line."""
     import re
     import subprocess
 
     totals: dict[str, int] = {}
     paths: set[str] = set()
     code = 0
-    for i, engine in enumerate(args.engines):
+    for engine in args.engines:
         command = [sys.executable, __file__, "--engines", engine, "--paths", *args.paths]
         command += ["--modes", *args.modes, "--corrections", *args.corrections]
-        command += ["--steps", *(args.steps if i == 0 else [])]
+        command += ["--steps", *args.steps]
         child = subprocess.run(command, capture_output=True, text=True, check=False)
         code = max(code, child.returncode)
         for line in child.stdout.splitlines():
@@ -153,8 +156,6 @@ def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str,
             count = len(sweep.operations(copy(source, work / f"{command.name}-count"), command.run))
             found = 0
             for mode in modes:
-                if mode == "kill" and engine != "delta-rs":
-                    continue  # the child runs without Spark
                 for n in range(1, count + 1):
                     where = f"{engine}/correction/{command.name}/{mode}:{n}"
                     lake = copy(source, work / f"{command.name}-{mode}-{n}")
@@ -180,9 +181,10 @@ def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str,
             )
 
 
-def sweep_steps(names: list[str], tally) -> None:
-    """Every I/O operation of each named pipeline step failed in turn (on delta-rs, the
-    default engine; ``backfill_assets_tests/iofault_steps.py``)."""
+def sweep_steps(names: list[str], modes: list[str], tally, engine: str) -> None:
+    """Every I/O operation of each named pipeline step failed in turn, by an error in this
+    process and by a kill of a child running the step
+    (``backfill_assets_tests/iofault_steps.py``)."""
     from backfill_assets_tests import iofault_steps as s
     from backfill_assets_tests.pipeline_env import pipeline_env
 
@@ -195,17 +197,19 @@ def sweep_steps(names: list[str], tally) -> None:
                 template = s.step_template(env, before, step)
                 count = len(s.operations(env, template, step, root / "ops.log"))
                 found = 0
-                for n in range(1, count + 1):
-                    problems = s.run_point(env, template, step, n)
+                for mode, n in ((m, n) for m in modes for n in range(1, count + 1)):
+                    problems = s.run_point(env, template, step, n, mode)
                     tally.paths.add(f"step:{step.name}")
                     tally.points += 1
-                    tally.faults["error"] += 1
+                    tally.faults[mode] += 1
                     for problem in problems:
                         kind, _, rest = problem.partition(" at ")
-                        tally.flag(kind, *rest.split(": ", 1))
+                        tally.flag(
+                            kind, f"{engine}/{rest.split(': ', 1)[0]}", rest.split(": ", 1)[1]
+                        )
                     found += len(problems)
                 print(
-                    f"{'delta-rs':12} {'step ' + step.name:24} operations={count:3} "
+                    f"{engine:12} {'step ' + step.name:24} operations={count:3} "
                     f"problems={found} ({time.monotonic() - started:.1f} s)",
                     flush=True,
                 )

@@ -175,24 +175,20 @@ def fail_in_process(lake: Lake, run: Callable[[Lake], object], n: int) -> None:
         run(lake)
 
 
-def run_child(root: Path, command: str, plan: str) -> subprocess.CompletedProcess:
-    """``command`` (a name of ``COMMANDS``, or ``recover``) on the delta-rs lake at ``root``, in a
-    child process whose I/O seam follows ``plan``."""
+def run_child(root: Path, command: str, plan: str, engine: str = "delta-rs"):
+    """``command`` (a name of ``COMMANDS``, or ``recover``) on the lake at ``root``, in a child
+    process whose I/O seam follows ``plan`` (with a Spark session of its own on delta-spark)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BACKFILL_")}
     env.update({"BACKFILL_IOFAULT": plan, "PYTHONPATH": str(REPO)})
-    script = (
-        "import sys\n"
-        "from backfill_assets.corrections import lifecycle\n"
-        "from backfill_assets.lake import Lake\n"
-        "from backfill_assets_tests.corrections.sweep import BY_NAME, CID\n"
-        "lake = Lake(sys.argv[1], None, engine='delta-rs')\n"
-        "if sys.argv[2] == 'recover':\n"
-        "    lifecycle.recover(lake, CID)\n"
-        "else:\n"
-        "    BY_NAME[sys.argv[2]].run(lake)\n"
-    )
     return subprocess.run(
-        [sys.executable, "-c", script, str(root), command],
+        [
+            sys.executable,
+            "-m",
+            "backfill_assets_tests.corrections.sweep",
+            str(root),
+            command,
+            engine,
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -204,5 +200,24 @@ def run_child(root: Path, command: str, plan: str) -> subprocess.CompletedProces
 
 def kill_in_child(lake: Lake, command: str, n: int) -> None:
     """``command`` SIGKILLed at its Nth I/O operation, in a child."""
-    child = run_child(lake.root, command, f"kill:{n}")
+    child = run_child(lake.root, command, f"kill:{n}", lake.engine_name)
     assert child.returncode == -9, (command, n, child.returncode, child.stderr[-2000:])
+
+
+def _child(root: str, command: str, engine: str) -> None:
+    session = None
+    if engine != "delta-rs":
+        from backfill_assets.spark_session import build_session, spark_config
+
+        session = build_session(spark_config(master="local[1]", lake_engine=engine))
+    lake = Lake(root, session, engine=engine)
+    if command == "recover":
+        lifecycle.recover(lake, CID)
+    else:
+        BY_NAME[command].run(lake)
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:4])
+    sys.stdout.flush()
+    os._exit(0)  # deltalake readers can abort the interpreter at exit (delta-rs#2184)
