@@ -462,20 +462,30 @@ def child_needs_spark(path: LakePath, engine: str) -> bool:
     return engine != "delta-rs" or path.needs_spark
 
 
-def kill_in_child(root: str, path_name: str, engine: str, n: int) -> None:
-    """Run ``path_name`` on the lake at ``root`` in a child process the seam SIGKILLs at
-    operation ``n``; the child starts Spark only when ``child_needs_spark``."""
-    env = dict(os.environ)
-    env["BACKFILL_IOFAULT"] = f"kill:{n}"
+def run_child(
+    module: str, args: list[str], plan: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m module args`` from the repository in a child process whose I/O seam follows
+    ``plan`` (``env``: the child's environment, by default this process's)."""
+    env = dict(os.environ if env is None else env)
+    env["BACKFILL_IOFAULT"] = plan
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run(
-        [sys.executable, "-m", "backfill_assets_tests.iofault_harness", root, path_name, engine],
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         env=env,
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
+        check=False,
     )
+
+
+def kill_in_child(root: str, path_name: str, engine: str, n: int) -> None:
+    """Run ``path_name`` on the lake at ``root`` in a child process the seam SIGKILLs at
+    operation ``n``; the child starts Spark only when ``child_needs_spark``."""
+    args = [root, path_name, engine]
+    done = run_child("backfill_assets_tests.iofault_harness", args, f"kill:{n}")
     if done.returncode not in (-9, 0):
         raise AssertionError(f"child of {path_name} at {n} failed: {done.stderr[-2000:]}")
 

@@ -15,7 +15,6 @@ import contextlib
 import io
 import os
 import shutil
-import subprocess
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -43,9 +42,8 @@ from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import code_version
 from backfill_assets.testing.iofault import arm
+from backfill_assets_tests.iofault_harness import run_child
 from backfill_assets_tests.reference import Reference, customer_ltv
-
-REPO = Path(__file__).resolve().parents[1]
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 3)
 HELD_BACK_ARRIVAL = date(2024, 1, 2)
@@ -197,17 +195,7 @@ def _spark():
 def kill_in_child(step: Step, n: int) -> list[str]:
     """The step run through Dagster in a child process (the pipeline's environment, this
     process's) that the seam SIGKILLs at operation ``n``: what went wrong, if anything."""
-    env = dict(os.environ, BACKFILL_IOFAULT=f"kill:{n}")
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    child = subprocess.run(
-        [sys.executable, "-m", "backfill_assets_tests.iofault_steps", step.name],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    child = run_child("backfill_assets_tests.iofault_steps", [step.name], f"kill:{n}")
     if child.returncode != -9:
         return [f"unconverged at {step.name}/kill:{n}: the child ended {child.returncode}, "
                 f"not killed: {child.stderr[-1500:]}"]  # fmt: skip

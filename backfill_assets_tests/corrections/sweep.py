@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import suppress
@@ -23,10 +22,10 @@ from backfill_assets.corrections import lifecycle, registry
 from backfill_assets.corrections.registry import State
 from backfill_assets.lake import Lake
 from backfill_assets.testing.iofault import arm
+from backfill_assets_tests import iofault_harness
 from backfill_assets_tests.corrections.small_lake import (
     CID,
     FIXED,
-    REPO,
     TABLES,
     after_cutover,
     production_rows,
@@ -179,23 +178,8 @@ def run_child(root: Path, command: str, plan: str, engine: str = "delta-rs"):
     """``command`` (a name of ``COMMANDS``, or ``recover``) on the lake at ``root``, in a child
     process whose I/O seam follows ``plan`` (with a Spark session of its own on delta-spark)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BACKFILL_")}
-    env.update({"BACKFILL_IOFAULT": plan, "PYTHONPATH": str(REPO)})
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "backfill_assets_tests.corrections.sweep",
-            str(root),
-            command,
-            engine,
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    args = [str(root), command, engine]
+    return iofault_harness.run_child("backfill_assets_tests.corrections.sweep", args, plan, env)
 
 
 def kill_in_child(lake: Lake, command: str, n: int) -> None:
