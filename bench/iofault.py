@@ -35,6 +35,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 def main() -> int:
     from backfill_assets.lake import Lake
+    from backfill_assets.resources import code_version
     from backfill_assets.spark_session import build_session, spark_config
     from backfill_assets_tests import iofault_harness as h
 
@@ -55,6 +56,9 @@ def main() -> int:
         help="the correction commands swept (errors; on delta-rs kills of a child too)",
     )
     args = parser.parse_args()
+    # The code version the sweep started with, for its children too: a commit to the checkout
+    # during a long sweep must not look like a correction built by two code versions.
+    os.environ.setdefault("BACKFILL_CODE_VERSION", code_version())
     if len(args.engines) > 1:
         return per_engine(args)
     tally = h.Tally()
