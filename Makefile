@@ -14,14 +14,12 @@ setup:
 demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
 
-# Two workers: most tests wait on other processes (a JVM, a daemon, a browser) much of the time.
-WORKERS ?= 2
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	@./scripts/test-deps.sh
-	$(PY) -m pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`, no apt installs
-	$(PY) -m pytest -n $(WORKERS) --dist loadgroup -m "not slow and not e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: setup  ## the type checker, ruff's rules, the format check and Dagster's definitions check
 	.venv/bin/mypy

@@ -58,18 +58,3 @@ def s3_bucket(s3_server):
         for name, value in s3_server.env().items():
             patch.setenv(name, value)
         yield bucket
-
-
-def pytest_collection_modifyitems(config, items):
-    """``make test`` runs on two workers (pytest-xdist, ``--dist loadgroup``): each module stays
-    on one worker, so its module-scoped lakes and pipelines are built once; the delta-spark
-    cases of the lake directory, which one child pytest runs (``lake/conftest.py``), share a
-    worker; so do the tests that use the session's S3 server, which then starts once."""
-    for item in items:
-        if any(m.name == "xdist_group" for m in item.iter_markers()):
-            continue
-        group = item.nodeid.split("::", 1)[0]
-        params = getattr(getattr(item, "callspec", None), "params", {}).values()
-        if "s3_server" in getattr(item, "fixturenames", ()) or "delta-rs-s3" in params:
-            group = "s3"  # the lake fixture's S3 case asks for the server when it runs
-        item.add_marker(pytest.mark.xdist_group(group))

@@ -63,7 +63,6 @@ def pytest_itemcollected(item) -> None:
     so ``make test-fast`` leaves it (and the child's JVM) to ``make test``."""
     if _needs_native(item):
         item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group("native"))  # one worker runs the child
 
 
 @pytest.hookimpl(trylast=True)
