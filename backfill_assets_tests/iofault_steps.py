@@ -186,7 +186,8 @@ def run_point(env, template: Path, step: Step, n: int, mode: str = "error") -> l
 
 
 def _spark():
-    """The pipeline's session when its lake engine needs one (delta-spark), else None."""
+    """The session the pipeline's runs in this process started (the lake's engine takes it on
+    delta-spark, and ignores it on delta-rs), or None."""
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession()
@@ -197,8 +198,8 @@ def kill_in_child(step: Step, n: int) -> list[str]:
     process's) that the seam SIGKILLs at operation ``n``: what went wrong, if anything."""
     child = run_child("backfill_assets_tests.iofault_steps", [step.name], f"kill:{n}")
     if child.returncode != -9:
-        return [f"unconverged at {step.name}/kill:{n}: the child ended {child.returncode}, "
-                f"not killed: {child.stderr[-1500:]}"]  # fmt: skip
+        ended = f"the child ended {child.returncode}, not killed: {child.stderr[-1500:]}"
+        return [f"unconverged at {step.name}/kill:{n}: {ended}"]
     return []
 
 
