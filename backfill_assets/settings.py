@@ -315,6 +315,10 @@ class SparkSettings:
     shuffle_partitions: str = "8"  # BACKFILL_SPARK_SHUFFLE_PARTITIONS
     lake_engine: str = "auto"  # BACKFILL_LAKE_ENGINE: auto, delta-rs or delta-spark
     delta_jars: Path | None = None  # BACKFILL_DELTA_JARS; None: the project's .jars/delta
+    # BACKFILL_SPARK_CLASS_ARCHIVE: the driver JVM's class-data archive, a file or "off";
+    # None: the project's .jars/spark-classes.jsa (spark_class_archive.py)
+    class_archive: str | None = None
+    java: str = "java"  # the java that runs Spark's driver: $JAVA_HOME/bin/java, else the PATH's
 
     @classmethod
     def from_env(cls, env: Env | None = None) -> SparkSettings:
@@ -328,6 +332,8 @@ class SparkSettings:
             shuffle_partitions=env.get("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "8"),
             lake_engine=env.get("BACKFILL_LAKE_ENGINE", "auto"),
             delta_jars=Path(jars).absolute() if jars else None,
+            class_archive=env.get("BACKFILL_SPARK_CLASS_ARCHIVE") or None,
+            java=str(Path(env["JAVA_HOME"], "bin", "java")) if env.get("JAVA_HOME") else "java",
         )
 
 

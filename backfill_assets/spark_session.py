@@ -10,7 +10,9 @@ G1, sizes its heap by the share of time it spends collecting rather than by what
 30-day run's heap to 1.7 GiB with under 250 MiB live, and a year's to the cap. The serial
 collector grows the heap as the live data needs, and the shuffles by blocks of days
 (``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM
-runs the tasks; a cluster's executors keep their own collector.
+runs the tasks; a cluster's executors keep their own collector. It maps Spark's classes from
+set-up's class-data archive when there is one (``spark_class_archive``): a session starts in
+about half the time.
 
 With ``BACKFILL_LAKE_ENGINE=delta-spark`` the session also gets Delta's jars
 (from set-up's ``.jars/delta``) and its SQL extension and catalog. ``auto`` and
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
@@ -59,7 +62,9 @@ def spark_config(
         "spark.sql.shuffle.partitions": str(shuffle_partitions or s.shuffle_partitions),
         "spark.driver.memory": driver_memory or s.driver_memory,
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {gc}".strip(),
+        "spark.driver.extraJavaOptions": " ".join(
+            o for o in ("-Duser.timezone=UTC", gc, archive_options(s)) if o
+        ),
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
     if s.remote:
@@ -74,6 +79,31 @@ def spark_config(
         # machine's tables need; as many as a shuffle has here.
         conf["spark.databricks.delta.snapshotPartitions"] = conf["spark.sql.shuffle.partitions"]
     return conf
+
+
+# The JVM's own messages about an archive it cannot use (built for another Java or class path):
+# off, the archive is only a speed-up.
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def archive_path(settings: SparkSettings | None = None) -> Path | None:
+    """The driver's class-data archive (built by ``spark_class_archive.py``):
+    ``BACKFILL_SPARK_CLASS_ARCHIVE``, by default the project's ``.jars/spark-classes.jsa``, or
+    None when that is ``off``."""
+    s = SparkSettings.from_env() if settings is None else settings
+    if s.class_archive == "off":
+        return None
+    if s.class_archive:
+        return Path(s.class_archive).absolute()
+    return Path(__file__).resolve().parent.parent / ".jars" / "spark-classes.jsa"
+
+
+def archive_options(settings: SparkSettings | None = None) -> str:
+    """The driver's JVM options that map the archive, or ``""`` while there is none."""
+    path = archive_path(settings)
+    if path is None or not path.is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
 def check_delta_jars(conf: dict[str, str]) -> None:

@@ -267,6 +267,7 @@ def test_spark_conf_from_the_environment(monkeypatch, tmp_path):
     for name in ("MASTER", "REMOTE", "DRIVER_MEMORY", "DRIVER_GC", "SHUFFLE_PARTITIONS"):
         monkeypatch.delenv(f"BACKFILL_SPARK_{name}", raising=False)
     monkeypatch.delenv("BACKFILL_LAKE_ENGINE", raising=False)
+    monkeypatch.setenv("BACKFILL_SPARK_CLASS_ARCHIVE", "off")  # test_spark_class_archive.py's
     plain = spark_config()
     assert plain["spark.master"] == "local[*]" and plain["spark.driver.memory"] == "2g"
     assert plain["spark.sql.shuffle.partitions"] == "8" and "spark.jars" not in plain
