@@ -4,7 +4,6 @@ pool's slot; the daemon alone marks the run failed and frees the slot, and its r
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 from datetime import date
@@ -13,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 import psutil
 import pytest
+import yaml
 from dagster._core.events import DagsterEventType
 
 from backfill_assets.automation.state import load_cursor
@@ -79,7 +79,10 @@ def stop_all(daemon: subprocess.Popen, seen: set[psutil.Process]) -> list[psutil
 @pytest.mark.e2e
 def test_daemon_releases_the_slot_of_a_killed_run(tmp_path):
     (tmp_path / "home").mkdir()
-    shutil.copy(PROJECT / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    # The project's instance settings, with the monitoring daemon's pass every 5 s instead of 30
+    config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
+    config["run_monitoring"].update(poll_interval_seconds=5, free_slots_after_run_end_seconds=5)
+    (tmp_path / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "landing" / "orders").mkdir(parents=True)
     pause = tmp_path / "pause"
     pause.mkdir()

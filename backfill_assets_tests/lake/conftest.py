@@ -83,14 +83,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _drop_same_cases(config, items) -> None:
-    """Deselect a case marked ``same_case_as(engine, case)`` on that engine: it would repeat the
-    other case there, so it is not run (nor reported skipped) on a machine with the jars."""
+    """Deselect a case marked ``same_case_as(engine, case)`` or ``left_to_bench(engine, bench)``
+    on that engine: it would repeat the other case, or the other engine's case of shared code
+    that the benchmark sweeps there, so it is not run (nor reported skipped) on that engine."""
     dropped = []
     for item in items:
-        mark = item.get_closest_marker("same_case_as")
         callspec = getattr(item, "callspec", None)
-        if mark and callspec is not None and mark.args[0] in callspec.params.values():
-            dropped.append(item)
+        for name in ("same_case_as", "left_to_bench"):
+            mark = item.get_closest_marker(name)
+            if mark and callspec is not None and mark.args[0] in callspec.params.values():
+                dropped.append(item)
+                break
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
