@@ -20,6 +20,7 @@ ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 
 # The paths whose I/O on delta-spark goes through code of delta-spark's own.
 DELTA_SPARK_OWN = {"publish_all", "vacuum", "compact"}
+assert DELTA_SPARK_OWN <= {path.name for path in h.PATHS}, "a path was renamed: name it here"
 
 
 def paths() -> list:
