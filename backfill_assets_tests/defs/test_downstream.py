@@ -27,6 +27,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.utils import make_new_run_id
 from deltalake import DeltaTable
 
+from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
     DOWNSTREAM_SENSOR,
@@ -49,6 +50,7 @@ from backfill_assets.definitions import build_definitions
 from backfill_assets.generate import generate_feed, remove_rates, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.lake.commit import CommitInfo
+from backfill_assets.late_data import Request
 from backfill_assets.testing.faults import STAGED, forget_visits
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference, customer_ltv
@@ -323,9 +325,11 @@ def ltv_requests(env) -> list[dg.RunRequest]:
     return [r for r in evaluate_downstream_sensor(env) if selected(r) == (FCT_CUSTOMER_LTV,)]
 
 
-def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
+def queue(
+    env, request: dg.RunRequest, status: dg.DagsterRunStatus = dg.DagsterRunStatus.QUEUED
+) -> dg.DagsterRun:
     """Put the request in the run queue as the daemon does, with the code location it would be
-    launched from, without running it."""
+    launched from, without running it (or record it as in ``status``, as if it had started)."""
     location = InProcessCodeLocationOrigin(
         LoadableTargetOrigin(module_name="backfill_assets.definitions")
     )
@@ -335,7 +339,7 @@ def queue(env, request: dg.RunRequest) -> dg.DagsterRun:
         dg.DagsterRun(
             job_name=request.job_name,
             run_id=make_new_run_id(),
-            status=dg.DagsterRunStatus.QUEUED,
+            status=status,
             tags=dict(request.tags),
             asset_selection=frozenset(selected(request)),
             remote_job_origin=origin,
@@ -366,6 +370,33 @@ def test_the_sensor_adds_nothing_to_a_queued_run_that_covers_what_is_stale(env, 
         assert (wider.tags[RANGE_START], wider.tags[RANGE_END]) == ("2024-01-15", str(LAST))
     finally:
         env.instance.delete_run(queued.run_id)
+    run_requested(env, evaluate_downstream_sensor(env))
+    assert evaluate_downstream_sensor(env) == []
+
+
+def test_the_sensor_waits_while_a_run_that_writes_staging_is_queued_or_running(env, first_backfill):
+    """LTV is cumulative: each rebuild reads from its first stale day to the latest. While a
+    run of the event days is still to come, a rebuild now would be done again after it."""
+    run_requested(env, evaluate_downstream_sensor(env))  # current first (already, in order)
+    execute(
+        RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], date(2024, 1, 20), date(2024, 1, 20)), env.instance
+    )
+    assert ltv_requests(env) != []  # stale, and nothing upstream in flight
+    late = run_request(
+        Request(EVENT_DAYS_STEP, date(2024, 1, 22), date(2024, 1, 22), "late", "late data")
+    )
+    for status in (
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+    ):
+        event_days = queue(env, late, status)
+        try:
+            assert ltv_requests(env) == [], status
+        finally:
+            env.instance.delete_run(event_days.run_id)
+    [ltv] = ltv_requests(env)  # the event days' run ended: now one rebuild
+    assert (ltv.tags[RANGE_START], ltv.tags[RANGE_END]) == ("2024-01-20", str(LAST))
     run_requested(env, evaluate_downstream_sensor(env))
     assert evaluate_downstream_sensor(env) == []
 

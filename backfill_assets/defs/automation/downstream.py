@@ -15,6 +15,10 @@ storage ids finds what is stale, whatever changed it:
   the last (the days between cost no request: their customers are cached). These runs are the
   segment client's live lane.
 
+While a run that writes what a request reads (the event days for LTV, the enrichment and the
+months) is queued or running, the request waits: LTV is cumulative, and a rebuild now would be
+done again after that run, so a backfill of the event days ends in one rebuild, not one per run.
+
 Run keys carry the newest storage id compared, so a tick re-evaluated requests nothing twice,
 and a request held by the run it started is not repeated until something changes again. A
 change that a queued run of the same step already covers requests nothing: that run reads
@@ -29,6 +33,7 @@ import dagster as dg
 
 from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
+    BACKFILL_JOB,
     CUSTOMER_LTV_STEP,
     DOWNSTREAM_SENSOR,
     ENRICH_STEP,
@@ -157,6 +162,31 @@ def queued_run_covers(instance: dg.DagsterInstance, request: Request) -> bool:
     )
 
 
+# What each request reads, whose writers it waits for.
+UPSTREAM = {
+    CUSTOMER_LTV_STEP: STG_ORDERS,
+    ENRICH_STEP: STG_ORDERS,
+    MONTHLY_REVENUE_STEP: FCT_DAILY_REVENUE,
+}
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def upstream_in_flight(instance: dg.DagsterInstance) -> set[dg.AssetKey]:
+    """The production assets that a queued or running run materializes: its selection, or
+    every asset of the backfill job when it selected none. A correction's run writes beside
+    production, and the maintenance job no asset: neither counts."""
+    writing: set[dg.AssetKey] = set()
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
+        if run.job_name == BACKFILL_JOB:
+            writing |= set(run.asset_selection or UPSTREAM.values())
+    return writing
+
+
 def build_downstream_sensor(
     settings: Settings, auto: AutomationSettings, jobs: list
 ) -> dg.SensorDefinition:
@@ -167,13 +197,19 @@ def build_downstream_sensor(
         month the change touches as one ranged run, and stg_orders_enriched over the changed
         days when the segment service is configured. On by default. Run keys make a re-evaluated
         tick request nothing twice."""
+        stale = stale_downstream(settings, context.instance)
+        writing = upstream_in_flight(context.instance) if stale else set()
+        waiting = [r for r in stale if UPSTREAM[r.step] in writing]
         requests = [
-            r
-            for r in stale_downstream(settings, context.instance)
-            if not queued_run_covers(context.instance, r)
+            r for r in stale if r not in waiting and not queued_run_covers(context.instance, r)
         ]
         if not requests:
-            return dg.SensorResult(skip_reason="customer LTV and the monthly report are up to date")
+            reason = "customer LTV and the monthly report are up to date"
+            if waiting:
+                reason = "waiting for the runs that write " + ", ".join(
+                    sorted({UPSTREAM[r.step].to_user_string() for r in waiting})
+                )
+            return dg.SensorResult(skip_reason=reason)
         return dg.SensorResult(run_requests=[run_request(r) for r in requests])
 
     return pipeline_sensor(
