@@ -4,15 +4,12 @@ it again for another Java or pyspark."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from backfill_assets import spark_class_archive as archive
 from backfill_assets.settings import SparkSettings
 from backfill_assets.spark_session import archive_options, archive_path
+from backfill_assets_tests.test_spark_smoke import session_child
 
 # With -Xshare:on a JVM that cannot map the archive (another Java, another class path) does not
 # start at all: a session that runs a job proves the archive serves Spark's own classes.
@@ -62,16 +59,5 @@ def test_set_ups_archive_serves_a_pipeline_session():
         "set-up built no class archive: `python -m backfill_assets.spark_class_archive` says why"
     )
     assert not archive.needs_build(path, archive.stamp())  # set-up's is for this Java, pyspark
-    dropped = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env["PYSPARK_PYTHON"] = sys.executable
-    run = subprocess.run(
-        [sys.executable, "-c", STRICT_SESSION],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip().splitlines()[-1] == f"7 ['-XX:SharedArchiveFile={path}']"
+    printed = session_child(STRICT_SESSION, {})
+    assert printed == f"7 ['-XX:SharedArchiveFile={path}']"

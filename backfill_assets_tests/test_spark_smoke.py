@@ -40,21 +40,23 @@ COLLECTORS = (
     ],
 )
 def test_the_driver_jvm_runs_the_collector_spark_config_names(setting, collectors):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "BACKFILL_SPARK_DRIVER_GC")
-    }
-    if setting:
-        env["BACKFILL_SPARK_DRIVER_GC"] = setting
-    env["PYSPARK_PYTHON"] = sys.executable
+    env = {"BACKFILL_SPARK_DRIVER_GC": setting} if setting else {}
+    assert session_child(COLLECTORS, env, drop=("BACKFILL_SPARK_DRIVER_GC",)) == collectors
+
+
+def session_child(code: str, env: dict[str, str], drop: tuple[str, ...] = ()) -> str:
+    """The last line ``code`` prints in a new Python process (its own Spark driver), with
+    ``env`` over this one's environment less ``drop`` and the JVM options a shell may add."""
+    dropped = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", *drop)
+    full = {k: v for k, v in os.environ.items() if k not in dropped}
+    full.update(env, PYSPARK_PYTHON=sys.executable)
     run = subprocess.run(
-        [sys.executable, "-c", COLLECTORS],
+        [sys.executable, "-c", code],
         check=False,
-        env=env,
+        env=full,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip().splitlines()[-1] == collectors
+    return run.stdout.strip().splitlines()[-1]
