@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.lake import Lake
-from backfill_assets.settings import RunSettings, Settings, SparkSettings
+from backfill_assets.settings import RunSettings, Settings, SparkSettings, location
 from backfill_assets.spark_session import (
     check_delta_jars,
     spark_config,
@@ -37,8 +37,9 @@ class PipelineResource(dg.ConfigurableResource):
     lake_engine: str = "auto"
 
     @property
-    def landing(self) -> Path:
-        return Path(self.landing_dir)
+    def landing(self) -> Path | str:
+        """The landing root: a local folder, or an ``s3://bucket/prefix`` location."""
+        return location("BACKFILL_LANDING_DIR", self.landing_dir)
 
     def lake(self, spark: SparkSession) -> Lake:
         return Lake(self.lake_dir, spark, engine=self.lake_engine)

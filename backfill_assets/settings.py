@@ -75,8 +75,10 @@ class SkewSettings:
 class Settings:
     """The pipeline's settings, read when the definitions load or the CLI starts."""
 
-    landing_dir: Path  # BACKFILL_LANDING_DIR (data/landing), the input, only read
-    lake_dir: Path  # BACKFILL_LAKE_DIR (data/lake), the Delta tables
+    # BACKFILL_LANDING_DIR (data/landing), the input, only read; BACKFILL_LAKE_DIR (data/lake),
+    # the Delta tables: each a local folder (made absolute) or s3://bucket/prefix (``location``)
+    landing_dir: Path | str
+    lake_dir: Path | str
     start_date: date  # the first daily partition: see ``first_partition``
     max_lateness_days: int  # BACKFILL_MAX_LATENESS_DAYS (7): how late an order may still count
     rate_max_age_days: int = 7  # the contract's fixed as-of window for FX rates
@@ -98,8 +100,10 @@ class Settings:
         if lateness < 0:
             raise ValueError("BACKFILL_MAX_LATENESS_DAYS must be >= 0")
         return cls(
-            landing_dir=Path(env.get("BACKFILL_LANDING_DIR", "data/landing")).resolve(),
-            lake_dir=Path(env.get("BACKFILL_LAKE_DIR", "data/lake")).resolve(),
+            landing_dir=location(
+                "BACKFILL_LANDING_DIR", env.get("BACKFILL_LANDING_DIR", "data/landing")
+            ),
+            lake_dir=location("BACKFILL_LAKE_DIR", env.get("BACKFILL_LAKE_DIR", "data/lake")),
             start_date=start,
             max_lateness_days=lateness,
             segments=SegmentSettings.from_env(env),
@@ -107,6 +111,23 @@ class Settings:
             skew=skew_from_env(env),
             start_date_configured=bool(env.get("BACKFILL_START_DATE")),
         )
+
+
+def location(name: str, text: str) -> Path | str:
+    """A folder setting's value: a local folder, made absolute, or ``s3://bucket/prefix`` as a
+    string without a trailing or doubled slash. ValueError, naming the setting, for an S3
+    location without a bucket or of another scheme than ``s3://``."""
+    text = text.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return Path(text).resolve()
+    if scheme != "s3":
+        raise ValueError(f"{name} must be a local folder or s3://bucket/prefix, got {text!r}")
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"{name} names no bucket: s3://<bucket>/<prefix>, got {text!r}")
+    key = "/".join(part for part in key.split("/") if part)
+    return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
 
 
 # In DAGSTER_HOME: the first partition `make demo` recorded (``cli/demo.py`` writes it).

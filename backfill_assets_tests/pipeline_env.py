@@ -4,14 +4,18 @@ lake that go straight to delta-rs (independent of the lake layer under test)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from backfill_assets.settings import Settings
+from backfill_assets_tests.reference import Reference
 
 
 @dataclass
@@ -21,21 +25,110 @@ class PipelineEnv:
     home: Path
 
     def rows(self, table: str) -> list[dict]:
-        path = self.settings.lake_dir / table
-        if not (path / "_delta_log").exists():
+        where = f"{str(self.settings.lake_dir).rstrip('/')}/{table}"
+        if where.startswith("s3://"):
+            try:
+                found = DeltaTable(where, storage_options=s3_options())
+            except TableNotFoundError:
+                return []
+            return found.to_pyarrow_table().to_pylist()
+        if not (Path(where) / "_delta_log").exists():
             return []
-        return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+        return DeltaTable(where).to_pyarrow_table().to_pylist()
 
     def multiset(self, table: str) -> Counter:
         return Counter(tuple(sorted(r.items())) for r in self.rows(table))
 
 
+def s3_options() -> dict[str, str]:
+    """delta-rs's storage options from the standard AWS variables of this process."""
+    names = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
+    return {n: os.environ[n] for n in names if n in os.environ} | {"AWS_ALLOW_HTTP": "true"}
+
+
+def assert_matches_reference(env: PipelineEnv, landing: Path, days: list[date]) -> None:
+    """raw, quarantine, staging and the fact of ``days`` as the pipeline built them in ``env``'s
+    lake equal the reference implementation's on the local copy of the landing zone."""
+    reference = Reference(landing, env.settings.max_lateness_days)
+    arrivals = [
+        d
+        for d in reference.arrival_dates
+        if days[0] <= d <= days[-1] + timedelta(days=env.settings.max_lateness_days)
+    ]
+    expected = reference.expected(arrivals)
+    assert Counter(
+        (r["arrival_date"], r["source_file"], r["line_number"], r["payload"])
+        for r in env.rows("raw/orders")
+    ) == Counter(
+        (r.arrival_date, r.source_file, r.line_number, r.payload) for r in expected.raw_orders
+    )
+    assert Counter(
+        (r["arrival_date"], r["source_file"], r["line_number"], r["reason"])
+        for r in env.rows("quarantine/orders")
+    ) == Counter(
+        (q.arrival_date, q.source_file, q.line_number, q.reason) for q in expected.quarantine
+    )
+
+    staging, held = reference.staging(days)
+    assert held == set()
+    assert sorted(
+        (
+            r["event_date"],
+            r["order_id"],
+            r["status"],
+            r["amount"],
+            r["currency"],
+            r["country"],
+            r["usd_per_unit"],
+            r["amount_usd"],
+            r["updated_at"].replace(tzinfo=None),
+        )
+        for r in env.rows("staging/orders")
+    ) == sorted(
+        (
+            s.event_date,
+            s.order_id,
+            s.status,
+            s.amount,
+            s.currency,
+            s.country,
+            s.usd_per_unit,
+            s.amount_usd,
+            s.updated_at.replace(tzinfo=None),
+        )
+        for s in staging
+    )
+    assert (
+        sorted(tuple(r.values()) for r in env.rows("fact/daily_revenue"))
+        == sorted(
+            (
+                f.event_date,
+                f.country,
+                f.orders,
+                f.placed_orders,
+                f.paid_orders,
+                f.cancelled_orders,
+                f.revenue_usd,
+            )
+            for f in reference.fact(days)
+        )
+        and staging
+    )
+
+
 @contextlib.contextmanager
-def pipeline_env(root: Path, start_date: str = "2023-12-20", lateness: int = 7):
-    """Point the pipeline's environment at ``root`` and open a Dagster instance there."""
+def pipeline_env(
+    root: Path,
+    start_date: str = "2023-12-20",
+    lateness: int = 7,
+    landing: str | None = None,
+    lake: str | None = None,
+):
+    """Point the pipeline's environment at ``root`` (or the landing zone and lake at the
+    locations given, such as ``s3://`` ones) and open a Dagster instance there."""
     env = {
-        "BACKFILL_LANDING_DIR": str(root / "landing"),
-        "BACKFILL_LAKE_DIR": str(root / "lake"),
+        "BACKFILL_LANDING_DIR": landing or str(root / "landing"),
+        "BACKFILL_LAKE_DIR": lake or str(root / "lake"),
         "BACKFILL_START_DATE": start_date,
         "BACKFILL_MAX_LATENESS_DAYS": str(lateness),
         "DAGSTER_HOME": str(root / "dagster_home"),

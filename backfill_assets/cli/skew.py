@@ -9,6 +9,7 @@ NULL bucket."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 from backfill_assets.catalog import ORDERS_DATASET, RAW_ORDERS_TABLE
 from backfill_assets.days import days_between
 from backfill_assets.lake import Lake
-from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.layout import join, list_landing_files, open_landed
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.skew import KeyShare, shares
 
@@ -98,9 +99,8 @@ def _from_landing(
     counts: dict[str, Counter[object]] = {key: Counter() for key in KEYS}
     read = 0
     for f in files:
-        with open(
-            settings.landing_dir / f.relative_path, encoding="utf-8", errors="replace"
-        ) as handle:
+        landed = open_landed(join(settings.landing_dir, f.relative_path))
+        with io.TextIOWrapper(landed, encoding="utf-8", errors="replace") as handle:
             for n, line in enumerate(handle):
                 if n >= per_file:
                     break

@@ -29,7 +29,7 @@ from backfill_assets.days import days_between
 from backfill_assets.event_days.outcomes import missing_window_files, staging_outcomes
 from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake, LakeTableMissing
-from backfill_assets.landing.layout import DATASETS, has_records, list_landing_files
+from backfill_assets.landing.layout import DATASETS, has_records, join, list_landing_files
 from backfill_assets.publishing.publication import CheckOutcome, held_days
 from backfill_assets.settings import QualitySettings, Settings
 from backfill_assets.transforms import schemas
@@ -139,7 +139,7 @@ def _landed_and_read(
         (f.partition, f.relative_path)
         for f in list_landing_files(settings.landing_dir, dataset, dates)
         if (f.partition, f.relative_path) in read
-        or has_records(settings.landing_dir / f.relative_path, ds)
+        or has_records(join(settings.landing_dir, f.relative_path), ds)
     }
     return landed, read
 

@@ -101,12 +101,15 @@ class S3Storage:
         return _boto_client(self.settings)
 
     def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def read_bytes(self, path: str) -> bytes:
+        """FileNotFoundError when there is no object at ``path``."""
         bucket, key = split(path)
         try:
-            body = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            return bytes(self.client.get_object(Bucket=bucket, Key=key)["Body"].read())
         except Exception as exc:
             raise _not_found_or(exc, path) from None
-        return body.decode("utf-8")
 
     def put(self, path: str, data: bytes, create: bool) -> None:
         """One PUT; ``create``: only when no object is at ``path`` (FileExistsError if one is)."""
@@ -120,18 +123,27 @@ class S3Storage:
             raise _os_error(exc, path) from None
 
     def list_names(self, folder: str) -> list[str]:
+        return [name for name, _ in self.list_folder(folder)[1]]
+
+    def list_folder(self, folder: str) -> tuple[list[str], list[tuple[str, int]]]:
+        """What is directly under ``folder``: the names of its sub-folders (the key prefixes one
+        level down) and of its objects with their sizes; nothing when there is nothing."""
         bucket, prefix = split(folder)
         prefix = prefix.rstrip("/") + "/" if prefix else ""
-        names = []
+        folders: list[str] = []
+        files: list[tuple[str, int]] = []
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=bucket, Prefix=prefix, Delimiter="/"
             )
             for page in pages:
-                names += [o["Key"][len(prefix) :] for o in page.get("Contents", [])]
+                folders += [
+                    p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])
+                ]
+                files += [(o["Key"][len(prefix) :], o["Size"]) for o in page.get("Contents", [])]
         except Exception as exc:
             raise _os_error(exc, folder) from None
-        return names
+        return folders, files
 
     def exists(self, path: str) -> bool:
         bucket, key = split(path)

@@ -5,18 +5,26 @@ the generator all name folders and files through here. No Spark, no Dagster.
 ``<landing>/fx_rates/rate_date=YYYY-MM-DD/<name>.csv`` (docs/contract.md). A file whose name
 starts with ``_`` or ``.`` is still being written and is not there yet. A symbolic link that
 leads outside the landing root is not part of the zone: nothing outside the root is read.
+
+The root is a local folder or an ``s3://bucket/prefix`` location, reached through the lake's
+``storage``: on S3 a folder is a key prefix, listed one level at a time.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import BinaryIO
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
+
+Root = str | os.PathLike[str]  # a local folder, or s3://bucket/prefix
 
 
 @dataclass(frozen=True)
@@ -86,12 +94,27 @@ def leads_outside(path: str | os.PathLike, landing_root: str | os.PathLike) -> b
     )
 
 
-def has_records(path: str | Path, ds: Dataset) -> bool:
+def join(root: Root, relative: str) -> str:
+    """The location of ``relative`` (a ``LandingFile.relative_path``) under the landing root."""
+    text = os.fspath(root)
+    return f"{text.rstrip('/')}/{relative}" if is_s3(text) else os.path.join(text, relative)
+
+
+def open_landed(location: Root) -> BinaryIO:
+    """A landed file's bytes (at ``join(root, relative)``), to read once; on S3 the object is
+    fetched whole."""
+    storage = storage_for(location)
+    if isinstance(storage, S3Storage):
+        return io.BytesIO(storage.read_bytes(os.fspath(location)))
+    return open(location, "rb")
+
+
+def has_records(location: Root, ds: Dataset) -> bool:
     """Whether a landed file of ``ds`` gives raw at least one row: a line (split on ``\\n``, one
     trailing ``\\r`` dropped) that is not only whitespace, and for rates not the header. A file
     of zero records is allowed, and adds no row anywhere."""
     first = True
-    with open(path, "rb") as src:
+    with open_landed(location) as src:
         for raw in src:
             line = raw.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
             if not line or line.isspace():
@@ -102,9 +125,14 @@ def has_records(path: str | Path, ds: Dataset) -> bool:
     return False
 
 
-def landed_partitions(landing_root: str | Path, name: str) -> list[date]:
-    """Dates whose partition folder exists (an empty folder is a landed day with no data)."""
+def landed_partitions(landing_root: Root, name: str) -> list[date]:
+    """Dates whose partition folder exists (an empty folder is a landed day with no data; on S3,
+    where a folder is only a prefix, a day with at least one object)."""
     ds = dataset(name)
+    storage = storage_for(landing_root)
+    if isinstance(storage, S3Storage):
+        folders = storage.list_folder(join(landing_root, ds.name))[0]
+        return sorted(d for d in {folder_day(f, ds) for f in folders} if d is not None)
     base = Path(landing_root) / ds.name
     if not base.is_dir():
         return []
@@ -118,11 +146,12 @@ def landed_partitions(landing_root: str | Path, name: str) -> list[date]:
     return sorted(d for d in found if d is not None)
 
 
-def list_landing_files(
-    landing_root: str | Path, name: str, dates: Iterable[date]
-) -> list[LandingFile]:
+def list_landing_files(landing_root: Root, name: str, dates: Iterable[date]) -> list[LandingFile]:
     """The complete files of dataset ``name`` landed on ``dates``, sorted by (partition, path)."""
     ds = dataset(name)
+    storage = storage_for(landing_root)
+    if isinstance(storage, S3Storage):
+        return _list_s3(storage, landing_root, ds, dates)
     root = Path(landing_root)
     files: list[LandingFile] = []
     for day in sorted(set(dates)):
@@ -133,4 +162,17 @@ def list_landing_files(
             if is_complete(child.name, ds) and child.is_file() and not leads_outside(child, root):
                 relative = f"{ds.relative_folder(day)}/{child.name}"
                 files.append(LandingFile(day, relative, child.stat().st_size))
+    return sorted(files, key=lambda f: (f.partition, f.relative_path))
+
+
+def _list_s3(
+    storage: S3Storage, landing_root: Root, ds: Dataset, dates: Iterable[date]
+) -> list[LandingFile]:
+    """``list_landing_files`` on S3: one listing per day's prefix (its objects, not deeper)."""
+    files = []
+    for day in sorted(set(dates)):
+        folder = ds.relative_folder(day)
+        for child, size in storage.list_folder(join(landing_root, folder))[1]:
+            if is_complete(child, ds):
+                files.append(LandingFile(day, f"{folder}/{child}", size))
     return sorted(files, key=lambda f: (f.partition, f.relative_path))

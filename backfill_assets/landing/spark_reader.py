@@ -8,15 +8,23 @@ position of the line in its file. Which files exist is ``layout``'s business.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, is_s3, storage_for
 from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
+from backfill_assets.settings import S3Settings
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS, UTF8_COLUMN
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Whitespace as Python's str.isspace() knows it (Java's \s alone misses NBSP and friends).
 _BLANK_LINE = (
@@ -60,21 +68,63 @@ def _not_utf8_positions(text: Column) -> Column:
 
 
 def _read_texts(
-    spark: SparkSession, root: Path, files: list[LandingFile], suffix: str
+    spark: SparkSession, landing_root: str | Path, files: list[LandingFile], suffix: str
 ) -> DataFrame:
-    """The whole text of each file's folder's ``*suffix`` files, with the path of each.
+    """(source_file, value): the whole text of each file's folder's ``*suffix`` files, with the
+    path of each relative to the landing root.
 
     Spark is given the partition folders, not the files: listing thousands of
     file paths makes it start a distributed listing job far slower than the
     read itself. Files the listing did not select are dropped later by a join.
     """
+    if is_s3(landing_root):
+        return _read_s3_texts(spark, os.fspath(landing_root), files)
+    root = Path(landing_root).absolute()
     folders = sorted({str(root / PurePosixPath(f.relative_path).parent) for f in files})
     paths = [_GLOB_CHARS.sub(r"\\\1", folder) for folder in folders]
     # recursiveFileLookup: a stray sub-folder named like `x=1` must not turn into a
     # partition column (or a "conflicting directory structures" failure).
-    return spark.read.text(
+    texts = spark.read.text(
         paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
     )
+    return texts.select(_relative_path_of_input().alias("source_file"), "value")
+
+
+def _read_s3_texts(spark: SparkSession, root: str, files: list[LandingFile]) -> DataFrame:
+    """``_read_texts`` on S3, without Hadoop's s3a jars: each task fetches its files' objects
+    with pyarrow (as ``lake/s3_files.py`` reads the lake's), one row per file. The bytes become
+    the text as Spark's text reader gives them: cast, not decoded, so bytes that are not UTF-8
+    stay as they landed for ``_not_utf8_positions``."""
+    storage = storage_for(root)
+    if not isinstance(storage, S3Storage):
+        raise ValueError(f"{root} is not on S3")
+    tasks = max(1, min(len(files), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
+    listing = spark.createDataFrame([(f.relative_path,) for f in files], "source_file string")
+    texts = listing.repartition(tasks).mapInArrow(
+        _FetchTexts(root, storage.settings), "source_file string, value binary"
+    )
+    return texts.select("source_file", F.col("value").cast("string").alias("value"))
+
+
+class _FetchTexts:
+    """The mapInArrow function of ``_read_s3_texts``: the bytes of its rows' objects."""
+
+    def __init__(self, root: str, s3: S3Settings) -> None:
+        self.root, self.s3 = root, s3
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        filesystem = arrow_s3(self.s3)
+        base = self.root.removeprefix(S3_SCHEME).rstrip("/")
+        for listing in batches:
+            for relative in listing.column("source_file").to_pylist():
+                with filesystem.open_input_stream(f"{base}/{relative}") as source:
+                    data = source.read()
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([relative]), pa.array([data], pa.binary())],
+                    names=["source_file", "value"],
+                )
 
 
 def _read_lines(
@@ -83,13 +133,12 @@ def _read_lines(
     """Every non-blank line of ``files``: (partition, source_file, line_number, line, utf8,
     is_first, first_line), the last two about the file's first non-blank line. ``utf8`` is
     False for a line whose bytes are not UTF-8: ``line`` shows them as U+FFFD."""
-    root = Path(landing_root).absolute()
     catalog = spark.createDataFrame(
         [(f.relative_path, f.partition) for f in files],
         "source_file string, partition date",
     )
-    texts = _read_texts(spark, root, files, suffix).select(
-        _relative_path_of_input().alias("source_file"),
+    texts = _read_texts(spark, landing_root, files, suffix).select(
+        "source_file",
         F.transform(
             F.split(F.col("value"), "\n", -1), lambda line: F.regexp_replace(line, r"\r\z", "")
         ).alias("lines"),
