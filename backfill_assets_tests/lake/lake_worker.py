@@ -16,7 +16,7 @@ import sys
 def main(spec_path: str) -> None:
     from backfill_assets.lake import CommitInfo, Lake
     from backfill_assets.spark_session import build_session, spark_config
-    from backfill_assets_tests.lake.lake_support import FAST_JVM_CONF
+    from backfill_assets_tests.lake.lake_support import FAST_JVM_OPTION
 
     with open(spec_path) as handle:
         spec = json.load(handle)
@@ -27,7 +27,7 @@ def main(spec_path: str) -> None:
         driver_memory="768m",
         lake_engine=engine,
     )
-    conf.update(FAST_JVM_CONF)
+    conf["spark.driver.extraJavaOptions"] += f" {FAST_JVM_OPTION}"
     conf.update(spec.get("conf", {}))
     spark = build_session(conf)
     spark.sparkContext.setLogLevel("ERROR")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from backfill_assets_tests.lake.lake_support import FAST_JVM_CONF, kill_group, log_tail, start
+from backfill_assets_tests.lake.lake_support import kill_group, log_tail, start
 from backfill_assets_tests.spark_servers import standalone_cluster
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,6 @@ def test_cluster_write_and_read_through_lake(cluster, tmp_path):
                 "jobs": jobs,
                 "results": str(tmp_path / "out"),
                 "conf": {
-                    **FAST_JVM_CONF,
                     "spark.driver.host": "127.0.0.1",
                     "spark.driver.bindAddress": "127.0.0.1",
                     "spark.executor.memory": "1g",
