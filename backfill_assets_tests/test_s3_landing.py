@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import date
+import time
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,13 @@ from backfill_assets.landing.layout import (
 )
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.settings import Settings
+from backfill_assets_tests.automation.landing_files import (
+    arrival_folder,
+    order,
+    write_orders,
+    write_rates,
+)
+from backfill_assets_tests.automation.test_late_data import D, raw, tick
 from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
 
 ORDER = '{"order_id":"o%d","customer_id":"c","status":"placed","amount":"1.00","currency":"EUR"}'
@@ -160,3 +168,58 @@ def test_a_backfill_with_landing_and_lake_on_s3_matches_the_reference(
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert not (tmp_path / "lake").exists()
         assert_matches_reference(env, local, [start, end])
+
+
+def put(local: Path, server, remote: str, *paths: Path) -> None:
+    """Puts the given files of the local landing zone at the same place under ``remote``."""
+    bucket, _, prefix = remote.removeprefix("s3://").partition("/")
+    for path in paths:
+        key = f"{prefix}/{path.relative_to(local).as_posix()}"
+        server.client().put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+
+
+def test_late_data_detection_on_s3_requests_what_it_requests_on_disk(
+    tmp_path, s3_server, s3_bucket
+):
+    """The sensor's detection, cold and then warm, over the same files on disk and on S3: the
+    same raw runs and event days (S3 stamps files to the second, so the new files come a
+    second after the first look)."""
+    local, remote = tmp_path / "landing", f"s3://{s3_bucket}/landing"
+    landed = [
+        write_orders(local, D("2024-01-10"), "a.jsonl", [order("1", "2024-01-09T10:00:00Z")]),
+        write_orders(local, D("2024-01-12"), "a.jsonl", [order("2", "2024-01-12T10:00:00Z")]),
+        write_rates(local, D("2024-01-05"), "a.csv", {"EUR": "1.08"}),
+        write_rates(local, D("2024-01-08"), "a.csv", {"EUR": "1.09"}),
+    ]
+    in_flight = arrival_folder(local, D("2024-01-12")) / "_b.jsonl"
+    in_flight.write_text(order("9", "2024-01-03T10:00:00Z") + "\n")
+    put(local, s3_server, remote, *landed, in_flight)
+
+    def both(cursors, **kw):
+        return [
+            tick(root, cursor, **kw) for root, cursor in zip((local, remote), cursors, strict=True)
+        ]
+
+    def seen(detection):
+        days = detection.group.days if detection.group else ()
+        return raw(detection), days, detection.cursor.counts
+
+    cold = both([None, None], built={D("2024-01-10")})
+    assert seen(cold[1]) == seen(cold[0])
+    assert raw(cold[1]) == [
+        ("raw_orders", D("2024-01-12"), D("2024-01-12")),
+        ("raw_fx_rates", D("2024-01-05"), D("2024-01-08")),
+    ]
+    time.sleep(1.1)
+    new = [
+        write_orders(local, D("2024-01-12"), "c.jsonl", [order("4", "2024-01-10T05:00:00Z")]),
+        write_rates(local, D("2024-01-08"), "b.csv", {"GBP": "1.27"}),
+    ]
+    put(local, s3_server, remote, *new)
+    warm = both([d.cursor for d in cold])
+    assert seen(warm[1]) == seen(warm[0])
+    # the rate sets GBP for its date and the 7 days after (no later GBP rate); the order's
+    # event day is among them; the files seen at the first look are not read again
+    assert warm[1].group is not None
+    assert warm[1].group.days == tuple(D("2024-01-08") + timedelta(days=i) for i in range(8))
+    assert "a.jsonl" not in warm[1].group.why and "a.csv" not in warm[1].group.why

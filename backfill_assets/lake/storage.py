@@ -22,7 +22,7 @@ import functools
 import os
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.preflight import check_s3
@@ -89,6 +89,14 @@ class LocalStorage:
         pass
 
 
+class S3Object(NamedTuple):
+    """A listed object: its key relative to the folder listed, its size, when it was written."""
+
+    name: str
+    size: int
+    modified_ns: int  # S3's LastModified: when the PUT completed, on the server's clock
+
+
 @dataclass(frozen=True)
 class S3Storage:
     """Objects in S3 (or a server speaking its API), reached as ``S3Settings`` says."""
@@ -123,27 +131,41 @@ class S3Storage:
             raise _os_error(exc, path) from None
 
     def list_names(self, folder: str) -> list[str]:
-        return [name for name, _ in self.list_folder(folder)[1]]
+        return [o.name for o in self.list_folder(folder)[1]]
 
-    def list_folder(self, folder: str) -> tuple[list[str], list[tuple[str, int]]]:
+    def list_folder(self, folder: str) -> tuple[list[str], list[S3Object]]:
         """What is directly under ``folder``: the names of its sub-folders (the key prefixes one
-        level down) and of its objects with their sizes; nothing when there is nothing."""
+        level down) and its objects, named relative to it; nothing when there is nothing."""
+        return self._list(folder, "/")
+
+    def list_tree(self, folder: str) -> list[S3Object]:
+        """Every object under ``folder``, at any depth, named relative to it."""
+        return self._list(folder, "")[1]
+
+    def _list(self, folder: str, delimiter: str) -> tuple[list[str], list[S3Object]]:
         bucket, prefix = split(folder)
         prefix = prefix.rstrip("/") + "/" if prefix else ""
         folders: list[str] = []
-        files: list[tuple[str, int]] = []
+        objects: list[S3Object] = []
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=bucket, Prefix=prefix, Delimiter="/"
+                Bucket=bucket, Prefix=prefix, Delimiter=delimiter
             )
             for page in pages:
                 folders += [
                     p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])
                 ]
-                files += [(o["Key"][len(prefix) :], o["Size"]) for o in page.get("Contents", [])]
+                objects += [
+                    S3Object(
+                        o["Key"][len(prefix) :],
+                        o["Size"],
+                        int(o["LastModified"].timestamp() * 1_000_000) * 1000,
+                    )
+                    for o in page.get("Contents", [])
+                ]
         except Exception as exc:
             raise _os_error(exc, folder) from None
-        return folders, files
+        return folders, objects
 
     def exists(self, path: str) -> bool:
         bucket, key = split(path)

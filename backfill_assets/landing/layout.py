@@ -172,7 +172,7 @@ def _list_s3(
     files = []
     for day in sorted(set(dates)):
         folder = ds.relative_folder(day)
-        for child, size in storage.list_folder(join(landing_root, folder))[1]:
-            if is_complete(child, ds):
-                files.append(LandingFile(day, f"{folder}/{child}", size))
+        for child in storage.list_folder(join(landing_root, folder))[1]:
+            if is_complete(child.name, ds):
+                files.append(LandingFile(day, f"{folder}/{child.name}", child.size))
     return sorted(files, key=lambda f: (f.partition, f.relative_path))

@@ -25,7 +25,6 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
-from pathlib import Path
 
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
@@ -34,7 +33,7 @@ from backfill_assets.catalog import (
     RAW_STEP_OF_DATASET,
 )
 from backfill_assets.days import days_between, rate_partition
-from backfill_assets.landing.layout import DATASETS
+from backfill_assets.landing.layout import DATASETS, Root, join
 from backfill_assets.late_data.cursor import LandingCursor, PendingGroup, day_ranges
 from backfill_assets.late_data.effects import RateFolders, order_file_effect, rate_effects
 from backfill_assets.late_data.scan import FolderScan, scan_dataset
@@ -108,10 +107,10 @@ def _window(
     return tuple(d for d in days if d >= first)
 
 
-def _order_findings(root: Path, folder: FolderScan, first: date, lateness: int) -> list[Finding]:
+def _order_findings(root: Root, folder: FolderScan, first: date, lateness: int) -> list[Finding]:
     found = []
     for file in folder.new:
-        effect = order_file_effect(root / file.path, folder.day, first, lateness)
+        effect = order_file_effect(join(root, file.path), folder.day, first, lateness)
         late = (
             f", {effect.too_late} record(s) beyond the lateness window" if effect.too_late else ""
         )
@@ -133,7 +132,7 @@ def _rate_findings(
 
 
 def _folder_findings(
-    root: Path,
+    root: Root,
     folder: FolderScan,
     whole: bool,
     first: date,
@@ -191,7 +190,7 @@ def _since_build(folder: FolderScan, built_ns: int) -> FolderScan | None:
 
 
 def detect(
-    root: str | Path,
+    root: Root,
     first: date,
     last: date,
     lateness: int,
@@ -211,7 +210,6 @@ def detect(
     are the settings' windows (days). Every folder's files are counted when the cursor's last
     full count is ``recount_ns`` old or more (0: on every detection).
     """
-    root = Path(root)
     cold = cursor is None
     hw_old = 0 if cursor is None else cursor.high_water_ns
     hw_new = max(now_ns - settle_ns, hw_old)

@@ -20,10 +20,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 from backfill_assets.catalog import FX_RATES_DATASET
-from backfill_assets.landing.layout import DATASETS, FX_HEADER
+from backfill_assets.landing.layout import DATASETS, FX_HEADER, Root, join, open_landed
 from backfill_assets.late_data.scan import LandedFile, complete_files
 
 _TIMESTAMP = re.compile(
@@ -57,14 +56,15 @@ def event_date(text: object) -> date | None:
         return None
 
 
-def _lines(path: Path) -> Iterable[str]:
-    text = path.read_bytes().decode("utf-8", errors="replace")
+def _lines(path: Root) -> Iterable[str]:
+    with open_landed(path) as src:
+        text = src.read().decode("utf-8", errors="replace")
     for line in text.split("\n"):
         if line.strip():
             yield line.removesuffix("\r")
 
 
-def order_file_effect(path: Path, arrival: date, first: date, lateness: int) -> OrderEffect:
+def order_file_effect(path: Root, arrival: date, first: date, lateness: int) -> OrderEffect:
     """The event days (from ``first``, within ``lateness`` of ``arrival``) its records carry."""
     days: set[date] = set()
     too_late = 0
@@ -83,7 +83,7 @@ def order_file_effect(path: Path, arrival: date, first: date, lateness: int) -> 
     return OrderEffect(frozenset(days), too_late)
 
 
-def rate_file_currencies(path: Path) -> set[str]:
+def rate_file_currencies(path: Root) -> set[str]:
     """The currencies a rate file lists validly (USD, always 1, excepted)."""
     lines = list(_lines(path))
     if not lines or lines[0] != FX_HEADER:
@@ -106,8 +106,8 @@ class RateFolders:
     """The currencies each rate file lists, read once per detection; a rate listed at R is the
     rate of R .. R + ``max_age_days`` (the contract's as-of window, from ``Settings``)."""
 
-    def __init__(self, root: str | Path, max_age_days: int) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Root, max_age_days: int) -> None:
+        self.root = root
         self.max_age_days = max_age_days
         self._files: dict[date, list[LandedFile]] = {}
         self._listed: dict[str, set[str]] = {}
@@ -115,15 +115,12 @@ class RateFolders:
     def files(self, day: date) -> list[LandedFile]:
         if day not in self._files:
             ds = DATASETS[FX_RATES_DATASET]
-            folder = self.root / ds.relative_folder(day)
-            self._files[day] = (
-                complete_files(self.root, ds.relative_folder(day), ds) if folder.is_dir() else []
-            )
+            self._files[day] = complete_files(self.root, ds.relative_folder(day), ds)
         return self._files[day]
 
     def listed(self, file: LandedFile) -> set[str]:
         if file.path not in self._listed:
-            self._listed[file.path] = rate_file_currencies(self.root / file.path)
+            self._listed[file.path] = rate_file_currencies(join(self.root, file.path))
         return self._listed[file.path]
 
     def lists(self, day: date, currency: str) -> bool:

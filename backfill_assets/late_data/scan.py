@@ -1,4 +1,5 @@
-"""What is new in the landing zone since the cursor: ``os.scandir`` and ``stat``, no Spark.
+"""What is new in the landing zone since the cursor: ``os.scandir`` and ``stat``, no Spark (on
+S3 a listing of the dataset's objects: see ``_scan_s3``).
 
 The clock used is each entry's change time (``st_ctime_ns``), not its modification time:
 the kernel sets it when a file is created or renamed into place, and no copy tool can
@@ -35,7 +36,16 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from backfill_assets.landing.layout import Dataset, dataset, folder_day, is_complete, leads_outside
+from backfill_assets.lake.storage import S3Storage, storage_for
+from backfill_assets.landing.layout import (
+    Dataset,
+    Root,
+    dataset,
+    folder_day,
+    is_complete,
+    join,
+    leads_outside,
+)
 
 _CLOCK_REALTIME_COARSE = 5  # <linux/time.h>; Python does not name it
 
@@ -78,12 +88,17 @@ def clock_ns() -> int:
     return time.time_ns()
 
 
-def complete_files(root: str | Path, relative: str, ds: Dataset) -> list[LandedFile]:
-    """The complete files of the folder ``relative`` to the landing root, by name; in-flight
-    ``_``/``.`` files are not there yet, links leading outside the root are not there at all."""
+def complete_files(root: Root, relative: str, ds: Dataset) -> list[LandedFile]:
+    """The complete files of the folder ``relative`` to the landing root, by name (none when it
+    does not exist); in-flight ``_``/``.`` files are not there yet, links leading outside the
+    root are not there at all."""
+    storage = storage_for(root)
+    if isinstance(storage, S3Storage):
+        listed = storage.list_folder(join(root, relative))[1]
+        return _complete([(f"{relative}/{o.name}", o.modified_ns) for o in listed], ds)
     found = []
     folder = Path(root) / relative
-    if leads_outside(folder, root):
+    if not folder.is_dir() or leads_outside(folder, root):
         return []
     with os.scandir(folder) as entries:
         for entry in entries:
@@ -112,7 +127,7 @@ def _changes(
 
 
 def scan_dataset(
-    root: str | Path,
+    root: Root,
     name: str,
     first: date,
     last: date,
@@ -128,6 +143,9 @@ def scan_dataset(
     ``recount``, known folders are listed and counted whatever their change time.
     """
     ds = dataset(name)
+    storage = storage_for(root)
+    if isinstance(storage, S3Storage):
+        return _scan_s3(storage, root, ds, first, last, previous, hw_old, hw_new)
     counts: dict[date, int] = {}
     changed: list[FolderScan] = []
     try:
@@ -156,3 +174,55 @@ def scan_dataset(
             if new or how in ("first look", "new folder"):  # an empty folder is a landed day too
                 changed.append(FolderScan(ds.name, day, tuple(files), tuple(new), how, stamp))
     return DatasetScan(sorted(changed, key=lambda c: c.day), counts)
+
+
+def _complete(objects: list[tuple[str, int]], ds: Dataset) -> list[LandedFile]:
+    """The complete files among (path relative to the root, stamp) objects, by path."""
+    found = [
+        LandedFile(path, stamp)
+        for path, stamp in objects
+        if is_complete(path.rsplit("/", 1)[-1], ds)
+    ]
+    return sorted(found, key=lambda f: f.path)
+
+
+def _scan_s3(
+    storage: S3Storage,
+    root: Root,
+    ds: Dataset,
+    first: date,
+    last: date,
+    previous: dict[date, int] | None,
+    hw_old: int,
+    hw_new: int,
+) -> DatasetScan:
+    """``scan_dataset`` on S3, where a folder is a key prefix with no time of its own: one
+    listing of the dataset's every object, which is a full count on every tick. A file's stamp
+    is its ``LastModified``, set by the server when its upload completed (an upload lands whole
+    or not at all, so no file is in flight on S3 but those named ``_``/``.``). A folder's stamp
+    is its newest object's; a folder is there once one object is under it."""
+    by_folder: dict[str, list[tuple[str, int]]] = {}
+    for obj in storage.list_tree(join(root, ds.name)):
+        folder, _, rest = obj.name.partition("/")
+        day = folder_day(folder, ds)
+        if day is None or not first <= day <= last:
+            continue
+        objects = by_folder.setdefault(folder, [])
+        if rest and "/" not in rest:  # a file of the folder; not a deeper one, not a marker
+            objects.append((f"{ds.name}/{obj.name}", obj.modified_ns))
+        else:
+            objects.append(("", obj.modified_ns))  # stamps the folder only
+    counts: dict[date, int] = {}
+    changed: list[FolderScan] = []
+    for folder, objects in sorted(by_folder.items()):
+        day = folder_day(folder, ds)
+        assert day is not None
+        stamp = max(s for _, s in objects)
+        known = previous.get(day) if previous is not None else None
+        if known is None and stamp >= hw_new:
+            continue  # still settling: taken as a whole by a later tick
+        files = _complete([(p, s) for p, s in objects if p], ds)
+        counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
+        if new or how in ("first look", "new folder"):
+            changed.append(FolderScan(ds.name, day, tuple(files), tuple(new), how, stamp))
+    return DatasetScan(changed, counts)
