@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import tempfile
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -18,7 +19,15 @@ from pathlib import Path
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
 from backfill_assets.days import days_between
-from backfill_assets.landing.layout import DATASETS, FX_HEADER
+from backfill_assets.lake.storage import is_s3
+from backfill_assets.landing.layout import (
+    DATASETS,
+    FX_HEADER,
+    join,
+    list_landing_files,
+    open_landed,
+    put_landed,
+)
 
 _DAY_MS = 86_400_000
 _HOUR_MS = 3_600_000
@@ -370,6 +379,21 @@ def generate_feed(
         raise ValueError("hot_customer_share must be in [0, 1)")
     if last_arrival is not None and last_arrival < end:
         raise ValueError("last_arrival must not be before end: every event day lands on its day")
+    if is_s3(landing_root):  # written here, then landed object by object
+        with tempfile.TemporaryDirectory(prefix="feed-") as folder:
+            summary = generate_feed(
+                folder,
+                start,
+                end,
+                orders_per_day,
+                seed,
+                max_lateness_days,
+                last_arrival,
+                hot_customer_share,
+            )
+            for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+                put_landed(landing_root, path.relative_to(folder).as_posix(), path.read_bytes())
+            return summary
     root = Path(landing_root)
     days = days_between(start, end)
     files, records, rejected = _order_days(
@@ -402,7 +426,8 @@ def remove_rates(
     return removed
 
 
-RESTATED_FILE = "fx-rates-9-restated-{n}.csv"  # sorts after the day's other files, so it wins
+RESTATED_PREFIX = "fx-rates-9-restated-"
+RESTATED_FILE = RESTATED_PREFIX + "{n}.csv"  # sorts after the day's other files, so it wins
 
 
 def restate_rates(
@@ -412,20 +437,24 @@ def restate_rates(
     a new file (landed beside the originals, which are never changed) with its rate times
     ``factor``. Returns the files written."""
     written = 0
-    for folder in sorted((Path(landing_root) / "fx_rates").glob("rate_date=*")):
-        if not start.isoformat() <= folder.name.split("=", 1)[1] <= end.isoformat():
-            continue
+    ds = DATASETS[FX_RATES_DATASET]
+    by_day: dict[date, list[str]] = {}
+    for f in list_landing_files(landing_root, FX_RATES_DATASET, days_between(start, end)):
+        by_day.setdefault(f.partition, []).append(f.relative_path)
+    for day, paths in sorted(by_day.items()):
         rate = None
-        for path in sorted(folder.glob("*.csv")):
-            for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        for relative in paths:  # sorted by name: the last file listing the currency wins
+            with open_landed(join(landing_root, relative)) as src:
+                text = src.read().decode("utf-8")
+            for line in text.splitlines()[1:]:
                 cur, _, value = line.partition(",")
                 if cur == currency:
                     rate = Decimal(value)
         if rate is not None:
             restated = (rate * factor).quantize(Decimal("0.00000001"))
-            n = 1 + sum(1 for _ in folder.glob(RESTATED_FILE.format(n="*")))
-            (folder / RESTATED_FILE.format(n=n)).write_text(
-                f"{FX_HEADER}\n{currency},{restated}\n", encoding="utf-8"
-            )
+            taken = sum(1 for p in paths if p.rsplit("/", 1)[1].startswith(RESTATED_PREFIX))
+            name = RESTATED_FILE.format(n=taken + 1)
+            data = f"{FX_HEADER}\n{currency},{restated}\n".encode()
+            put_landed(landing_root, f"{ds.relative_folder(day)}/{name}", data)
             written += 1
     return written

@@ -33,9 +33,9 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """One SeaweedFS S3 server for the session (``s3_server.py``); skipped, with the reason,
+    """One SeaweedFS S3 server for the session (``local_s3.py``); skipped, with the reason,
     only where its binary cannot run."""
-    from backfill_assets_tests.s3_server import S3Server, binary_problem
+    from backfill_assets.local_s3 import S3Server, binary_problem
 
     problem = binary_problem()
     if problem:

@@ -4,6 +4,8 @@ decide."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -162,3 +164,54 @@ def test_the_cli_run_directly_and_make_ui_see_the_first_partition_the_demo_recor
     assert first_partitions(BACKFILL_START_DATE="2025-05-05") == ("2025-05-05", "2025-05-05")
     (root / "home" / "backfill_start_date").unlink()
     assert first_partitions() == ("2024-01-01", "2024-01-01")  # no demo yet: the default
+
+
+def test_the_demo_on_s3_lands_and_backfills_on_a_server_of_its_own(tmp_path, monkeypatch):
+    """`demo --storage s3`: nothing on the local disk but the server's data and Dagster's
+    instance; a server started again on that data serves the landed feed and raw tables equal
+    to the reference's on the same files."""
+    from deltalake import DeltaTable
+
+    from backfill_assets.local_s3 import S3Server, binary_problem
+    from backfill_assets_tests.reference import Reference
+
+    if binary_problem():
+        pytest.skip(binary_problem())
+    env = {
+        "BACKFILL_LANDING_DIR": str(tmp_path / "landing"),
+        "BACKFILL_LAKE_DIR": str(tmp_path / "lake"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "BACKFILL_START_DATE": "",
+    }
+    command = [sys.executable, "-m", "backfill_assets.cli", "demo", "--storage", "s3"]
+    command += ["--days", "3", "--orders-per-day", "5", "--no-correction"]
+    done = subprocess.run(
+        command, env={**os.environ, **env}, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not (tmp_path / "landing").exists() and not (tmp_path / "lake").exists()
+    config = json.loads(next((tmp_path / "s3").glob("*/s3.json")).read_text())
+    secret = config["identities"][0]["credentials"][0]["secretKey"]
+    assert secret not in done.stdout + done.stderr
+
+    server = S3Server.start(tmp_path / "s3")
+    try:
+        client, local = server.client(), tmp_path / "fetched"
+        for page in client.get_paginator("list_objects_v2").paginate(
+            Bucket="demo", Prefix="landing/"
+        ):
+            for obj in page.get("Contents", []):
+                target = local / obj["Key"].removeprefix("landing/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(client.get_object(Bucket="demo", Key=obj["Key"])["Body"].read())
+        options = {k: v for k, v in server.env().items() if k != "AWS_ALLOW_HTTP"}
+        options["AWS_ALLOW_HTTP"] = "true"
+        raw = DeltaTable("s3://demo/lake/raw/orders", storage_options=options)
+        rows = raw.to_pyarrow_table().to_pylist()
+    finally:
+        server.stop()
+    expected = Reference(local, 7).expected(Reference(local, 7).arrival_dates).raw_orders
+    assert sorted((r["source_file"], r["line_number"], r["payload"]) for r in rows) == sorted(
+        (r.source_file, r.line_number, r.payload) for r in expected
+    )
+    assert len(rows) >= 15

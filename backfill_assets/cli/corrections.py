@@ -97,9 +97,8 @@ def diff(settings: Settings, correction_id: str, report_path: str | None) -> int
     result = diffing.compute(lake, registry.get(lake.location, correction_id))
     diffing.record(lake, result)
     markdown = reporting.render(result)
-    path = report_path or str(lake.root / registry.FOLDER / f"{correction_id}.md")
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(markdown)
+    path = report_path or registry.report_path(lake.location, correction_id)
+    registry.save_report(path, markdown)
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
         events.report_diff(instance, result, markdown)

@@ -98,6 +98,45 @@ def segment_service(settings: Settings) -> Iterator[Settings]:
             os.environ.pop("BACKFILL_SEGMENTS_URL", None)
 
 
+DEMO_BUCKET = "demo"
+
+
+@contextlib.contextmanager
+def local_s3(settings: Settings) -> Iterator[Settings]:
+    """`demo --storage s3`: a SeaweedFS server started here (``local_s3.py``), its data in the
+    folder ``s3`` beside the local landing zone, the landing zone and the lake in its bucket
+    ``demo``. The standard AWS variables and the two folder settings point every process of
+    the demo there while it runs (the keys only in the environment, never printed). The server
+    stops with the demo; its data stays, and the next `demo --storage s3` serves it again."""
+    from backfill_assets.local_s3 import S3Server, binary_problem
+
+    problem = binary_problem()
+    if problem:
+        raise RuntimeError(f"demo --storage s3 needs SeaweedFS: {problem}")
+    local = settings.landing_dir
+    folder = (Path(local) if isinstance(local, Path) else Path("data/landing").resolve()).parent
+    server = S3Server.start(folder / "s3")
+    try:
+        client = server.client()
+        if DEMO_BUCKET not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+            server.create_bucket(DEMO_BUCKET)
+        landing, lake = f"s3://{DEMO_BUCKET}/landing", f"s3://{DEMO_BUCKET}/lake"
+        env = server.env(BACKFILL_LANDING_DIR=landing, BACKFILL_LAKE_DIR=lake)
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        print(f"demo: S3 server on {server.endpoint}, data in {server.folder}", flush=True)
+        try:
+            yield dataclasses.replace(settings, landing_dir=landing, lake_dir=lake)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    finally:
+        server.stop()
+
+
 RESTATED_CURRENCY, RESTATEMENT = "EUR", Decimal("1.03")
 
 

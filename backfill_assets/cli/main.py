@@ -78,6 +78,15 @@ def cmd_reexecute(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    if args.storage == "s3":
+        from backfill_assets.cli.demo import local_s3
+
+        with local_s3(settings) as on_s3:
+            return _demo(args, on_s3)
+    return _demo(args, settings)
+
+
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from backfill_assets.cli.demo import (
         correction_tour,
         demo_range,
@@ -191,6 +200,12 @@ def parser() -> argparse.ArgumentParser:
         "--no-correction",
         action="store_true",
         help="stop after the backfill (skip the restated-rates correction)",
+    )
+    d.add_argument(
+        "--storage",
+        choices=("local", "s3"),
+        default="local",
+        help="s3: the landing zone and the lake on a SeaweedFS server started for the demo",
     )
     d.set_defaults(func=cmd_demo)
     s = sub.add_parser("status", help="per partition and layer: published, checks, rows")

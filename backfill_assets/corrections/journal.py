@@ -160,7 +160,7 @@ def _landed_write(lake: Lake, path: str, version: int) -> WriteResult:
     """What an earlier attempt's landed commit did, read back from the log."""
     document = lake.commit_metadata(path, version)
     rows = {dt.date.fromisoformat(d): n for d, n in document.get("rows_by_partition", {}).items()}
-    added, _ = commit_file_counts(str(lake.path(path)), version)
+    added, _ = commit_file_counts(lake.table_location(path), version)
     return WriteResult(path, version, rows, added, 1)
 
 

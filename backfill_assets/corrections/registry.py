@@ -168,6 +168,16 @@ def record_path(lake_root: LakeRoot, correction_id: str) -> str:
     return _path(lake_root, correction_id)
 
 
+def report_path(lake_root: LakeRoot, correction_id: str) -> str:
+    """Where ``diff`` writes the correction's markdown report, beside its record."""
+    return os.path.join(folder(lake_root), f"{check_id(correction_id)}.md")
+
+
+def save_report(path: str, markdown: str) -> None:
+    """The report, written whole (on the lake's storage, local or S3, or a path given)."""
+    durable.write_atomically(path, markdown, "report")
+
+
 def load(lake_root: LakeRoot, correction_id: str) -> Correction | None:
     """The record, or None when there is none; BrokenRecord when it cannot be read."""
     path = _path(lake_root, correction_id)

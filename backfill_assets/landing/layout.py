@@ -109,6 +109,22 @@ def open_landed(location: Root) -> BinaryIO:
     return open(location, "rb")
 
 
+def put_landed(root: Root, relative: str, data: bytes) -> None:
+    """Lands ``data`` as the file ``relative``, as a producer does: on disk written under an
+    in-flight ``_`` name and renamed into place, on S3 one PUT (an object appears whole)."""
+    location = join(root, relative)
+    storage = storage_for(location)
+    if isinstance(storage, S3Storage):
+        storage.put(location, data, create=False)
+        return
+    folder, name = os.path.split(location)
+    os.makedirs(folder, exist_ok=True)
+    partial = os.path.join(folder, f"_{name}")
+    with open(partial, "wb") as out:
+        out.write(data)
+    os.replace(partial, location)
+
+
 def has_records(location: Root, ds: Dataset) -> bool:
     """Whether a landed file of ``ds`` gives raw at least one row: a line (split on ``\\n``, one
     trailing ``\\r`` dropped) that is not only whitespace, and for rates not the header. A file

