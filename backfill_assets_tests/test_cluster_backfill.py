@@ -1,5 +1,6 @@
 """The pipeline on a real Spark standalone cluster (a master and two workers started from the
-pyspark wheel on 127.0.0.1) via BACKFILL_SPARK_MASTER: a backfill with a held day."""
+pyspark wheel on 127.0.0.1) via BACKFILL_SPARK_MASTER: a backfill with a held day, with the
+landing zone and the lake on local disk, and on S3 only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from backfill_assets_tests.remote_backfill import (
     backfill_in_child,
     write_held_day_feed,
 )
+from backfill_assets_tests.s3_landing import upload
 from backfill_assets_tests.spark_servers import standalone_cluster
 
 pytestmark = pytest.mark.slow
@@ -26,3 +28,23 @@ def test_backfill_on_a_two_worker_cluster_with_a_held_day_matches_the_contract(t
         assert_held_day_backfill_matches_reference(env, reference, proc)
         # Both workers ran executors for it: the work was not done in the driver.
         assert cluster.executor_logs(0) and cluster.executor_logs(1), proc.stderr[-3000:]
+
+
+def test_a_cluster_backfill_reading_and_writing_only_s3_matches_the_contract(
+    tmp_path, s3_server, s3_bucket
+):
+    """The landing zone and the lake in a bucket: the executors read the landed files and the
+    tables, and write the tables, through S3 (their tasks carry the settings), nothing on disk."""
+    local = tmp_path / "feed"
+    reference = write_held_day_feed(local)
+    landing = upload(local, s3_server, s3_bucket, "landing")
+    lake = f"s3://{s3_bucket}/lake"
+    with (
+        pipeline_env(tmp_path / "pipeline", landing=landing, lake=lake) as env,
+        standalone_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster,
+    ):
+        proc = backfill_in_child({**cluster.env, "BACKFILL_SPARK_MASTER": cluster.url})
+        assert_held_day_backfill_matches_reference(env, reference, proc)
+        assert cluster.executor_logs(0) and cluster.executor_logs(1), proc.stderr[-3000:]
+    assert not (tmp_path / "pipeline" / "lake").exists()
+    assert not (tmp_path / "pipeline" / "landing").exists()

@@ -1,19 +1,15 @@
-"""The landing zone and the lake on S3 (the session's SeaweedFS server): the listing, the reader
-and a whole backfill give what the same files give on the local disk, and what the reference
-implementation computes."""
+"""The landing zone on S3 (the session's SeaweedFS server): the folder settings, the listing, the
+reader and the late-data detection give what the same files give on the local disk. Whole runs
+on S3: ``corrections/test_corrections_s3.py``, ``test_cluster_backfill.py``, ``test_demo.py``."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
-from backfill_assets.generate import generate_feed
 from backfill_assets.landing.layout import (
     DATASETS,
     has_records,
@@ -30,7 +26,7 @@ from backfill_assets_tests.automation.landing_files import (
     write_rates,
 )
 from backfill_assets_tests.automation.test_late_data import D, raw, tick
-from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
+from backfill_assets_tests.s3_landing import upload
 
 ORDER = '{"order_id":"o%d","customer_id":"c","status":"placed","amount":"1.00","currency":"EUR"}'
 # Every way a landed file's bytes can be odd, and names the listing must skip or read literally.
@@ -55,25 +51,10 @@ DAYS = [date(2024, 1, 2), date(2024, 1, 3), date(2024, 1, 5)]
 
 def land(local: Path, server, bucket: str, prefix: str, files: dict[str, bytes]) -> str:
     """The same files in the local folder and under ``s3://bucket/prefix``; that location."""
-    client = server.client()
     for relative, data in files.items():
         (local / relative).parent.mkdir(parents=True, exist_ok=True)
         (local / relative).write_bytes(data)
-        client.put_object(Bucket=bucket, Key=f"{prefix}/{relative}", Body=data)
-    return f"s3://{bucket}/{prefix}"
-
-
-def upload(local: Path, server, bucket: str, prefix: str) -> str:
-    """Every file under the local folder, put under ``s3://bucket/prefix`` at its relative path."""
-    files = {
-        path.relative_to(local).as_posix(): path.read_bytes()
-        for path in sorted(local.rglob("*"))
-        if path.is_file()
-    }
-    client = server.client()
-    for relative, data in files.items():
-        client.put_object(Bucket=bucket, Key=f"{prefix}/{relative}", Body=data)
-    return f"s3://{bucket}/{prefix}"
+    return upload(local, server, bucket, prefix)
 
 
 @pytest.fixture
@@ -143,41 +124,6 @@ def test_a_folder_setting_of_another_scheme_or_no_bucket_is_refused(value):
         Settings.from_env({"BACKFILL_LAKE_DIR": value})
 
 
-@pytest.mark.slow
-def test_a_backfill_with_landing_and_lake_on_s3_matches_the_reference(
-    tmp_path, s3_server, s3_bucket
-):
-    """The CLI's backfill, with nothing on the local disk but Dagster's instance: every table
-    equals the reference on the same feed."""
-    local = tmp_path / "feed"
-    generate_feed(local, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=15, seed=4)
-    landing = upload(local, s3_server, s3_bucket, "landing")
-    lake = f"s3://{s3_bucket}/lake"
-    with pipeline_env(tmp_path, landing=landing, lake=lake) as env:
-        start, end = date(2024, 1, 2), date(2024, 1, 3)
-        command = [sys.executable, "-m", "backfill_assets.cli", "backfill"]
-        command += ["--start", str(start), "--end", str(end)]
-        proc = subprocess.run(
-            command,
-            env={**os.environ, "BACKFILL_LAKE_ENGINE": "delta-rs"},
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        assert not (tmp_path / "lake").exists()
-        assert_matches_reference(env, local, [start, end])
-
-
-def put(local: Path, server, remote: str, *paths: Path) -> None:
-    """Puts the given files of the local landing zone at the same place under ``remote``."""
-    bucket, _, prefix = remote.removeprefix("s3://").partition("/")
-    for path in paths:
-        key = f"{prefix}/{path.relative_to(local).as_posix()}"
-        server.client().put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
-
-
 def test_late_data_detection_on_s3_requests_what_it_requests_on_disk(
     tmp_path, s3_server, s3_bucket
 ):
@@ -193,7 +139,7 @@ def test_late_data_detection_on_s3_requests_what_it_requests_on_disk(
     ]
     in_flight = arrival_folder(local, D("2024-01-12")) / "_b.jsonl"
     in_flight.write_text(order("9", "2024-01-03T10:00:00Z") + "\n")
-    put(local, s3_server, remote, *landed, in_flight)
+    upload(local, s3_server, s3_bucket, "landing", [*landed, in_flight])
 
     def both(cursors, **kw):
         return [
@@ -215,7 +161,7 @@ def test_late_data_detection_on_s3_requests_what_it_requests_on_disk(
         write_orders(local, D("2024-01-12"), "c.jsonl", [order("4", "2024-01-10T05:00:00Z")]),
         write_rates(local, D("2024-01-08"), "b.csv", {"GBP": "1.27"}),
     ]
-    put(local, s3_server, remote, *new)
+    upload(local, s3_server, s3_bucket, "landing", new)
     warm = both([d.cursor for d in cold])
     assert seen(warm[1]) == seen(warm[0])
     # the rate sets GBP for its date and the 7 days after (no later GBP rate); the order's

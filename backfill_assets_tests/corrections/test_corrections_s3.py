@@ -4,9 +4,9 @@ reference implementation on the original and on the restated landing."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
@@ -25,19 +25,11 @@ from backfill_assets_tests.corrections.test_corrections import (
     _days,
     assert_tables_equal,
 )
-from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
 from backfill_assets_tests.reference import Reference
+from backfill_assets_tests.s3_landing import upload
 
 pytestmark = pytest.mark.slow
-
-
-def put_new_files(local: Path, before: set[Path], server, bucket: str, prefix: str) -> int:
-    """Puts the files of ``local`` that are not in ``before`` under ``s3://bucket/prefix``."""
-    new = sorted(p for p in local.rglob("*") if p.is_file() and p not in before)
-    for path in new:
-        key = f"{prefix}/{path.relative_to(local).as_posix()}"
-        server.client().put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
-    return len(new)
 
 
 def test_a_correction_on_s3_cuts_over_and_rolls_back_to_the_references_tables(
@@ -45,17 +37,26 @@ def test_a_correction_on_s3_cuts_over_and_rolls_back_to_the_references_tables(
 ):
     local = tmp_path / "landing"
     generate_feed(local, FEED_START, FEED_END, orders_per_day=30, seed=3)
-    put_new_files(local, set(), s3_server, s3_bucket, "landing")
+    upload(local, s3_server, s3_bucket, "landing")
     shutil.copytree(local, tmp_path / "original")
     original = Reference(tmp_path / "original", 7)
     landing, lake = f"s3://{s3_bucket}/landing", f"s3://{s3_bucket}/lake"
     with pipeline_env(tmp_path / "run", lateness=7, landing=landing, lake=lake) as env:
+        assert main(["plan", "--start", str(START), "--end", str(END)]) == 0
+        plan = capsys.readouterr().out
+        days = (END - START).days + 1
+        assert re.search(rf"stg_orders\+fct_daily_revenue\s+{START}\.\.{END} \({days}\)", plan)
+        raw_files = re.search(r"raw_orders\s+\S+ \(\d+\)\s+(\d+)", plan)
+        assert raw_files and int(raw_files[1]) > 0, plan  # the files listed on S3
         assert run_backfill(env.settings, START, END) == 0
-        assert_tables_equal(env, original, _days(START, END))
+        assert_matches_reference(env, tmp_path / "original", _days(START, END))
+        assert not (tmp_path / "run" / "lake").exists()
 
         before = {p for p in local.rglob("*") if p.is_file()}
         assert restate_rates(local, "EUR", RESTATED[0], RESTATED[-1], Decimal("1.03")) == 2
-        assert put_new_files(local, before, s3_server, s3_bucket, "landing") == 2
+        new = [p for p in local.rglob("*") if p.is_file() and p not in before]
+        assert len(new) == 2
+        upload(local, s3_server, s3_bucket, "landing", new)
         restated = Reference(local, 7)
 
         command = ["correct", "--start", str(FIX_START), "--end", str(FIX_END)]
@@ -69,6 +70,9 @@ def test_a_correction_on_s3_cuts_over_and_rolls_back_to_the_references_tables(
         assert_tables_equal(env, original, _days(START, END))
         assert registry.get(lake, CID).state == registry.State.ROLLED_BACK
 
+        assert main(["status"]) == 0
+        status = capsys.readouterr().out
+        assert str(START) in status and str(END) in status, status
         assert main(["maintain"]) == 0, capsys.readouterr().err
         assert_tables_equal(env, original, _days(START, END))
         assert main(["corrections"]) == 0

@@ -1,0 +1,116 @@
+"""A backfill with the landing zone and the lake on local disk against the same on S3; run by hand.
+
+    .venv/bin/python bench/s3_bench.py --days 60 --orders-per-day 2000
+
+One generated feed, landed twice: in a local folder, and in a bucket of a SeaweedFS server
+started here (``backfill_assets/local_s3.py``, on this machine, so the figures show what the
+S3 protocol and the object reads cost, not a network's latency). Then ``backfill-assets
+backfill`` of the range in a fresh process, once per storage, each timed from the command's
+start to its exit, and the rows of every table read back from both lakes and compared (they
+must be equal). The last line is the RESULT line the README quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "fact/daily_revenue")
+
+
+def backfill(env: dict[str, str], start: date, end: date) -> float:
+    began = time.monotonic()
+    command = [sys.executable, "-m", "backfill_assets.cli", "backfill"]
+    subprocess.run(
+        [*command, "--start", str(start), "--end", str(end)],
+        env=env,
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.monotonic() - began
+
+
+def rows(location: str, options: dict[str, str] | None) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(location, storage_options=options).to_pyarrow_dataset().count_rows()
+
+
+def main() -> int:
+    from backfill_assets.generate import generate_feed
+    from backfill_assets.local_s3 import S3Server
+    from backfill_assets_tests.s3_landing import upload
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--days", type=int, default=60)
+    parser.add_argument("--orders-per-day", type=int, default=2000)
+    args = parser.parse_args()
+    start = date(2024, 1, 2)
+    end = start + timedelta(days=args.days - 1)
+    with tempfile.TemporaryDirectory(prefix="s3-bench-") as tmp:
+        work = Path(tmp)
+        landing = work / "landing"
+        generate_feed(landing, start - timedelta(days=1), end, args.orders_per_day, seed=11)
+        server = S3Server.start(work / "s3")
+        try:
+            server.create_bucket("bench")
+            began = time.monotonic()
+            s3_landing = upload(landing, server, "bench", "landing")
+            upload_s = time.monotonic() - began
+            base = {
+                **os.environ,
+                "BACKFILL_START_DATE": str(start - timedelta(days=1)),
+                "BACKFILL_CODE_VERSION": os.environ.get("BACKFILL_CODE_VERSION", "bench"),
+            }
+            local_env = {
+                **base,
+                "BACKFILL_LANDING_DIR": str(landing),
+                "BACKFILL_LAKE_DIR": str(work / "lake"),
+                "DAGSTER_HOME": str(work / "home-local"),
+            }
+            s3_env = {
+                **base,
+                **server.env(),
+                "BACKFILL_LANDING_DIR": s3_landing,
+                "BACKFILL_LAKE_DIR": "s3://bench/lake",
+                "DAGSTER_HOME": str(work / "home-s3"),
+            }
+            for env in (local_env, s3_env):
+                Path(env["DAGSTER_HOME"]).mkdir()
+            local_s = backfill(local_env, start, end)
+            print(f"local disk: {local_s:.1f} s", flush=True)
+            s3_s = backfill(s3_env, start, end)
+            print(f"S3:         {s3_s:.1f} s (the feed's upload before it: {upload_s:.1f} s)")
+            options = {**server.env(), "AWS_ALLOW_HTTP": "true"}
+            counts = {
+                t: (rows(str(work / "lake" / t), None), rows(f"s3://bench/lake/{t}", options))
+                for t in TABLES
+            }
+        finally:
+            server.stop()
+    for table, (on_disk, on_s3) in counts.items():
+        print(f"{table:20} rows on disk {on_disk:>10,}  on S3 {on_s3:>10,}")
+    equal = all(a == b for a, b in counts.values())
+    print(
+        f"RESULT s3_bench days={args.days} orders_per_day={args.orders_per_day} "
+        f"local_s={local_s:.1f} s3_s={s3_s:.1f} ratio={s3_s / local_s:.2f} "
+        f"tables_equal={str(equal).lower()}",
+        flush=True,
+    )
+    return 0 if equal else 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # delta-rs readers can abort the interpreter at exit: keep our exit code
