@@ -1,6 +1,7 @@
 """The pipeline on a real Spark standalone cluster (a master and two workers started from the
-pyspark wheel on 127.0.0.1) via BACKFILL_SPARK_MASTER: a backfill with a held day, with the
-landing zone and the lake on local disk, and on S3 only."""
+pyspark wheel on 127.0.0.1) via BACKFILL_SPARK_MASTER: a backfill with a held day, the landing
+zone and the lake in S3 only, so that nothing the workers read or write is on a shared disk
+(the lake layer on a cluster sharing this machine's disk: ``lake/test_lake_cluster.py``)."""
 
 from __future__ import annotations
 
@@ -16,18 +17,6 @@ from backfill_assets_tests.s3_landing import upload
 from backfill_assets_tests.spark_servers import standalone_cluster
 
 pytestmark = pytest.mark.slow
-
-
-def test_backfill_on_a_two_worker_cluster_with_a_held_day_matches_the_contract(tmp_path):
-    with (
-        pipeline_env(tmp_path / "pipeline") as env,
-        standalone_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster,
-    ):
-        reference = write_held_day_feed(env.settings.landing_dir)
-        proc = backfill_in_child({**cluster.env, "BACKFILL_SPARK_MASTER": cluster.url})
-        assert_held_day_backfill_matches_reference(env, reference, proc)
-        # Both workers ran executors for it: the work was not done in the driver.
-        assert cluster.executor_logs(0) and cluster.executor_logs(1), proc.stderr[-3000:]
 
 
 def test_a_cluster_backfill_reading_and_writing_only_s3_matches_the_contract(

@@ -184,7 +184,7 @@ def test_the_demo_on_s3_lands_and_backfills_on_a_server_of_its_own(tmp_path, mon
         "BACKFILL_START_DATE": "",
     }
     command = [sys.executable, "-m", "backfill_assets.cli", "demo", "--storage", "s3"]
-    command += ["--days", "3", "--orders-per-day", "5", "--no-correction"]
+    command += ["--days", "2", "--orders-per-day", "5", "--no-correction"]
     done = subprocess.run(
         command, env={**os.environ, **env}, capture_output=True, text=True, timeout=900
     )
@@ -214,4 +214,4 @@ def test_the_demo_on_s3_lands_and_backfills_on_a_server_of_its_own(tmp_path, mon
     assert sorted((r["source_file"], r["line_number"], r["payload"]) for r in rows) == sorted(
         (r.source_file, r.line_number, r.payload) for r in expected
     )
-    assert len(rows) >= 15
+    assert len(rows) >= 10
