@@ -88,6 +88,11 @@ RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX
 # corrections beside production; then the sensors and schedules that request their runs.
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
+# A built correction's actions from the UI (defs/corrections/jobs.py): a job of one op each.
+CORRECTION_DIFF_JOB = "correction_diff_job"
+CORRECTION_CUTOVER_JOB = "correction_cutover_job"
+CORRECTION_ROLLBACK_JOB = "correction_rollback_job"
+CORRECTION_DISCARD_JOB = "correction_discard_job"
 MONTHLY_JOB = "monthly_report_job"  # a job's assets share one partitioning: the months apart
 STEP_JOBS = {MONTHLY_REVENUE_STEP: MONTHLY_JOB}  # the job of a step's runs, when not BACKFILL_JOB
 LATE_DATA_SENSOR = "late_data_sensor"

@@ -13,6 +13,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.defs.automation import build_automation
+from backfill_assets.defs.corrections.jobs import CORRECTION_ACTION_JOBS
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
 from backfill_assets.defs.enrichment.assets import build_enrichment_assets
@@ -62,7 +63,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     automation = build_automation(settings, downstream_jobs=[jobs[BACKFILL_JOB], jobs[MONTHLY_JOB]])
     return dg.Definitions(
         assets=assets,
-        jobs=list(jobs.values()),
+        jobs=[*jobs.values(), *CORRECTION_ACTION_JOBS],
         resources=build_resources(settings),
         sensors=automation.sensors,
         schedules=automation.schedules,

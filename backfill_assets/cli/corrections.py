@@ -19,9 +19,8 @@ import dagster as dg
 from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_TAG
 from backfill_assets.cli.backfill import run_plans
 from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.corrections import actions, lifecycle, recovery, registry, repair
 from backfill_assets.corrections import diff as diffing
-from backfill_assets.corrections import events, lifecycle, recovery, registry, repair
-from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
 from backfill_assets.resources import code_version
@@ -40,19 +39,23 @@ def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recove
     started for a refusal), and the recovery of what it left interrupted, reported."""
     registry.get(settings.lake_dir, correction_id)
     lake = _lake(settings)
-    found = recovery.recover(lake, correction_id)
+    with _instance() as instance:
+        found = actions.recover(lake, instance, correction_id)
     if found is not None:
-        report_recovery(found)
+        print(found, flush=True)
     return lake, found
 
 
 def report_recovery(found: recovery.Recovery, prefix: str = "") -> None:
-    """Print what a recovery did; a completed cutover or rollback goes to Dagster too, as the
-    command itself would have recorded it."""
+    """Print what a recovery did, and record in Dagster what it completed."""
     print(f"{prefix}{found}", flush=True)
-    outcome = found.outcome
-    if outcome is not None and found.action in ("cutover", "rollback"):
-        _record(outcome, found.action)
+    with _instance() as instance:
+        actions.record_recovered(instance, found)
+
+
+def _instance() -> dg.DagsterInstance:
+    ensure_dagster_home()
+    return dg.DagsterInstance.get()
 
 
 def correct(
@@ -94,17 +97,11 @@ def correct(
 
 def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:
     lake, _ = _open(settings, correction_id)
-    result = diffing.compute(lake, registry.get(lake.location, correction_id))
-    diffing.record(lake, result)
-    markdown = reporting.render(result)
-    path = report_path or registry.report_path(lake.location, correction_id)
-    registry.save_report(path, markdown)
-    ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
-        events.report_diff(instance, result, markdown)
-    print(markdown)
-    print(f"changed days: {', '.join(map(str, result.changed_days)) or 'none'}")
-    print(f"report: {path}")
+    with _instance() as instance:
+        done = actions.diff(lake, instance, correction_id, report_path)
+    print(done.markdown)
+    print(f"changed days: {', '.join(map(str, done.result.changed_days)) or 'none'}")
+    print(f"report: {done.report_path}")
     return 0
 
 
@@ -112,14 +109,11 @@ def cutover(
     settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool
 ) -> int:
     lake, found = _open(settings, correction_id)
-    outcome = recovery.completed(found, "cutover")
-    if outcome is None:
-        outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
-        _record(outcome, "cutover")
-    print(
-        f"correction {correction_id} cut over: {len(outcome.days)} day(s), "
-        + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
-    )
+    with _instance() as instance:
+        outcome = actions.cutover(
+            lake, instance, correction_id, max_pct, force, skip_rebuilt, found
+        )
+    print(actions.cutover_summary(correction_id, outcome, "cut over"))
     if outcome.skipped:
         print(
             "left to production (rebuilt there after the correction was staged): "
@@ -130,27 +124,15 @@ def cutover(
 
 def rollback(settings: Settings, correction_id: str) -> int:
     lake, found = _open(settings, correction_id)
-    outcome = recovery.completed(found, "rollback")
-    if outcome is None:
-        outcome = lifecycle.rollback(lake, correction_id)
-        _record(outcome, "rollback")
-    print(
-        f"correction {correction_id} rolled back: {len(outcome.days)} day(s), "
-        + ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
-    )
+    with _instance() as instance:
+        outcome = actions.rollback(lake, instance, correction_id, found)
+    print(actions.cutover_summary(correction_id, outcome, "rolled back"))
     return 0
-
-
-def _record(outcome: lifecycle.Outcome, action: str) -> None:
-    ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
-        events.report_commits(instance, outcome, action)
 
 
 def discard(settings: Settings, correction_id: str) -> int:
     lake, found = _open(settings, correction_id)
-    outcome = recovery.completed(found, "discard")
-    deleted = outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
+    deleted = actions.discard(lake, correction_id, found)
     print(f"correction {correction_id} discarded: {deleted} staged file(s) deleted")
     return 0
 

@@ -82,7 +82,8 @@ def cutover(
         )
         raise CorrectionError(
             f"refusing: revenue moves more than {max_revenue_change_pct}% on {shown}; "
-            "check the diff, then pass --force if that is the intended correction"
+            "check the diff, then force it (--force; the cutover job's force) if that is the "
+            "intended correction"
         )
     since = dict(c.rollback["versions"] if c.state == State.ROLLED_BACK else c.diff["versions"])
     moved = {}

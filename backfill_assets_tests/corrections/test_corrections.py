@@ -15,6 +15,10 @@ import pytest
 from deltalake import DeltaTable
 
 from backfill_assets.catalog import (
+    CORRECTION_CUTOVER_JOB,
+    CORRECTION_DIFF_JOB,
+    CORRECTION_DISCARD_JOB,
+    CORRECTION_ROLLBACK_JOB,
     CORRECTION_TAG,
     EVENT_DAYS_STEP,
     FCT_DAILY_REVENUE,
@@ -26,8 +30,10 @@ from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import registry
+from backfill_assets.definitions import build_definitions
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
+from backfill_assets.settings import Settings
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
@@ -284,6 +290,58 @@ def test_rollback_restores_production_then_cutover_again(env, original, restated
     assert registry.get(env.settings.lake_dir, CID).state == registry.State.ROLLED_BACK
     assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
     assert_tables_equal(env, restated, _days(START, END))
+
+
+ACTION_OPS = {
+    CORRECTION_DIFF_JOB: "diff_correction",
+    CORRECTION_CUTOVER_JOB: "cut_over_correction",
+    CORRECTION_ROLLBACK_JOB: "roll_back_correction",
+    CORRECTION_DISCARD_JOB: "discard_correction",
+}
+
+
+def run_action(env, job: str, **config) -> tuple[dg.ExecuteInProcessResult, str]:
+    """One of the UI's correction jobs, launched with ``config`` as its form; (the result, the
+    failure's message or "")."""
+    job_def = build_definitions(Settings.from_env()).resolve_job_def(job)
+    result = job_def.execute_in_process(
+        run_config={"ops": {ACTION_OPS[job]: {"config": config}}},
+        instance=env.instance,
+        raise_on_error=False,
+    )
+    failures = [e for e in result.all_events if e.is_step_failure]
+    message = str(failures[0].step_failure_data.user_failure_data or "") if failures else ""
+    return result, message
+
+
+def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, restated):
+    done, _ = run_action(env, CORRECTION_ROLLBACK_JOB, correction_id=CID)
+    assert done.success
+    assert_tables_equal(env, original, _days(START, END))
+    assert registry.get(env.settings.lake_dir, CID).state == registry.State.ROLLED_BACK
+    assert env.instance.get_run_by_id(done.run_id).tags[CORRECTION_TAG] == CID
+
+    before = {t: active_files(env, t) for t in TABLES}
+    refused, why = run_action(
+        env, CORRECTION_CUTOVER_JOB, correction_id=CID, max_revenue_change_pct=0.0001
+    )
+    assert not refused.success and "refusing: revenue moves more than 0.0001%" in why, why
+    assert {t: active_files(env, t) for t in TABLES} == before
+
+    done, _ = run_action(env, CORRECTION_CUTOVER_JOB, correction_id=CID, skip_rebuilt=True)
+    assert done.success
+    assert_tables_equal(env, restated, _days(START, END))
+    assert registry.get(env.settings.lake_dir, CID).state == registry.State.CUT_OVER
+    runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: CID}))
+    assert {r.job_name for r in runs} >= {CORRECTION_ROLLBACK_JOB, CORRECTION_CUTOVER_JOB}
+
+
+@pytest.mark.parametrize("job", [CORRECTION_DIFF_JOB, CORRECTION_DISCARD_JOB])
+def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(env, job):
+    before = {t: active_files(env, t) for t in TABLES}
+    refused, why = run_action(env, job, correction_id="no-such-fix")
+    assert not refused.success and "no correction 'no-such-fix'" in why, why
+    assert {t: active_files(env, t) for t in TABLES} == before
 
 
 def test_corrections_lists_each_with_its_state(env, capsys):

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 
+from backfill_assets.catalog import CORRECTION_DIFF_JOB
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.corrections import registry
 from backfill_assets.generate import generate_feed, restate_rates
@@ -24,6 +25,8 @@ from backfill_assets_tests.corrections.test_corrections import (
     START,
     _days,
     assert_tables_equal,
+    expected_rows,
+    run_action,
 )
 from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
 from backfill_assets_tests.reference import Reference
@@ -63,7 +66,17 @@ def test_a_correction_on_s3_cuts_over_and_rolls_back_to_the_references_tables(
         assert main([*command, "--reason", "EUR restated", "--id", CID]) == 0
         assert_tables_equal(env, original, _days(START, END))  # production untouched
         assert registry.get(lake, CID).state == registry.State.STAGED
-        assert main(["diff", CID]) == 0
+        # the diff from the UI's job: the days it reports changed are the reference's
+        diffed, _ = run_action(env, CORRECTION_DIFF_JOB, correction_id=CID)
+        assert diffed.success
+        [output] = [e for e in diffed.all_events if e.event_type_value == "STEP_OUTPUT"]
+        changed = [
+            d
+            for d in _days(FIX_START, FIX_END)
+            if expected_rows(original, [d]) != expected_rows(restated, [d])
+        ]
+        shown = output.event_specific_data.metadata["changed_days"].value
+        assert shown == ", ".join(map(str, changed)) and changed, shown
         assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
         assert_tables_equal(env, restated, _days(START, END))
         assert main(["rollback", CID]) == 0, capsys.readouterr().err

@@ -20,7 +20,7 @@ from backfill_assets.catalog import (
     MAINTENANCE_SCHEDULE,
     WHY_TAG,
 )
-from backfill_assets.corrections import events, registry
+from backfill_assets.corrections import actions, registry
 from backfill_assets.corrections.lifecycle import decommission, recover_all
 from backfill_assets.defs.automation.wiring import schedule_status
 from backfill_assets.lake import CommitInfo
@@ -42,8 +42,7 @@ def maintain_lake(  # type: ignore[no-untyped-def]
     lake = pipeline.lake(spark.spark_session)
     for found in recover_all(lake):
         context.log.info(str(found))
-        if found.outcome is not None and found.action in ("cutover", "rollback"):
-            events.report_commits(context.instance, found.outcome, found.action)
+        actions.record_recovered(context.instance, found)
     for broken in registry.scan(lake.location)[1]:
         context.log.warning(str(broken))
     for closed in decommission(lake, days):

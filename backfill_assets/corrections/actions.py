@@ -1,0 +1,102 @@
+"""What a built correction's commands do (diff, cutover, rollback, discard): one implementation
+for the command line (``cli/corrections.py``) and the Dagster jobs (``defs/corrections``).
+
+Each first recovers an operation of the correction left interrupted (``recovery.py``), then
+applies the lifecycle with its guardrails (``lifecycle.py``), and records the commits of a
+cutover or rollback in Dagster (``events.py``). A refusal is a ``CorrectionError`` saying why,
+raised before anything is changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from backfill_assets.corrections import diff as diffing
+from backfill_assets.corrections import events, lifecycle, recovery, registry
+from backfill_assets.corrections import report as reporting
+from backfill_assets.lake import Lake
+
+
+@dataclass(frozen=True)
+class Diffed:
+    """A diff's result, its markdown report and where the report was written."""
+
+    result: diffing.Diff
+    markdown: str
+    report_path: str
+
+
+def recover(
+    lake: Lake, instance: dg.DagsterInstance, correction_id: str
+) -> recovery.Recovery | None:
+    """Complete or undo what the correction left interrupted (``record_recovered``)."""
+    found = recovery.recover(lake, correction_id)
+    if found is not None:
+        record_recovered(instance, found)
+    return found
+
+
+def record_recovered(instance: dg.DagsterInstance, found: recovery.Recovery) -> None:
+    """A recovery that completed a cutover or rollback, recorded in Dagster as the command
+    itself would have recorded it."""
+    if found.outcome is not None and found.action in ("cutover", "rollback"):
+        events.report_commits(instance, found.outcome, found.action)
+
+
+def diff(
+    lake: Lake, instance: dg.DagsterInstance, correction_id: str, report_path: str | None = None
+) -> Diffed:
+    """The correction against production, per day and table, saved in its record (``diffed``),
+    its report written (beside the record by default) and shown in Dagster."""
+    result = diffing.compute(lake, registry.get(lake.location, correction_id))
+    diffing.record(lake, result)
+    markdown = reporting.render(result)
+    path = report_path or registry.report_path(lake.location, correction_id)
+    registry.save_report(path, markdown)
+    events.report_diff(instance, result, markdown)
+    return Diffed(result, markdown, path)
+
+
+def cutover(
+    lake: Lake,
+    instance: dg.DagsterInstance,
+    correction_id: str,
+    max_pct: float = lifecycle.DEFAULT_MAX_REVENUE_CHANGE_PCT,
+    force: bool = False,
+    skip_rebuilt: bool = False,
+    found: recovery.Recovery | None = None,
+) -> lifecycle.Outcome:
+    """Publish the diffed correction (or what the recovery ``found`` already completed)."""
+    outcome = recovery.completed(found, "cutover")
+    if outcome is None:
+        outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
+        events.report_commits(instance, outcome, "cutover")
+    return outcome
+
+
+def rollback(
+    lake: Lake,
+    instance: dg.DagsterInstance,
+    correction_id: str,
+    found: recovery.Recovery | None = None,
+) -> lifecycle.Outcome:
+    """Put the cut-over partitions back as they were."""
+    outcome = recovery.completed(found, "rollback")
+    if outcome is None:
+        outcome = lifecycle.rollback(lake, correction_id)
+        events.report_commits(instance, outcome, "rollback")
+    return outcome
+
+
+def discard(lake: Lake, correction_id: str, found: recovery.Recovery | None = None) -> int:
+    """Drop the correction's staged files; how many were deleted."""
+    outcome = recovery.completed(found, "discard")
+    return outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
+
+
+def cutover_summary(correction_id: str, outcome: lifecycle.Outcome, action: str) -> str:
+    """One line: what a cutover or rollback committed."""
+    tables = ", ".join(f"{t} v{w.version}" for t, w in outcome.writes.items())
+    return f"correction {correction_id} {action}: {len(outcome.days)} day(s), {tables}"
