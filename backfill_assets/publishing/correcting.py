@@ -1,7 +1,7 @@
 """A correction run of the event-days step: every check, nothing published.
 
-A run tagged ``CORRECTION_TAG=<id>`` (``backfill-assets correct``, or ``correction_job``
-launched from the UI with that tag and ``CORRECTION_REASON_TAG``) walks the same protocol as
+A run tagged ``CORRECTION_TAG=<id>`` (``backfill-assets correct``), or of ``correction_job``
+launched from the UI with its form filled in (``CorrectionForm``), walks the same protocol as
 a production run, with ``CorrectionPublication`` in place of ``Publication``:
 
 - ``publish`` keeps the passing days in the correction's staged version of each table
@@ -21,6 +21,7 @@ from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.metadata import RawMetadataMapping
+from pydantic import Field
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import (
@@ -42,18 +43,59 @@ from backfill_assets.resources import code_version
 
 CORRECTION_JOB_DESCRIPTION = (
     "Build a correction of staging and fact beside production: every check runs, nothing is "
-    "published. From the Launchpad, pick the partition range, then Edit tags: add "
-    f"{CORRECTION_TAG}=<a new id> and {CORRECTION_REASON_TAG}=<why>. Land and materialize the "
-    "corrected raw inputs first. Then: backfill-assets diff <id>, cutover <id>, rollback <id>."
+    "published. From the Launchpad, pick the partition range and fill in the form (config: "
+    "staging_and_fact: correction_id, reason). Land and materialize the corrected raw inputs "
+    "first. Then correction_diff_job, correction_cutover_job, correction_rollback_job."
 )
 CORRECTION_JOB_NEEDS_TAGS = (
-    f"{CORRECTION_JOB} builds a correction, so its run needs the tags {CORRECTION_TAG}=<id> and "
-    f"{CORRECTION_REASON_TAG}=<why> (Launchpad: Edit tags). Nothing was built."
+    f"{CORRECTION_JOB} builds a correction, so its run needs a correction id and a reason: the "
+    "Launchpad's config (staging_and_fact: correction_id, reason), or the tags "
+    f"{CORRECTION_TAG}=<id> and {CORRECTION_REASON_TAG}=<why>. Nothing was built."
 )
 
 
-def correction_of(context: dg.AssetExecutionContext) -> str | None:
-    return context.run.tags.get(CORRECTION_TAG)
+class CorrectionForm(dg.Config):
+    """The correction a run of ``correction_job`` builds: the Launchpad's form. Left empty by
+    every other run (a production run)."""
+
+    correction_id: str = Field(
+        default="",
+        description="correction_job only: the correction's id, new (letters, digits, '-', '_') "
+        "or one still staged, to rebuild days of it",
+    )
+    reason: str = Field(
+        default="", description="correction_job only: why, shown to the people who read the numbers"
+    )
+
+
+def correction_of(
+    context: dg.AssetExecutionContext, form: CorrectionForm | None = None
+) -> tuple[str, str] | None:
+    """(id, reason) of the correction the run builds, from its tags or its form; None for a
+    production run. A form filled in outside ``correction_job`` is refused."""
+    tags = context.run.tags
+    if CORRECTION_TAG in tags:
+        return tags[CORRECTION_TAG], tags.get(CORRECTION_REASON_TAG, "")
+    if form is None or not (form.correction_id.strip() or form.reason.strip()):
+        return None
+    if context.job_name != CORRECTION_JOB:
+        raise dg.Failure(
+            description=f"a correction is built by {CORRECTION_JOB}, not {context.job_name}: "
+            "leave the correction form empty here. Nothing was built.",
+            allow_retries=False,
+        )
+    if not form.correction_id.strip():
+        raise dg.Failure(description=CORRECTION_JOB_NEEDS_TAGS, allow_retries=False)
+    cid, reason = form.correction_id.strip(), form.reason.strip()
+    try:
+        registry.check_id(cid)
+    except registry.CorrectionError as exc:
+        raise dg.Failure(description=f"{exc}. Nothing was built.", allow_retries=False) from None
+    # Tagged like a run of `backfill-assets correct`: the correction's runs list this one.
+    context.instance.add_run_tags(
+        context.run_id, {CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason}
+    )
+    return cid, reason
 
 
 class CorrectionPublication(Publication):
@@ -61,7 +103,9 @@ class CorrectionPublication(Publication):
 
     publishes = False
 
-    def __init__(self, context: dg.AssetExecutionContext, lake: Lake, correction_id: str) -> None:
+    def __init__(
+        self, context: dg.AssetExecutionContext, lake: Lake, correction_id: str, reason: str
+    ) -> None:
         super().__init__(context, lake)
         days = partition_dates(context)
         try:
@@ -69,7 +113,7 @@ class CorrectionPublication(Publication):
             self.correction = registry.open_correction(
                 lake.location,
                 correction_id,
-                context.run.tags.get(CORRECTION_REASON_TAG, ""),
+                reason,
                 days[0],
                 days[-1],
                 code_version(),
@@ -196,11 +240,14 @@ class CorrectionPublication(Publication):
         )
 
 
-def publication_for(context: dg.AssetExecutionContext, lake: Lake) -> Publication:
-    """The production protocol, or the correction's when the run carries a correction tag."""
-    correction_id = correction_of(context)
-    if correction_id is None:
+def publication_for(
+    context: dg.AssetExecutionContext, lake: Lake, form: CorrectionForm | None = None
+) -> Publication:
+    """The production protocol, or the correction's when the run builds one (its tags or its
+    form say which)."""
+    correction = correction_of(context, form)
+    if correction is None:
         if context.job_name == CORRECTION_JOB:
             raise dg.Failure(description=CORRECTION_JOB_NEEDS_TAGS, allow_retries=False)
         return Publication(context, lake)
-    return CorrectionPublication(context, lake, correction_id)
+    return CorrectionPublication(context, lake, *correction)

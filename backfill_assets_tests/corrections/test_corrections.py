@@ -22,6 +22,8 @@ from backfill_assets.catalog import (
     CORRECTION_TAG,
     EVENT_DAYS_STEP,
     FCT_DAILY_REVENUE,
+    RANGE_END,
+    RANGE_START,
     STEP_ASSETS,
     STG_ORDERS,
 )
@@ -30,7 +32,7 @@ from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import registry
-from backfill_assets.definitions import build_definitions
+from backfill_assets.definitions import backfill_job, build_definitions, correction_job
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
@@ -342,6 +344,70 @@ def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(env, job
     refused, why = run_action(env, job, correction_id="no-such-fix")
     assert not refused.success and "no correction 'no-such-fix'" in why, why
     assert {t: active_files(env, t) for t in TABLES} == before
+
+
+FORM_ID = "form-fix"
+
+
+def build_from_form(env, config: dict, job=correction_job) -> tuple[bool, str]:
+    """A run of ``job`` over the correction's range with the Launchpad's form ``config``, no
+    tag typed: (success, the failure's message or "")."""
+    with dg.execute_job(
+        dg.reconstructable(job),
+        instance=env.instance,
+        asset_selection=list(STEP_ASSETS[EVENT_DAYS_STEP]),
+        tags={RANGE_START: FIX_START.isoformat(), RANGE_END: FIX_END.isoformat()},
+        run_config={"ops": {"staging_and_fact": {"config": config}}},
+        raise_on_error=False,
+    ) as result:
+        failures = [e for e in result.all_events if e.is_step_failure]
+        message = str(failures[0].step_failure_data.user_failure_data or "") if failures else ""
+        return result.success, message
+
+
+def test_a_correction_started_from_the_form_stages_the_references_rows(env, restated, spark):
+    ok, why = build_from_form(env, {"correction_id": FORM_ID, "reason": "from the form"})
+    assert ok, why
+    c = registry.get(env.settings.lake_dir, FORM_ID)
+    assert c.state == registry.State.STAGED and c.reason == "from the form"
+    assert [
+        r.tags.get(CORRECTION_TAG)
+        for r in env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: FORM_ID}))
+    ] == [FORM_ID]
+    days = _days(FIX_START, FIX_END)
+    staged = lake(env, spark).staged_version("staging/orders", FORM_ID)
+    rows = lake(env, spark).read_staged(staged, days).collect()
+
+    def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
+        return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value
+
+    assert {
+        tuple(sorted((k, utc(v)) for k, v in r.asDict().items() if not k.startswith("_")))
+        for r in rows
+    } == expected_rows(restated, days)["staging/orders"]
+    done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=FORM_ID)
+    assert done.success
+    assert registry.get(env.settings.lake_dir, FORM_ID).state == registry.State.DISCARDED
+
+
+@pytest.mark.parametrize(
+    "config, job, message",
+    [
+        ({"correction_id": "no-reason", "reason": "  "}, correction_job, "needs a reason"),
+        ({"correction_id": "not an id", "reason": "why"}, correction_job, "not an id"),
+        ({"correction_id": "", "reason": "why"}, correction_job, "needs a correction id"),
+        ({"correction_id": FORM_ID, "reason": "why"}, correction_job, "discarded"),
+        ({"correction_id": "in-backfill", "reason": "why"}, backfill_job, "leave the correction"),
+    ],
+    ids=["empty-reason", "bad-id", "no-id", "closed-id", "outside-correction-job"],
+)
+def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(env, config, job, message):
+    before = {t: active_files(env, t) for t in TABLES}
+    records = sorted(c.id for c in registry.all_corrections(env.settings.lake_dir))
+    ok, why = build_from_form(env, config, job)
+    assert not ok and message in why, why
+    assert {t: active_files(env, t) for t in TABLES} == before
+    assert sorted(c.id for c in registry.all_corrections(env.settings.lake_dir)) == records
 
 
 def test_corrections_lists_each_with_its_state(env, capsys):
