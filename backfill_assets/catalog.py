@@ -39,6 +39,9 @@ RAW_FX_RATES = dg.AssetKey("raw_fx_rates")
 STG_ORDERS = dg.AssetKey("stg_orders")
 STG_ORDERS_ENRICHED = dg.AssetKey("stg_orders_enriched")
 FCT_DAILY_REVENUE = dg.AssetKey("fct_daily_revenue")
+# Every correction, one partition each (its id): state, who, when, why (corrections/events.py).
+CORRECTIONS = dg.AssetKey("corrections")
+CORRECTIONS_PARTITIONS = "corrections"
 FCT_CUSTOMER_LTV = dg.AssetKey("fct_customer_ltv")
 RPT_MONTHLY_REVENUE = dg.AssetKey("rpt_monthly_revenue")
 # The daily layers (a column per layer in the CLI's per-day tables); the monthly report apart.

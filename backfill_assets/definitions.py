@@ -13,6 +13,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.defs.automation import build_automation
+from backfill_assets.defs.corrections.assets import CORRECTIONS_SPEC
 from backfill_assets.defs.corrections.jobs import CORRECTION_ACTION_JOBS
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
@@ -57,6 +58,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         + build_enrichment_assets(settings)
         + build_customer_ltv_assets(settings)
         + build_monthly_revenue_assets(settings)
+        + [CORRECTIONS_SPEC]
     )
     jobs = {job.name: job for job in build_jobs()}
     # the jobs downstream_refresh requests runs of: LTV and enrichment, and the monthly report

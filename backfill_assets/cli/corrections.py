@@ -14,11 +14,9 @@ import sys
 from collections.abc import Callable
 from datetime import date
 
-import dagster as dg
-
 from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_TAG
 from backfill_assets.cli.backfill import run_plans
-from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.cli.instance import open_instance
 from backfill_assets.corrections import actions, lifecycle, recovery, registry, repair
 from backfill_assets.corrections import diff as diffing
 from backfill_assets.corrections.registry import CorrectionError
@@ -39,7 +37,7 @@ def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recove
     started for a refusal), and the recovery of what it left interrupted, reported."""
     registry.get(settings.lake_dir, correction_id)
     lake = _lake(settings)
-    with _instance() as instance:
+    with open_instance() as instance:
         found = actions.recover(lake, instance, correction_id)
     if found is not None:
         print(found, flush=True)
@@ -49,13 +47,8 @@ def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recove
 def report_recovery(found: recovery.Recovery, prefix: str = "") -> None:
     """Print what a recovery did, and record in Dagster what it completed."""
     print(f"{prefix}{found}", flush=True)
-    with _instance() as instance:
+    with open_instance() as instance:
         actions.record_recovered(instance, found)
-
-
-def _instance() -> dg.DagsterInstance:
-    ensure_dagster_home()
-    return dg.DagsterInstance.get()
 
 
 def correct(
@@ -97,7 +90,7 @@ def correct(
 
 def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:
     lake, _ = _open(settings, correction_id)
-    with _instance() as instance:
+    with open_instance() as instance:
         done = actions.diff(lake, instance, correction_id, report_path)
     print(done.markdown)
     print(f"changed days: {', '.join(map(str, done.result.changed_days)) or 'none'}")
@@ -109,7 +102,7 @@ def cutover(
     settings: Settings, correction_id: str, max_pct: float, force: bool, skip_rebuilt: bool
 ) -> int:
     lake, found = _open(settings, correction_id)
-    with _instance() as instance:
+    with open_instance() as instance:
         outcome = actions.cutover(
             lake, instance, correction_id, max_pct, force, skip_rebuilt, found
         )
@@ -124,7 +117,7 @@ def cutover(
 
 def rollback(settings: Settings, correction_id: str) -> int:
     lake, found = _open(settings, correction_id)
-    with _instance() as instance:
+    with open_instance() as instance:
         outcome = actions.rollback(lake, instance, correction_id, found)
     print(actions.cutover_summary(correction_id, outcome, "rolled back"))
     return 0
@@ -132,7 +125,8 @@ def rollback(settings: Settings, correction_id: str) -> int:
 
 def discard(settings: Settings, correction_id: str) -> int:
     lake, found = _open(settings, correction_id)
-    deleted = actions.discard(lake, correction_id, found)
+    with open_instance() as instance:
+        deleted = actions.discard(lake, instance, correction_id, found)
     print(f"correction {correction_id} discarded: {deleted} staged file(s) deleted")
     return 0
 

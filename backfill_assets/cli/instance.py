@@ -22,8 +22,12 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backfill_assets.settings import PG_URL_ENV, dagster_home, pg_url
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 PG_MARKER = f"# {PG_URL_ENV} is set: runs, event logs and schedules on PostgreSQL."
 PG_SECTION = f"""{PG_MARKER}
@@ -95,6 +99,14 @@ def ensure_dagster_home(project_dir: Path | None = None) -> Path:
     home = dagster_home()
     prepare_instance_yaml(home, (project_dir or Path.cwd()) / "dagster.yaml")
     return home
+
+
+def open_instance() -> dg.DagsterInstance:
+    """The Dagster instance of ``DAGSTER_HOME`` (prepared first): use it as a context manager."""
+    import dagster as dg
+
+    ensure_dagster_home()
+    return dg.DagsterInstance.get()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import datetime as dt
 
 from backfill_assets.catalog import LAKE_TABLES
-from backfill_assets.corrections import registry
-from backfill_assets.corrections.lifecycle import decommission, recover_all
+from backfill_assets.cli.instance import open_instance
+from backfill_assets.corrections import actions, registry
+from backfill_assets.corrections.lifecycle import recover_all
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import code_version
@@ -45,7 +46,9 @@ def run_maintain(settings: Settings) -> int:
     broken = registry.scan(lake.location)[1]
     for b in broken:
         print(f"maintain: {b}", flush=True)
-    for closed in decommission(lake, days):
+    with open_instance() as instance:
+        closed_ids = actions.decommission(lake, instance, days)
+    for closed in closed_ids:
         print(
             f"maintain: correction {closed} decommissioned (older than {days:g} days: no "
             "rollback from now on)",

@@ -35,6 +35,7 @@ def recover(
     found = recovery.recover(lake, correction_id)
     if found is not None:
         record_recovered(instance, found)
+        events.report_state(instance, registry.get(lake.location, correction_id))
     return found
 
 
@@ -56,6 +57,7 @@ def diff(
     path = report_path or registry.report_path(lake.location, correction_id)
     registry.save_report(path, markdown)
     events.report_diff(instance, result, markdown)
+    events.report_state(instance, registry.get(lake.location, correction_id))
     return Diffed(result, markdown, path)
 
 
@@ -73,6 +75,7 @@ def cutover(
     if outcome is None:
         outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
         events.report_commits(instance, outcome, "cutover")
+    events.report_state(instance, outcome.correction)
     return outcome
 
 
@@ -87,13 +90,29 @@ def rollback(
     if outcome is None:
         outcome = lifecycle.rollback(lake, correction_id)
         events.report_commits(instance, outcome, "rollback")
+    events.report_state(instance, outcome.correction)
     return outcome
 
 
-def discard(lake: Lake, correction_id: str, found: recovery.Recovery | None = None) -> int:
+def discard(
+    lake: Lake,
+    instance: dg.DagsterInstance,
+    correction_id: str,
+    found: recovery.Recovery | None = None,
+) -> int:
     """Drop the correction's staged files; how many were deleted."""
     outcome = recovery.completed(found, "discard")
-    return outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
+    deleted = outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
+    events.report_state(instance, registry.get(lake.location, correction_id))
+    return deleted
+
+
+def decommission(lake: Lake, instance: dg.DagsterInstance, retention_days: float) -> list[str]:
+    """Close the corrections older than the retention (``lifecycle.decommission``); their ids."""
+    closed = lifecycle.decommission(lake, retention_days)
+    for cid in closed:
+        events.report_state(instance, registry.get(lake.location, cid))
+    return closed
 
 
 def cutover_summary(correction_id: str, outcome: lifecycle.Outcome, action: str) -> str:

@@ -6,15 +6,25 @@
   asset, with the Delta version, so Dagster's partition status follows the lake; and with the
   table's described columns, as a production write records them, since the asset page shows
   the columns of its latest materialization.
+- after each of a correction's steps (built, diffed, cut over, rolled back, discarded,
+  decommissioned): an observation of its partition of the ``corrections`` asset (one dynamic
+  partition per id), with its state, who made it, when, why and its range, so the asset's
+  partitions list every correction with its latest state.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from backfill_assets.catalog import ASSET_TABLES, FCT_DAILY_REVENUE
+from backfill_assets.catalog import (
+    ASSET_TABLES,
+    CORRECTIONS,
+    CORRECTIONS_PARTITIONS,
+    FCT_DAILY_REVENUE,
+)
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
+from backfill_assets.corrections.registry import Correction
 from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
@@ -64,3 +74,30 @@ def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) 
                     },
                 )
             )
+
+
+def report_state(instance: dg.DagsterInstance, c: Correction) -> None:
+    """The correction's partition of the ``corrections`` asset, observed with its record now."""
+    if not instance.has_dynamic_partition(CORRECTIONS_PARTITIONS, c.id):
+        instance.add_dynamic_partitions(CORRECTIONS_PARTITIONS, [c.id])
+    last = c.history[-1] if c.history else {}
+    ready = {d for t in c.tables.values() for d in t.ready_days()}
+    held = sorted({d for t in c.tables.values() for d in t.held})
+    instance.report_runless_asset_event(
+        dg.AssetObservation(
+            asset_key=CORRECTIONS,
+            partition=c.id,
+            metadata={
+                "state": c.state,
+                "reason": c.reason,
+                "created_by": c.created_by,
+                "created_at": c.created_at,
+                "range": f"{c.start}..{c.end}",
+                "code_version": c.code_version,
+                "staged_days": len(ready),
+                "held_days": ", ".join(held) or "none",
+                "last_action": f"{last.get('action', '')} {last.get('at', '')}".strip(),
+                "interrupted": c.pending.get("action", "") if c.pending else "",
+            },
+        )
+    )

@@ -31,7 +31,7 @@ from backfill_assets.catalog import (
     CORRECTION_TAG,
     Table,
 )
-from backfill_assets.corrections import recovery, registry
+from backfill_assets.corrections import events, recovery, registry
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
 from backfill_assets.publishing.publication import (
     CheckOutcome,
@@ -225,6 +225,7 @@ class CorrectionPublication(Publication):
         mark the production partitions of a failed run as failed, and nothing of production
         failed. Its held days are in the record, which a cutover reads."""
         if not self.held:
+            events.report_state(self.context.instance, self.correction)
             return
         days = set(partition_dates(self.context))
         for asset_key in self.context.selected_asset_keys:
@@ -238,6 +239,7 @@ class CorrectionPublication(Publication):
             + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
             + f". Fix their inputs, then correct those days again with --id {self.correction.id}."
         )
+        events.report_state(self.context.instance, self.correction)
 
 
 def publication_for(

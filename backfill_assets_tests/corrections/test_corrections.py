@@ -20,6 +20,8 @@ from backfill_assets.catalog import (
     CORRECTION_DISCARD_JOB,
     CORRECTION_ROLLBACK_JOB,
     CORRECTION_TAG,
+    CORRECTIONS,
+    CORRECTIONS_PARTITIONS,
     EVENT_DAYS_STEP,
     FCT_DAILY_REVENUE,
     RANGE_END,
@@ -408,6 +410,25 @@ def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(env, config, j
     assert not ok and message in why, why
     assert {t: active_files(env, t) for t in TABLES} == before
     assert sorted(c.id for c in registry.all_corrections(env.settings.lake_dir)) == records
+
+
+def test_the_corrections_asset_shows_each_correction_as_its_record_says(env):
+    """Its partitions are the corrections; each one's latest observation is the record's state
+    after the steps above: the first cut over again by the UI's job, the form's discarded."""
+    assert set(env.instance.get_dynamic_partitions(CORRECTIONS_PARTITIONS)) == {CID, FORM_ID}
+    for cid, state in ((CID, "cut over"), (FORM_ID, "discarded")):
+        [latest] = env.instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=CORRECTIONS, asset_partitions=[cid]), limit=1
+        ).records
+        shown = {k: v.value for k, v in latest.asset_observation.metadata.items()}
+        record = registry.get(env.settings.lake_dir, cid)
+        assert shown["state"] == record.state == state
+        assert (shown["reason"], shown["created_by"], shown["created_at"]) == (
+            record.reason,
+            record.created_by,
+            record.created_at,
+        )
+        assert shown["range"] == f"{FIX_START}..{FIX_END}"
 
 
 def test_corrections_lists_each_with_its_state(env, capsys):

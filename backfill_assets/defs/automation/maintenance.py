@@ -21,7 +21,7 @@ from backfill_assets.catalog import (
     WHY_TAG,
 )
 from backfill_assets.corrections import actions, registry
-from backfill_assets.corrections.lifecycle import decommission, recover_all
+from backfill_assets.corrections.lifecycle import recover_all
 from backfill_assets.defs.automation.wiring import schedule_status
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake.maintenance import maintain_tables
@@ -45,7 +45,7 @@ def maintain_lake(  # type: ignore[no-untyped-def]
         actions.record_recovered(context.instance, found)
     for broken in registry.scan(lake.location)[1]:
         context.log.warning(str(broken))
-    for closed in decommission(lake, days):
+    for closed in actions.decommission(lake, context.instance, days):
         context.log.info(f"correction {closed} decommissioned: older than {days:g} days")
     done = maintain_tables(
         lake,

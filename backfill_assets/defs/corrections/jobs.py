@@ -134,7 +134,7 @@ def discard_correction(  # type: ignore[no-untyped-def]
     """Drop the correction's staged files."""
     with _refusals():
         lake, cid, found = _begin(context, config, spark, pipeline)
-        deleted = actions.discard(lake, cid, found)
+        deleted = actions.discard(lake, context.instance, cid, found)
     context.log.info(f"correction {cid} discarded: {deleted} staged file(s) deleted")
     return dg.Output(None, metadata={"correction": cid, "deleted_files": deleted})
 
