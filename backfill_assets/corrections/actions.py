@@ -9,6 +9,7 @@ raised before anything is changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
@@ -71,12 +72,12 @@ def cutover(
     found: recovery.Recovery | None = None,
 ) -> lifecycle.Outcome:
     """Publish the diffed correction (or what the recovery ``found`` already completed)."""
-    outcome = recovery.completed(found, "cutover")
-    if outcome is None:
-        outcome = lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt)
-        events.report_commits(instance, outcome, "cutover")
-    events.report_state(instance, outcome.correction)
-    return outcome
+    return _committed(
+        instance,
+        found,
+        "cutover",
+        lambda: lifecycle.cutover(lake, correction_id, max_pct, force, skip_rebuilt),
+    )
 
 
 def rollback(
@@ -86,10 +87,21 @@ def rollback(
     found: recovery.Recovery | None = None,
 ) -> lifecycle.Outcome:
     """Put the cut-over partitions back as they were."""
-    outcome = recovery.completed(found, "rollback")
+    return _committed(instance, found, "rollback", lambda: lifecycle.rollback(lake, correction_id))
+
+
+def _committed(
+    instance: dg.DagsterInstance,
+    found: recovery.Recovery | None,
+    action: str,
+    commit: Callable[[], lifecycle.Outcome],
+) -> lifecycle.Outcome:
+    """What the recovery ``found`` completed of ``action``, else ``commit``'s outcome with its
+    commits recorded; the correction's state observed either way."""
+    outcome = recovery.completed(found, action)
     if outcome is None:
-        outcome = lifecycle.rollback(lake, correction_id)
-        events.report_commits(instance, outcome, "rollback")
+        outcome = commit()
+        events.report_commits(instance, outcome, action)
     events.report_state(instance, outcome.correction)
     return outcome
 
