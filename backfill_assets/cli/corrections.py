@@ -60,6 +60,7 @@ def correct(
     existing = registry.load(settings.lake_dir, cid)
     if existing is not None and existing.pending:
         _open(settings, cid)
+    lifecycle.require_production(Lake(settings.lake_dir, None, engine="delta-rs"), start, end)
     registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
     outcomes = run_plans(
         settings,

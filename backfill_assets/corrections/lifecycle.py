@@ -20,12 +20,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
+from backfill_assets.catalog import STAGING_TABLE
 from backfill_assets.corrections import journal, recovery, registry
 from backfill_assets.corrections.diff import CORRECTED, ready_days
 from backfill_assets.corrections.journal import Outcome
 from backfill_assets.corrections.recovery import Recovery, recover, recover_all
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
-from backfill_assets.lake import Lake, StagedVersion
+from backfill_assets.lake import Lake, LakeTableMissing, StagedVersion
 
 __all__ = [
     "DEFAULT_MAX_REVENUE_CHANGE_PCT",
@@ -45,6 +46,21 @@ DEFAULT_MAX_REVENUE_CHANGE_PCT = 10.0
 
 def _dates(texts: Iterable[str]) -> list[dt.date]:
     return sorted(dt.date.fromisoformat(t) for t in texts)
+
+
+def require_production(lake: Lake, start: dt.date, end: dt.date) -> None:
+    """CorrectionError unless production has published staging for at least one day of
+    ``start .. end``: a correction rebuilds published history; a range never built is a
+    backfill's to build."""
+    try:
+        counts = lake.row_counts(STAGING_TABLE.path, STAGING_TABLE.partition_column)
+    except LakeTableMissing:
+        counts = {}
+    if not any(start <= day <= end and rows > 0 for day, rows in counts.items()):
+        raise CorrectionError(
+            f"production has no published {STAGING_TABLE.path} day in {start}..{end}: nothing "
+            "to correct there (a backfill builds a range never published)"
+        )
 
 
 def guardrail_breaches(correction: Correction, max_pct: float) -> dict[str, float | None]:

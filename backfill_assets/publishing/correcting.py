@@ -31,7 +31,7 @@ from backfill_assets.catalog import (
     CORRECTION_TAG,
     Table,
 )
-from backfill_assets.corrections import events, recovery, registry
+from backfill_assets.corrections import events, lifecycle, recovery, registry
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
 from backfill_assets.publishing.publication import (
     CheckOutcome,
@@ -110,6 +110,7 @@ class CorrectionPublication(Publication):
         days = partition_dates(context)
         try:
             recovery.recover(lake, correction_id)  # an interrupted cutover, rollback or discard
+            lifecycle.require_production(lake, days[0], days[-1])
             self.correction = registry.open_correction(
                 lake.location,
                 correction_id,

@@ -351,14 +351,16 @@ def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(env, job
 FORM_ID = "form-fix"
 
 
-def build_from_form(env, config: dict, job=correction_job) -> tuple[bool, str]:
-    """A run of ``job`` over the correction's range with the Launchpad's form ``config``, no
-    tag typed: (success, the failure's message or "")."""
+def build_from_form(
+    env, config: dict, job=correction_job, days: tuple[date, date] = (FIX_START, FIX_END)
+) -> tuple[bool, str]:
+    """A run of ``job`` over ``days`` (the correction's range) with the Launchpad's form
+    ``config``, no tag typed: (success, the failure's message or "")."""
     with dg.execute_job(
         dg.reconstructable(job),
         instance=env.instance,
         asset_selection=list(STEP_ASSETS[EVENT_DAYS_STEP]),
-        tags={RANGE_START: FIX_START.isoformat(), RANGE_END: FIX_END.isoformat()},
+        tags={RANGE_START: days[0].isoformat(), RANGE_END: days[1].isoformat()},
         run_config={"ops": {"staging_and_fact": {"config": config}}},
         raise_on_error=False,
     ) as result:
@@ -404,9 +406,23 @@ def test_a_correction_started_from_the_form_stages_the_references_rows(env, rest
     ids=["empty-reason", "bad-id", "no-id", "closed-id", "outside-correction-job"],
 )
 def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(env, config, job, message):
+    assert_refused(env, message, config, job)
+
+
+def test_a_range_production_never_published_is_refused_and_builds_nothing(env, capsys):
+    never = (date(2024, 2, 1), date(2024, 2, 3))  # after the feed and the backfill
+    config = {"correction_id": "too-early", "reason": "why"}
+    assert_refused(env, "production has no published", config, correction_job, never)
+    command = ["correct", "--start", str(never[0]), "--end", str(never[1]), "--reason", "why"]
+    assert main([*command, "--id", "too-early"]) == 1  # the command refuses alike
+    assert "production has no published" in capsys.readouterr().err
+    assert registry.load(env.settings.lake_dir, "too-early") is None
+
+
+def assert_refused(env, message: str, *form) -> None:
     before = {t: active_files(env, t) for t in TABLES}
     records = sorted(c.id for c in registry.all_corrections(env.settings.lake_dir))
-    ok, why = build_from_form(env, config, job)
+    ok, why = build_from_form(env, *form)
     assert not ok and message in why, why
     assert {t: active_files(env, t) for t in TABLES} == before
     assert sorted(c.id for c in registry.all_corrections(env.settings.lake_dir)) == records
