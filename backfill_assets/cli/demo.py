@@ -122,17 +122,13 @@ def local_s3(settings: Settings) -> Iterator[Settings]:
             server.create_bucket(DEMO_BUCKET)
         landing, lake = f"s3://{DEMO_BUCKET}/landing", f"s3://{DEMO_BUCKET}/lake"
         env = server.env(BACKFILL_LANDING_DIR=landing, BACKFILL_LAKE_DIR=lake)
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
+        os.environ.update(env)  # for the demo's runs; the demo's process ends with it
         print(f"demo: S3 server on {server.endpoint}, data in {server.folder}", flush=True)
         try:
             yield dataclasses.replace(settings, landing_dir=landing, lake_dir=lake)
         finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            for name in env:
+                os.environ.pop(name, None)
     finally:
         server.stop()
 
