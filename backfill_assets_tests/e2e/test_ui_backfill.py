@@ -127,8 +127,10 @@ def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
         LTV: "fact",
         MONTHLY: "reports",
         ENRICHED: "staging",
+        "corrections": "corrections",  # the corrections' list: observed, never materialized
     }
-    for key, n in nodes.items():
+    assert nodes["corrections"]["description"] and nodes["corrections"]["isPartitioned"]
+    for key, n in ((k, n) for k, n in nodes.items() if k in ASSETS):
         assert {"spark", "delta"} <= {k.lower() for k in n["kinds"]}, key
         assert n["description"] and n["isPartitioned"] and n["hasAssetChecks"], key
 
@@ -142,7 +144,9 @@ def test_asset_graph_shows_layers_kinds_descriptions_and_checks(ui, dagster_ui):
             expect(page.get_by_text(group, exact=True).first).to_be_visible()
         expect(page.get_by_text("Spark", exact=True)).to_have_count(len(ASSETS))
         expect(page.get_by_text("delta", exact=True)).to_have_count(len(ASSETS))
-        expect(page.get_by_text("Asset checks", exact=True)).to_have_count(len(ASSETS))
+        # every node has the row; the corrections' list has no check ("-")
+        expect(node(page, "corrections")).to_have_count(2)  # the group and its one asset
+        expect(page.get_by_text("Asset checks", exact=True)).to_have_count(len(ASSETS) + 1)
         ui.screenshot("01-asset-graph", docs="asset-graph.png")
     with ui.step("an asset's description in the side panel"):
         node(page, STG).click()
