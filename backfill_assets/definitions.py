@@ -12,8 +12,10 @@ from backfill_assets.catalog import (
     MONTHLY_JOB,
     STEP_ASSETS,
 )
+from backfill_assets.corrections.pending import CHECK_KEYS
 from backfill_assets.defs.automation import build_automation
 from backfill_assets.defs.corrections.assets import CORRECTIONS_SPEC
+from backfill_assets.defs.corrections.checks import correction_pending_checks
 from backfill_assets.defs.corrections.jobs import CORRECTION_ACTION_JOBS
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
@@ -24,13 +26,18 @@ from backfill_assets.publishing.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.resources import build_resources
 from backfill_assets.settings import Settings
 
+# The correction-pending checks are reported by the corrections' lifecycle, never run by a job.
+NOT_IN_JOBS = dg.AssetSelection.checks(*CHECK_KEYS)
+
 
 def build_jobs() -> tuple[dg.UnresolvedAssetJobDefinition, ...]:
     """The backfill job, the monthly report's job and the correction job."""
     return (
         dg.define_asset_job(
             BACKFILL_JOB,
-            selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*MONTHLY_ASSETS),
+            selection=dg.AssetSelection.all()
+            - dg.AssetSelection.assets(*MONTHLY_ASSETS)
+            - NOT_IN_JOBS,
             description="Any daily layer over any partition range, as one run per range. From "
             "Lineage: select assets, Materialize selected, type a range such as "
             "[2026-11-01...2026-11-05]. A failed run names its held days: fix their inputs "
@@ -38,14 +45,14 @@ def build_jobs() -> tuple[dg.UnresolvedAssetJobDefinition, ...]:
         ),
         dg.define_asset_job(
             MONTHLY_JOB,
-            selection=dg.AssetSelection.assets(*MONTHLY_ASSETS),
+            selection=dg.AssetSelection.assets(*MONTHLY_ASSETS) - NOT_IN_JOBS,
             description="The monthly report over any range of months, as one run per range "
             "(Materialize, then a range such as [2026-09-01...2026-10-01]). A month waits "
             "for every day of its daily fact.",
         ),
         dg.define_asset_job(
             CORRECTION_JOB,
-            selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]),
+            selection=dg.AssetSelection.assets(*STEP_ASSETS[EVENT_DAYS_STEP]) - NOT_IN_JOBS,
             description=CORRECTION_JOB_DESCRIPTION,
         ),
     )
@@ -65,6 +72,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     automation = build_automation(settings, downstream_jobs=[jobs[BACKFILL_JOB], jobs[MONTHLY_JOB]])
     return dg.Definitions(
         assets=assets,
+        asset_checks=[correction_pending_checks],
         jobs=[*jobs.values(), *CORRECTION_ACTION_JOBS],
         resources=build_resources(settings),
         sensors=automation.sensors,

@@ -52,7 +52,12 @@ def report_recovery(found: recovery.Recovery, prefix: str = "") -> None:
 
 
 def correct(
-    settings: Settings, start: date, end: date, reason: str, correction_id: str | None
+    settings: Settings,
+    start: date,
+    end: date,
+    reason: str,
+    correction_id: str | None,
+    rebuild: bool = False,
 ) -> int:
     """Raw for the range (the landing's record, published as usual), then staging and fact as
     the correction ``correction_id``: staged, checked, not published."""
@@ -60,6 +65,7 @@ def correct(
     existing = registry.load(settings.lake_dir, cid)
     if existing is not None and existing.pending:
         _open(settings, cid)
+    registry.check_start(settings.lake_dir, cid, rebuild)
     lifecycle.require_production(Lake(settings.lake_dir, None, engine="delta-rs"), start, end)
     registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
     outcomes = run_plans(
@@ -185,7 +191,9 @@ def run_step(command: str, step: Callable[[], int]) -> int:
 
 def run(command: str, settings: Settings, args: argparse.Namespace) -> int:
     steps = {
-        "correct": lambda: correct(settings, args.start, args.end, args.reason, args.id),
+        "correct": lambda: correct(
+            settings, args.start, args.end, args.reason, args.id, args.rebuild
+        ),
         "diff": lambda: diff(settings, args.id, args.report),
         "cutover": lambda: cutover(
             settings, args.id, args.max_revenue_change_pct, args.force, args.skip_rebuilt
@@ -208,6 +216,12 @@ def add_parsers(sub: argparse._SubParsersAction, date_type: Callable[[str], date
     c.add_argument("--end", type=date_type, required=True)
     c.add_argument("--reason", required=True, help="why: shown to the people who read the numbers")
     c.add_argument("--id", help="the correction's id (default: generated)")
+    c.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build days of the existing staged correction --id again (its held days, once "
+        "their inputs are fixed)",
+    )
     d = sub.add_parser("diff", help="a correction against production, per partition and table")
     d.add_argument("id")
     d.add_argument("--report", help="write the markdown report here (default: beside the record)")

@@ -36,7 +36,7 @@ def recover(
     found = recovery.recover(lake, correction_id)
     if found is not None:
         record_recovered(instance, found)
-        events.report_state(instance, registry.get(lake.location, correction_id))
+        events.report_state(instance, lake.location, registry.get(lake.location, correction_id))
     return found
 
 
@@ -58,7 +58,7 @@ def diff(
     path = report_path or registry.report_path(lake.location, correction_id)
     registry.save_report(path, markdown)
     events.report_diff(instance, result, markdown)
-    events.report_state(instance, registry.get(lake.location, correction_id))
+    events.report_state(instance, lake.location, registry.get(lake.location, correction_id))
     return Diffed(result, markdown, path)
 
 
@@ -73,6 +73,7 @@ def cutover(
 ) -> lifecycle.Outcome:
     """Publish the diffed correction (or what the recovery ``found`` already completed)."""
     return _committed(
+        lake,
         instance,
         found,
         "cutover",
@@ -87,10 +88,13 @@ def rollback(
     found: recovery.Recovery | None = None,
 ) -> lifecycle.Outcome:
     """Put the cut-over partitions back as they were."""
-    return _committed(instance, found, "rollback", lambda: lifecycle.rollback(lake, correction_id))
+    return _committed(
+        lake, instance, found, "rollback", lambda: lifecycle.rollback(lake, correction_id)
+    )
 
 
 def _committed(
+    lake: Lake,
     instance: dg.DagsterInstance,
     found: recovery.Recovery | None,
     action: str,
@@ -102,7 +106,7 @@ def _committed(
     if outcome is None:
         outcome = commit()
         events.report_commits(instance, outcome, action)
-    events.report_state(instance, outcome.correction)
+    events.report_state(instance, lake.location, outcome.correction)
     return outcome
 
 
@@ -115,7 +119,7 @@ def discard(
     """Drop the correction's staged files; how many were deleted."""
     outcome = recovery.completed(found, "discard")
     deleted = outcome.deleted if outcome is not None else lifecycle.discard(lake, correction_id)
-    events.report_state(instance, registry.get(lake.location, correction_id))
+    events.report_state(instance, lake.location, registry.get(lake.location, correction_id))
     return deleted
 
 
@@ -123,7 +127,7 @@ def decommission(lake: Lake, instance: dg.DagsterInstance, retention_days: float
     """Close the corrections older than the retention (``lifecycle.decommission``); their ids."""
     closed = lifecycle.decommission(lake, retention_days)
     for cid in closed:
-        events.report_state(instance, registry.get(lake.location, cid))
+        events.report_state(instance, lake.location, registry.get(lake.location, cid))
     return closed
 
 

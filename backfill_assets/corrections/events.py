@@ -9,7 +9,8 @@
 - after each of a correction's steps (built, diffed, cut over, rolled back, discarded,
   decommissioned): an observation of its partition of the ``corrections`` asset (one dynamic
   partition per id), with its state, who made it, when, why and its range, so the asset's
-  partitions list every correction with its latest state.
+  partitions list every correction with its latest state; and the ``correction_pending``
+  check of each asset a correction changes (``pending.py``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from backfill_assets.catalog import (
     CORRECTIONS_PARTITIONS,
     FCT_DAILY_REVENUE,
 )
+from backfill_assets.corrections import pending
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
-from backfill_assets.corrections.registry import Correction
+from backfill_assets.corrections.registry import Correction, LakeRoot
 from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
@@ -76,8 +78,9 @@ def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) 
             )
 
 
-def report_state(instance: dg.DagsterInstance, c: Correction) -> None:
-    """The correction's partition of the ``corrections`` asset, observed with its record now."""
+def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correction) -> None:
+    """The correction's partition of the ``corrections`` asset, observed with its record now;
+    then the ``correction_pending`` check of every asset a correction changes."""
     if not instance.has_dynamic_partition(CORRECTIONS_PARTITIONS, c.id):
         instance.add_dynamic_partitions(CORRECTIONS_PARTITIONS, [c.id])
     last = c.history[-1] if c.history else {}
@@ -101,3 +104,4 @@ def report_state(instance: dg.DagsterInstance, c: Correction) -> None:
             },
         )
     )
+    pending.report(instance, lake_root)

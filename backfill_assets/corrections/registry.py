@@ -249,6 +249,24 @@ def set_aside(lake_root: LakeRoot, correction_id: str) -> str:
     return aside
 
 
+def check_start(lake_root: LakeRoot, correction_id: str, rebuild: bool) -> None:
+    """Before a correction's first run, from the form or ``correct``: a new id, or with
+    ``rebuild`` an existing one whose days are built again (its held days, once their inputs are
+    fixed). An id reused by mistake would otherwise mix two fixes in one correction."""
+    check_id(correction_id)
+    existing = load(lake_root, correction_id)
+    if existing is None and rebuild:
+        raise CorrectionError(
+            f"there is no correction {correction_id!r} to rebuild: leave rebuild off to start it"
+        )
+    if existing is not None and not rebuild:
+        raise CorrectionError(
+            f"correction {correction_id} exists ({existing.state}, {existing.start}..{existing.end}"
+            f", {existing.reason!r}): choose another id, or rebuild days of it (the form's "
+            "rebuild box, or correct --rebuild)"
+        )
+
+
 def open_correction(
     lake_root: LakeRoot,
     correction_id: str,

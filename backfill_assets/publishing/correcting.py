@@ -44,12 +44,13 @@ from backfill_assets.resources import code_version
 CORRECTION_JOB_DESCRIPTION = (
     "Build a correction of staging and fact beside production: every check runs, nothing is "
     "published. From the Launchpad, pick the partition range and fill in the form (config: "
-    "staging_and_fact: correction_id, reason). Land and materialize the corrected raw inputs "
-    "first. Then correction_diff_job, correction_cutover_job, correction_rollback_job."
+    "staging_and_fact: reason, an optional correction_id, rebuild). Land and materialize the "
+    "corrected raw inputs first. Then correction_diff_job, correction_cutover_job, "
+    "correction_rollback_job."
 )
 CORRECTION_JOB_NEEDS_TAGS = (
-    f"{CORRECTION_JOB} builds a correction, so its run needs a correction id and a reason: the "
-    "Launchpad's config (staging_and_fact: correction_id, reason), or the tags "
+    f"{CORRECTION_JOB} builds a correction, so its run needs a reason: the Launchpad's config "
+    "(staging_and_fact: reason, an optional correction_id), or the tags "
     f"{CORRECTION_TAG}=<id> and {CORRECTION_REASON_TAG}=<why>. Nothing was built."
 )
 
@@ -58,25 +59,31 @@ class CorrectionForm(dg.Config):
     """The correction a run of ``correction_job`` builds: the Launchpad's form. Left empty by
     every other run (a production run)."""
 
-    correction_id: str = Field(
-        default="",
-        description="correction_job only: the correction's id, new (letters, digits, '-', '_') "
-        "or one still staged, to rebuild days of it",
-    )
     reason: str = Field(
         default="", description="correction_job only: why, shown to the people who read the numbers"
+    )
+    correction_id: str = Field(
+        default="",
+        description="correction_job only, optional: the new correction's id (letters, digits, "
+        "'-', '_'); left empty, one is made from the range's first day",
+    )
+    rebuild: bool = Field(
+        default=False,
+        description="correction_job only: tick to build days of the staged correction named "
+        "by correction_id again (its held days, once their inputs are fixed)",
     )
 
 
 def correction_of(
-    context: dg.AssetExecutionContext, form: CorrectionForm | None = None
+    context: dg.AssetExecutionContext, lake: Lake, form: CorrectionForm | None = None
 ) -> tuple[str, str] | None:
     """(id, reason) of the correction the run builds, from its tags or its form; None for a
-    production run. A form filled in outside ``correction_job`` is refused."""
+    production run. A form filled in outside ``correction_job`` is refused, and so is one
+    whose id is already taken (unless it asks to rebuild that correction's days)."""
     tags = context.run.tags
-    if CORRECTION_TAG in tags:
+    if CORRECTION_TAG in tags:  # `correct`'s runs, and the form's once its checks passed
         return tags[CORRECTION_TAG], tags.get(CORRECTION_REASON_TAG, "")
-    if form is None or not (form.correction_id.strip() or form.reason.strip()):
+    if form is None or not (form.correction_id.strip() or form.reason.strip() or form.rebuild):
         return None
     if context.job_name != CORRECTION_JOB:
         raise dg.Failure(
@@ -84,14 +91,18 @@ def correction_of(
             "leave the correction form empty here. Nothing was built.",
             allow_retries=False,
         )
-    if not form.correction_id.strip():
-        raise dg.Failure(description=CORRECTION_JOB_NEEDS_TAGS, allow_retries=False)
-    cid, reason = form.correction_id.strip(), form.reason.strip()
+    reason = form.reason.strip()
+    cid = form.correction_id.strip() or registry.new_id(partition_dates(context)[0])
     try:
-        registry.check_id(cid)
+        if not reason:
+            raise registry.CorrectionError(
+                "a correction needs a reason: the people who read the numbers see it"
+            )
+        registry.check_start(lake.location, cid, form.rebuild)
     except registry.CorrectionError as exc:
         raise dg.Failure(description=f"{exc}. Nothing was built.", allow_retries=False) from None
-    # Tagged like a run of `backfill-assets correct`: the correction's runs list this one.
+    # Tagged like a run of `backfill-assets correct`: the correction's runs list this one, and a
+    # re-execution, which copies the tags, builds into the same correction.
     context.instance.add_run_tags(
         context.run_id, {CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason}
     )
@@ -226,7 +237,7 @@ class CorrectionPublication(Publication):
         mark the production partitions of a failed run as failed, and nothing of production
         failed. Its held days are in the record, which a cutover reads."""
         if not self.held:
-            events.report_state(self.context.instance, self.correction)
+            events.report_state(self.context.instance, self.lake.location, self.correction)
             return
         days = set(partition_dates(self.context))
         for asset_key in self.context.selected_asset_keys:
@@ -238,9 +249,10 @@ class CorrectionPublication(Publication):
         self.context.log.warning(
             f"correction {self.correction.id}: held (never cut over): "
             + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
-            + f". Fix their inputs, then correct those days again with --id {self.correction.id}."
+            + f". Fix their inputs, then build those days again: correct --id {self.correction.id}"
+            " --rebuild, or the form with this id and rebuild ticked."
         )
-        events.report_state(self.context.instance, self.correction)
+        events.report_state(self.context.instance, self.lake.location, self.correction)
 
 
 def publication_for(
@@ -248,7 +260,7 @@ def publication_for(
 ) -> Publication:
     """The production protocol, or the correction's when the run builds one (its tags or its
     form say which)."""
-    correction = correction_of(context, form)
+    correction = correction_of(context, lake, form)
     if correction is None:
         if context.job_name == CORRECTION_JOB:
             raise dg.Failure(description=CORRECTION_JOB_NEEDS_TAGS, allow_retries=False)

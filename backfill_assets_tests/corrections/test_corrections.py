@@ -6,6 +6,7 @@ restated landing."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -23,11 +24,14 @@ from backfill_assets.catalog import (
     CORRECTIONS,
     CORRECTIONS_PARTITIONS,
     EVENT_DAYS_STEP,
+    FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
     RANGE_END,
     RANGE_START,
+    RPT_MONTHLY_REVENUE,
     STEP_ASSETS,
     STG_ORDERS,
+    STG_ORDERS_ENRICHED,
 )
 from backfill_assets.cli.demo import correction_tour, restated_period
 from backfill_assets.cli.main import main, run_backfill
@@ -170,6 +174,34 @@ def test_correct_stages_beside_production_and_publishes_nothing(env, original, r
     assert all(r["input_versions"] for r in c.runs)
     runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: CID}))
     assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
+    # Every asset the correction will change warns, naming it and the partitions it changes.
+    days, months = f"{FIX_START}..{FIX_END}", f"{FIX_START:%Y-%m}"
+    assert pending_marks(env) == {
+        STG_ORDERS: f"correction pending: {CID} will change {days}",
+        FCT_DAILY_REVENUE: f"correction pending: {CID} will change {days}",
+        STG_ORDERS_ENRICHED: f"correction pending: {CID} will change {days}",
+        FCT_CUSTOMER_LTV: f"correction pending: {CID} will change {FIX_START} onward",
+        RPT_MONTHLY_REVENUE: f"correction pending: {CID} will change {months}",
+    }
+
+
+def pending_marks(env) -> dict[dg.AssetKey, str]:
+    """Each changed asset's latest ``correction_pending`` check: "" when it passed, else its
+    description."""
+    marks = {}
+    for asset in (
+        STG_ORDERS,
+        FCT_DAILY_REVENUE,
+        STG_ORDERS_ENRICHED,
+        FCT_CUSTOMER_LTV,
+        RPT_MONTHLY_REVENUE,
+    ):
+        key = dg.AssetCheckKey(asset, "correction_pending")
+        record = env.instance.get_latest_asset_check_evaluation_record(key)
+        assert record is not None, key
+        evaluation = record.event.dagster_event.event_specific_data
+        marks[asset] = "" if evaluation.passed else evaluation.description
+    return marks
 
 
 def test_a_correction_never_mixes_code_versions(env, restated, monkeypatch, capsys):
@@ -185,6 +217,7 @@ def test_a_correction_never_mixes_code_versions(env, restated, monkeypatch, caps
             "same id, other code",
             "--id",
             CID,
+            "--rebuild",
         ]
     )
     assert code == 1 and "never mixes code versions" in capsys.readouterr().err
@@ -324,6 +357,8 @@ def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, re
     assert_tables_equal(env, original, _days(START, END))
     assert registry.get(env.settings.lake_dir, CID).state == registry.State.ROLLED_BACK
     assert env.instance.get_run_by_id(done.run_id).tags[CORRECTION_TAG] == CID
+    # Rolled back, it may be cut over again: still pending.
+    assert all(CID in mark for mark in pending_marks(env).values()), pending_marks(env)
 
     before = {t: active_files(env, t) for t in TABLES}
     refused, why = run_action(
@@ -338,6 +373,7 @@ def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, re
     assert registry.get(env.settings.lake_dir, CID).state == registry.State.CUT_OVER
     runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: CID}))
     assert {r.job_name for r in runs} >= {CORRECTION_ROLLBACK_JOB, CORRECTION_CUTOVER_JOB}
+    assert set(pending_marks(env).values()) == {""}  # cut over: nothing pending
 
 
 @pytest.mark.parametrize("job", [CORRECTION_DIFF_JOB, CORRECTION_DISCARD_JOB])
@@ -346,9 +382,6 @@ def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(env, job
     refused, why = run_action(env, job, correction_id="no-such-fix")
     assert not refused.success and "no correction 'no-such-fix'" in why, why
     assert {t: active_files(env, t) for t in TABLES} == before
-
-
-FORM_ID = "form-fix"
 
 
 def build_from_form(
@@ -369,17 +402,27 @@ def build_from_form(
         return result.success, message
 
 
+def form_correction(env) -> registry.Correction:
+    """The correction the form started (with no id: the run made one)."""
+    [c] = [c for c in registry.all_corrections(env.settings.lake_dir) if c.reason == FORM_REASON]
+    return c
+
+
+FORM_REASON = "from the form"
+
+
 def test_a_correction_started_from_the_form_stages_the_references_rows(env, restated, spark):
-    ok, why = build_from_form(env, {"correction_id": FORM_ID, "reason": "from the form"})
+    ok, why = build_from_form(env, {"reason": FORM_REASON})  # no id: one is made
     assert ok, why
-    c = registry.get(env.settings.lake_dir, FORM_ID)
-    assert c.state == registry.State.STAGED and c.reason == "from the form"
+    c = form_correction(env)
+    assert re.fullmatch(rf"c{FIX_START:%Y%m%d}-[0-9a-f]{{6}}", c.id), c.id
+    assert c.state == registry.State.STAGED and c.created_by
     assert [
         r.tags.get(CORRECTION_TAG)
-        for r in env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: FORM_ID}))
-    ] == [FORM_ID]
+        for r in env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: c.id}))
+    ] == [c.id]
     days = _days(FIX_START, FIX_END)
-    staged = lake(env, spark).staged_version("staging/orders", FORM_ID)
+    staged = lake(env, spark).staged_version("staging/orders", c.id)
     rows = lake(env, spark).read_staged(staged, days).collect()
 
     def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
@@ -389,9 +432,9 @@ def test_a_correction_started_from_the_form_stages_the_references_rows(env, rest
         tuple(sorted((k, utc(v)) for k, v in r.asDict().items() if not k.startswith("_")))
         for r in rows
     } == expected_rows(restated, days)["staging/orders"]
-    done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=FORM_ID)
+    done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=c.id)
     assert done.success
-    assert registry.get(env.settings.lake_dir, FORM_ID).state == registry.State.DISCARDED
+    assert registry.get(env.settings.lake_dir, c.id).state == registry.State.DISCARDED
 
 
 @pytest.mark.parametrize(
@@ -399,14 +442,29 @@ def test_a_correction_started_from_the_form_stages_the_references_rows(env, rest
     [
         ({"correction_id": "no-reason", "reason": "  "}, correction_job, "needs a reason"),
         ({"correction_id": "not an id", "reason": "why"}, correction_job, "not an id"),
-        ({"correction_id": "", "reason": "why"}, correction_job, "needs a correction id"),
-        ({"correction_id": FORM_ID, "reason": "why"}, correction_job, "discarded"),
+        ({"correction_id": "", "reason": ""}, correction_job, "needs a reason"),
+        ({"correction_id": CID, "reason": "why"}, correction_job, f"correction {CID} exists"),
+        ({"correction_id": "nope", "reason": "why", "rebuild": True}, correction_job, "no corr"),
         ({"correction_id": "in-backfill", "reason": "why"}, backfill_job, "leave the correction"),
     ],
-    ids=["empty-reason", "bad-id", "no-id", "closed-id", "outside-correction-job"],
+    ids=["empty-reason", "bad-id", "empty-form", "duplicate-id", "rebuild-unknown", "outside"],
 )
 def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(env, config, job, message):
     assert_refused(env, message, config, job)
+
+
+def test_a_closed_correction_is_refused_even_to_rebuild(env):
+    config = {"correction_id": form_correction(env).id, "reason": "why", "rebuild": True}
+    assert_refused(env, "discarded", config, correction_job)
+
+
+def test_correct_refuses_a_taken_id_unless_asked_to_rebuild(env, capsys):
+    command = ["correct", "--start", str(FIX_START), "--end", str(FIX_START), "--reason", "again"]
+    assert main([*command, "--id", CID]) == 1
+    assert f"correction {CID} exists" in capsys.readouterr().err
+    assert main([*command, "--id", "never-made", "--rebuild"]) == 1
+    assert "no correction 'never-made' to rebuild" in capsys.readouterr().err
+    assert registry.load(env.settings.lake_dir, "never-made") is None
 
 
 def test_a_range_production_never_published_is_refused_and_builds_nothing(env, capsys):
@@ -431,8 +489,9 @@ def assert_refused(env, message: str, *form) -> None:
 def test_the_corrections_asset_shows_each_correction_as_its_record_says(env):
     """Its partitions are the corrections; each one's latest observation is the record's state
     after the steps above: the first cut over again by the UI's job, the form's discarded."""
-    assert set(env.instance.get_dynamic_partitions(CORRECTIONS_PARTITIONS)) == {CID, FORM_ID}
-    for cid, state in ((CID, "cut over"), (FORM_ID, "discarded")):
+    form_id = form_correction(env).id
+    assert set(env.instance.get_dynamic_partitions(CORRECTIONS_PARTITIONS)) == {CID, form_id}
+    for cid, state in ((CID, "cut over"), (form_id, "discarded")):
         [latest] = env.instance.fetch_observations(
             dg.AssetRecordsFilter(asset_key=CORRECTIONS, asset_partitions=[cid]), limit=1
         ).records

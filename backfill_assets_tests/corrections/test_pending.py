@@ -1,0 +1,81 @@
+"""The "correction pending" marker: which assets and partitions each pending correction names,
+and that no job runs its check (a backfill gains no step for it)."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from backfill_assets.catalog import (
+    FCT_CUSTOMER_LTV,
+    FCT_DAILY_REVENUE,
+    RPT_MONTHLY_REVENUE,
+    STG_ORDERS,
+    STG_ORDERS_ENRICHED,
+)
+from backfill_assets.corrections import pending
+from backfill_assets.corrections.registry import Correction, State, TableRecord
+from backfill_assets.definitions import defs
+
+
+def correction(cid: str, state: str, staged: list[str], held: dict | None = None) -> Correction:
+    c = Correction(cid, f"why {cid}", "ann", "2026-11-01T00:00:00+00:00", "", "", "v1", state)
+    for table in ("staging/orders", "fact/daily_revenue"):
+        c.tables[table] = TableRecord({d: "run" for d in staged}, dict(held or {}))
+    return c
+
+
+def marks(corrections) -> dict[dg.AssetKey, tuple[bool, str | None]]:
+    return {e.asset_key: (e.passed, e.description) for e in pending.evaluations(corrections)}
+
+
+def test_nothing_pending_passes_on_every_changed_asset():
+    done = [
+        correction("a", State.CUT_OVER, ["2024-01-02"]),
+        correction("b", State.DISCARDED, ["2024-01-02"]),
+        correction("c", State.DECOMMISSIONED, ["2024-01-02"]),
+        correction("d", State.STAGED, ["2024-01-02"], held={"2024-01-02": ["row_count_band"]}),
+    ]
+    assert marks(done) == {
+        asset: (True, "no correction pending")
+        for asset in (
+            STG_ORDERS,
+            FCT_DAILY_REVENUE,
+            STG_ORDERS_ENRICHED,
+            FCT_CUSTOMER_LTV,
+            RPT_MONTHLY_REVENUE,
+        )
+    }
+
+
+@pytest.mark.parametrize("state", [State.STAGED, State.DIFFED, State.ROLLED_BACK])
+def test_a_pending_correction_names_its_partitions_on_each_asset(state):
+    staged = ["2024-01-30", "2024-01-31", "2024-02-01", "2024-02-05", "2024-02-07"]
+    c = correction("fix-1", state, staged, held={"2024-02-07": ["fx_rate_present"]})
+    days = "2024-01-30..2024-02-01, 2024-02-05"  # the held day is never cut over
+    expected = {
+        STG_ORDERS: days,
+        FCT_DAILY_REVENUE: days,
+        STG_ORDERS_ENRICHED: days,
+        FCT_CUSTOMER_LTV: "2024-01-30 onward",
+        RPT_MONTHLY_REVENUE: "2024-01, 2024-02",
+    }
+    assert marks([c]) == {
+        asset: (False, f"correction pending: fix-1 will change {parts}")
+        for asset, parts in expected.items()
+    }
+    [staging] = [e for e in pending.evaluations([c]) if e.asset_key == STG_ORDERS]
+    assert staging.severity == dg.AssetCheckSeverity.WARN  # a warning, never a blocked run
+    assert staging.metadata["correction fix-1"].value == f"{state}; {days}; why fix-1"
+
+
+def test_no_job_runs_the_pending_check():
+    definitions = defs()
+    changed = (STG_ORDERS, FCT_DAILY_REVENUE, STG_ORDERS_ENRICHED, FCT_CUSTOMER_LTV)
+    marked = {dg.AssetCheckKey(a, "correction_pending") for a in (*changed, RPT_MONTHLY_REVENUE)}
+    assert marked <= definitions.resolve_asset_graph().asset_check_keys  # declared: the UI shows it
+    for job in definitions.jobs or ():
+        selected = definitions.resolve_job_def(job.name).asset_layer.asset_graph.asset_check_keys
+        assert not marked & selected, job.name
+        if job.name == "backfill_job":  # the pipeline's own checks stay in its runs
+            assert dg.AssetCheckKey(STG_ORDERS, "unique_order_ids") in selected
