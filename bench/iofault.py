@@ -18,15 +18,27 @@ every problem found, and last:
 
 Exit code 1 when any problem was found. ``make test`` runs a sample of the points
 (``backfill_assets_tests/lake/test_iofault.py``).
+
+The whole sweep of both engines takes hours on a small machine, so it can be run in parts:
+with ``--ledger FILE`` each finished path (an engine, a path, its modes) is appended to FILE
+as one JSON line (its counts, every problem, the commit and the time), a path already there
+is not run again, and the last line sums every selected path from the ledger. A sweep
+stopped half way loses only the path it was in. ``bench/iofault-ledger.jsonl`` is the
+project's record; README's "I/O faults, measured" quotes its line.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,6 +62,11 @@ def main() -> int:
         help="also sweep whole pipeline steps (raw event_days ltv), I/O errors at every point",
     )
     parser.add_argument(
+        "--ledger",
+        type=Path,
+        help="record each finished path here, skip the paths already there, sum them all",
+    )
+    parser.add_argument(
         "--corrections",
         nargs="*",
         default=["cutover", "rollback", "discard", "discard-diffed", "decommission"],
@@ -62,10 +79,20 @@ def main() -> int:
     if len(args.engines) > 1:
         return per_engine(args)
     tally = h.Tally()
+    ledger = Ledger(args.ledger, args.modes)
     for engine in args.engines:
         os.environ["BACKFILL_LAKE_ENGINE"] = engine  # the pipeline's steps, and their children
-        if args.steps:
-            sweep_steps(args.steps, args.modes, tally, engine)
+        steps = [name for name in args.steps if not ledger.take(tally, engine, f"step:{name}")]
+        if steps:
+            sweep_steps(steps, args.modes, tally, engine, ledger)
+        paths = [name for name in args.paths if not ledger.take(tally, engine, name)]
+        commands = [
+            name
+            for name in args.corrections
+            if not ledger.take(tally, engine, f"correction:{name}")
+        ]
+        if not (paths or commands):
+            continue
         session = build_session(
             spark_config(
                 master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=engine
@@ -78,23 +105,17 @@ def main() -> int:
 
         with tempfile.TemporaryDirectory(prefix="iofault-") as tmp:
             work = Path(tmp)
-            for name in args.paths:
+            for name in paths:
                 path = h.BY_NAME[name]
-                started = time.monotonic()
-                template = h.build_template(make, work, path)
-                count = h.operations(make, template, work, path)
-                before = sum(tally.problems.values())
-                for mode in args.modes:
-                    for n in range(1, count + 1):
-                        h.run_point(make, template, work, path, mode, n, tally, engine)
-                found = sum(tally.problems.values()) - before
-                print(
-                    f"{engine:12} {name:24} operations={count:3} problems={found} "
-                    f"({time.monotonic() - started:.1f} s)",
-                    flush=True,
-                )
-        if args.corrections:
-            sweep_corrections(args.corrections, args.modes, tally, engine, make)
+                with ledger.path(tally, engine, name) as done:
+                    template = h.build_template(make, work, path)
+                    count = h.operations(make, template, work, path)
+                    for mode in args.modes:
+                        for n in range(1, count + 1):
+                            h.run_point(make, template, work, path, mode, n, tally, engine)
+                    done(count)
+        if commands:
+            sweep_corrections(commands, args.modes, tally, engine, make, ledger)
         session.stop()
     for detail in tally.details:
         print(detail)
@@ -107,7 +128,6 @@ def per_engine(args: argparse.Namespace) -> int:
     """One child process per engine (a Spark JVM takes Delta's jars only when it starts); their
     figures summed into one IOFAULT line."""
     import re
-    import subprocess
 
     totals: dict[str, int] = {}
     paths: set[str] = set()
@@ -116,6 +136,8 @@ def per_engine(args: argparse.Namespace) -> int:
         command = [sys.executable, __file__, "--engines", engine, "--paths", *args.paths]
         command += ["--modes", *args.modes, "--corrections", *args.corrections]
         command += ["--steps", *args.steps]
+        if args.ledger is not None:
+            command += ["--ledger", str(args.ledger)]
         child = subprocess.run(command, capture_output=True, text=True, check=False)
         code = max(code, child.returncode)
         for line in child.stdout.splitlines():
@@ -135,7 +157,83 @@ def per_engine(args: argparse.Namespace) -> int:
     return code
 
 
-def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str, make) -> None:
+class Ledger:
+    """The finished paths of a sweep run in parts (``--ledger``); without a file, only the
+    one line per path."""
+
+    PROBLEMS = ("unreadable", "torn", "lost_files", "orphans", "record_mismatch", "unconverged")
+
+    def __init__(self, file: Path | None, modes: list[str]) -> None:
+        self.file, self.modes = file, sorted(modes)
+        self.entries: dict[tuple[str, str, tuple[str, ...]], dict] = {}
+        if file is not None and file.exists():
+            for line in file.read_text().splitlines():
+                if line.strip():
+                    e = json.loads(line)
+                    self.entries[(e["engine"], e["path"], tuple(e["modes"]))] = e
+        self.commit = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    def take(self, tally, engine: str, path: str) -> bool:
+        """Add ``path``'s recorded figures to ``tally``; False when the ledger has none."""
+        e = self.entries.get((engine, path, tuple(self.modes)))
+        if e is None:
+            return False
+        tally.paths.add(path)
+        tally.points += e["points"]
+        tally.faults["kill"] += e["crashes"]
+        tally.faults["error"] += e["errors"]
+        for kind in self.PROBLEMS:
+            tally.problems[kind] += e[kind]
+        tally.details.extend(e["details"])
+        print(
+            f"{engine:12} {path:24} operations={e['operations']:3} problems="
+            f"{sum(e[k] for k in self.PROBLEMS)} (ledger: {e['finished_at']}, {e['commit']})",
+            flush=True,
+        )
+        return True
+
+    @contextmanager
+    def path(self, tally, engine: str, path: str) -> Iterator[Callable[[int], None]]:
+        """Run one path's points inside; ``done(operations)`` prints its line and records it."""
+        started = time.monotonic()
+        before = (tally.points, dict(tally.faults), dict(tally.problems), len(tally.details))
+
+        def done(operations: int) -> None:
+            points, faults, problems, details = before
+            e = {
+                "engine": engine,
+                "path": path,
+                "modes": self.modes,
+                "operations": operations,
+                "points": tally.points - points,
+                "crashes": tally.faults["kill"] - faults.get("kill", 0),
+                "errors": tally.faults["error"] - faults.get("error", 0),
+                **{k: tally.problems[k] - problems.get(k, 0) for k in self.PROBLEMS},
+                "details": tally.details[details:],
+                "commit": self.commit,
+                "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "seconds": round(time.monotonic() - started, 1),
+            }
+            found = sum(e[k] for k in self.PROBLEMS)
+            print(
+                f"{engine:12} {path:24} operations={operations:3} problems={found} "
+                f"({e['seconds']} s)",
+                flush=True,
+            )
+            if self.file is not None:
+                with self.file.open("a") as out:
+                    out.write(json.dumps(e, sort_keys=True) + "\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+
+        yield done
+
+
+def sweep_corrections(
+    commands: list[str], modes: list[str], tally, engine: str, make, ledger: Ledger
+) -> None:
     """Every I/O operation of a correction's commands (``sweep.COMMANDS``: cutover, rollback,
     discard, decommission) failed in turn, on the small two-table lake of
     ``backfill_assets_tests/corrections``: run again (after ``recover_all`` for a kill), the
@@ -155,37 +253,32 @@ def sweep_corrections(commands: list[str], modes: list[str], tally, engine: str,
         small_lake.build(sources["diffed"], make(sources["diffed"]).spark)
         lifecycle.cutover(copy(sources["diffed"], sources["cut-over"]), small_lake.CID)
         for command in (sweep.BY_NAME[name] for name in commands):
-            started = time.monotonic()
-            source = sources[command.source]
-            count = len(sweep.operations(copy(source, work / f"{command.name}-count"), command.run))
-            found = 0
-            for mode in modes:
-                for n in range(1, count + 1):
-                    where = f"{engine}/correction/{command.name}/{mode}:{n}"
-                    lake = copy(source, work / f"{command.name}-{mode}-{n}")
-                    tally.paths.add(f"correction:{command.name}")
-                    tally.points += 1
-                    tally.faults[mode] += 1
-                    try:
-                        if mode == "error":
-                            sweep.fail_in_process(lake, command.run, n)
-                        else:
-                            sweep.kill_in_child(lake, command.name, n)
-                            lifecycle.recover_all(lake)
-                        command.finish(lake)
-                        assert sweep.record(lake.root)["state"] == command.target
-                        command.check(lake)
-                    except Exception as exc:
-                        found += 1
-                        tally.flag("record_mismatch", where, f"{type(exc).__name__}: {exc}")
-            print(
-                f"{engine:12} {'correction ' + command.name:24} operations={count:3} "
-                f"problems={found} ({time.monotonic() - started:.1f} s)",
-                flush=True,
-            )
+            with ledger.path(tally, engine, f"correction:{command.name}") as done:
+                source = sources[command.source]
+                lake = copy(source, work / f"{command.name}-count")
+                count = len(sweep.operations(lake, command.run))
+                for mode in modes:
+                    for n in range(1, count + 1):
+                        where = f"{engine}/correction/{command.name}/{mode}:{n}"
+                        lake = copy(source, work / f"{command.name}-{mode}-{n}")
+                        tally.paths.add(f"correction:{command.name}")
+                        tally.points += 1
+                        tally.faults[mode] += 1
+                        try:
+                            if mode == "error":
+                                sweep.fail_in_process(lake, command.run, n)
+                            else:
+                                sweep.kill_in_child(lake, command.name, n)
+                                lifecycle.recover_all(lake)
+                            command.finish(lake)
+                            assert sweep.record(lake.root)["state"] == command.target
+                            command.check(lake)
+                        except Exception as exc:
+                            tally.flag("record_mismatch", where, f"{type(exc).__name__}: {exc}")
+                done(count)
 
 
-def sweep_steps(names: list[str], modes: list[str], tally, engine: str) -> None:
+def sweep_steps(names: list[str], modes: list[str], tally, engine: str, ledger: Ledger) -> None:
     """Every I/O operation of each named pipeline step failed in turn, by an error in this
     process and by a kill of a child running the step
     (``backfill_assets_tests/iofault_steps.py``)."""
@@ -197,26 +290,20 @@ def sweep_steps(names: list[str], modes: list[str], tally, engine: str) -> None:
         with pipeline_env(root, start_date=s.FIRST.isoformat()) as env:
             before = s.prepare(env)
             for step in (st for st in s.STEPS if st.name in names):
-                started = time.monotonic()
-                template = s.step_template(env, before, step)
-                count = len(s.operations(env, template, step, root / "ops.log"))
-                found = 0
-                for mode, n in ((m, n) for m in modes for n in range(1, count + 1)):
-                    problems = s.run_point(env, template, step, n, mode)
-                    tally.paths.add(f"step:{step.name}")
-                    tally.points += 1
-                    tally.faults[mode] += 1
-                    for problem in problems:
-                        kind, _, rest = problem.partition(" at ")
-                        tally.flag(
-                            kind, f"{engine}/{rest.split(': ', 1)[0]}", rest.split(": ", 1)[1]
-                        )
-                    found += len(problems)
-                print(
-                    f"{engine:12} {'step ' + step.name:24} operations={count:3} "
-                    f"problems={found} ({time.monotonic() - started:.1f} s)",
-                    flush=True,
-                )
+                with ledger.path(tally, engine, f"step:{step.name}") as done:
+                    template = s.step_template(env, before, step)
+                    count = len(s.operations(env, template, step, root / "ops.log"))
+                    for mode, n in ((m, n) for m in modes for n in range(1, count + 1)):
+                        problems = s.run_point(env, template, step, n, mode)
+                        tally.paths.add(f"step:{step.name}")
+                        tally.points += 1
+                        tally.faults[mode] += 1
+                        for problem in problems:
+                            kind, _, rest = problem.partition(" at ")
+                            tally.flag(
+                                kind, f"{engine}/{rest.split(': ', 1)[0]}", rest.split(": ", 1)[1]
+                            )
+                    done(count)
 
 
 if __name__ == "__main__":
