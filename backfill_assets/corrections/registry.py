@@ -265,6 +265,14 @@ def check_start(lake_root: LakeRoot, correction_id: str, rebuild: bool) -> None:
             f", {existing.reason!r}): choose another id, or rebuild days of it (the form's "
             "rebuild box, or correct --rebuild)"
         )
+    if existing is not None and existing.state in State.CLOSED:
+        raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")
+
+
+def check_reason(reason: str) -> str:
+    if not reason or not reason.strip():
+        raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
+    return reason.strip()
 
 
 def open_correction(
@@ -277,8 +285,7 @@ def open_correction(
 ) -> Correction:
     """The correction ``correction_id``, created when new. One correction is built by one code
     version: a run of another version is refused, so the diff and the cutover never mix two."""
-    if not reason or not reason.strip():
-        raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
+    check_reason(reason)
     existing = load(lake_root, correction_id)
     if existing is None:
         correction = Correction(
