@@ -101,11 +101,17 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
         date.fromisoformat(end),
     )
     job = {j().name: j for j in (correction_job, monthly_job)}.get(parent.job_name, backfill_job)
+    # A run launched from the UI's asset graph may hold steps no job of ours runs (the
+    # correction-pending checks, reported by the corrections' lifecycle): left out.
+    steps = set(job().graph.node_dict)
+    failed = dg.ReexecutionOptions.from_failure(run_id, instance).step_selection
     release_orphans(instance)
     with dg.execute_job(
         dg.reconstructable(job),
         instance=instance,
-        reexecution_options=dg.ReexecutionOptions.from_failure(run_id, instance),
+        reexecution_options=dg.ReexecutionOptions(
+            run_id, [key for key in failed if key.split("[")[0] in steps]
+        ),
         run_config=quiet(),
         tags=reexecution_tags(instance, parent),
         raise_on_error=False,

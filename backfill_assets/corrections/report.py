@@ -1,13 +1,27 @@
 """The correction report, in markdown, for the people who consume the numbers: the affected
-period, the reason, per day the figures before and after and the change, and the totals."""
+period, the reason, per day the figures before and after and the change, the totals, and the
+guardrail's verdict on a cutover."""
 
 from __future__ import annotations
 
 from backfill_assets.corrections.diff import CORRECTED, Diff, held_days, pct_change
+from backfill_assets.corrections.lifecycle import DEFAULT_MAX_REVENUE_CHANGE_PCT
 
 
 def _pct(value: float | None) -> str:
     return "new" if value is None else f"{value:+.2f}%"
+
+
+def verdict(diff: Diff, max_pct: float = DEFAULT_MAX_REVENUE_CHANGE_PCT) -> str:
+    """What the cutover's guardrail says of these days: it passes, or the days it refuses."""
+    breaches = [d for d in diff.days if d.revenue_pct is None or abs(d.revenue_pct) > max_pct]
+    if not breaches:
+        return f"passes: no day's revenue moves more than {max_pct:g}%"
+    return (
+        f"refuses {len(breaches)} day(s) moving more than {max_pct:g}%: "
+        + ", ".join(f"{d.day} ({_pct(d.revenue_pct)})" for d in breaches)
+        + "; a cutover needs force (or a higher limit)"
+    )
 
 
 def render(diff: Diff) -> str:
@@ -48,6 +62,7 @@ def render(diff: Diff) -> str:
         f"| {after['revenue_usd'] - before['revenue_usd']} "
         f"| {_pct(pct_change(before['revenue_usd'], after['revenue_usd']))} | |"
     )
+    lines += ["", f"**Guardrail:** {verdict(diff)}"]
     held = held_days(c)
     if held:
         lines += [

@@ -233,6 +233,20 @@ def test_diff_shows_exactly_the_restated_days(env, original, restated, changed_d
         before = sum(f.revenue_usd for f in original.fact([day]))
         after = sum(f.revenue_usd for f in restated.fact([day]))
         assert f"| {day} |" in out and f"| {before} | {after} | {after - before} |" in out
+    # The guardrail's verdict at its default 10%, from the reference's revenue per day.
+    moves = {}
+    for day in _days(FIX_START, FIX_END):
+        before = sum(f.revenue_usd for f in original.fact([day]))
+        after = sum(f.revenue_usd for f in restated.fact([day]))
+        moves[day] = float((after - before) / before * 100) if before else (None if after else 0)
+    refused = [d for d, pct in moves.items() if pct is None or abs(pct) > 10]
+    if refused:
+        assert (
+            f"**Guardrail:** refuses {len(refused)} day(s) moving more than 10%: {refused[0]}"
+            in out
+        )
+    else:
+        assert "**Guardrail:** passes: no day's revenue moves more than 10%" in out
     c = registry.get(env.settings.lake_dir, CID)
     assert c.state == registry.State.DIFFED
     assert (

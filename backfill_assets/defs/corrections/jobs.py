@@ -30,6 +30,7 @@ from backfill_assets.catalog import (
     STARTED_BY_TAG,
 )
 from backfill_assets.corrections import actions, lifecycle, recovery, registry
+from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource, SparkResource
@@ -177,6 +178,7 @@ def diff_correction(  # type: ignore[no-untyped-def]
         metadata={
             "correction": cid,
             "changed_days": changed,
+            "guardrail": reporting.verdict(done.result),
             "report": dg.MetadataValue.md(done.markdown),
             "report_path": done.report_path,
         },
