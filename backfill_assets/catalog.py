@@ -92,7 +92,6 @@ RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
 # A built correction's actions from the UI (defs/corrections/jobs.py): a job of one op each.
-CORRECTION_START_JOB = "correction_start_job"  # the form: a range, a reason, an optional id
 CORRECTION_DIFF_JOB = "correction_diff_job"
 CORRECTION_CUTOVER_JOB = "correction_cutover_job"
 CORRECTION_ROLLBACK_JOB = "correction_rollback_job"
@@ -121,7 +120,6 @@ EVENT_DAYS_TAG = "backfill_assets/event_days"  # on that run: "first..last" even
 FOLLOWED_BY_PLAN = "plan"
 PLAN_TAG = "backfill_assets/plan"  # the backfill invocation a run belongs to
 CLI_TAG = "backfill_assets/cli"  # the command that started the run
-STARTED_BY_TAG = "backfill_assets/started_by"  # the run of a job that started this one
 CORRECTION_TAG = "backfill_assets/correction"  # the correction a run builds (nothing published)
 CORRECTION_REASON_TAG = "backfill_assets/correction_reason"
 WORKER_TAG = "backfill_assets/worker"  # host:pid:start of the process executing the run

@@ -14,11 +14,14 @@ import sys
 from collections.abc import Callable
 from datetime import date
 
-from backfill_assets.catalog import CLI_TAG
+from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_TAG
+from backfill_assets.cli.backfill import run_plans
 from backfill_assets.cli.instance import open_instance
 from backfill_assets.corrections import actions, lifecycle, recovery, registry, repair
+from backfill_assets.corrections import diff as diffing
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
+from backfill_assets.resources import code_version
 from backfill_assets.settings import Settings
 
 
@@ -57,22 +60,39 @@ def correct(
     rebuild: bool = False,
 ) -> int:
     """Raw for the range (the landing's record, published as usual), then staging and fact as
-    the correction ``correction_id``: staged, checked, not published (``actions.build``)."""
-    built = actions.build(
+    the correction ``correction_id``: staged, checked, not published."""
+    cid = correction_id or registry.new_id(start)
+    existing = registry.load(settings.lake_dir, cid)
+    if existing is not None and existing.pending:
+        _open(settings, cid)
+    registry.check_start(settings.lake_dir, cid, rebuild)
+    lifecycle.require_production(Lake(settings.lake_dir, None, engine="delta-rs"), start, end)
+    registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
+    outcomes = run_plans(
         settings,
         start,
         end,
-        reason,
-        correction_id,
-        rebuild,
+        False,
         tags={CLI_TAG: "correct"},
-        recover_first=lambda cid: _open(settings, cid),
+        correction_tags={CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason},
     )
-    print(built.summary())
-    for line in built.failed_raw:
-        print(f"  {line}")
-    print(built.correction_id)
-    return 0 if built.complete else 1
+    c = registry.get(settings.lake_dir, cid)
+    ready, held = diffing.ready_days(c), diffing.held_days(c)
+    failed_raw = [o for o in (outcomes or [])[:-1] if not o.success]
+    print(
+        f"correction {cid}: {len(ready)} day(s) staged beside production with passing checks"
+        + (
+            f"; held: {'; '.join(f'{d}: {chr(44).join(r)}' for d, r in held.items())}"
+            if held
+            else ""
+        )
+    )
+    for o in failed_raw:
+        print(
+            f"  raw run {o.run_id[:8]} failed: {(o.error or '').splitlines()[0] if o.error else ''}"
+        )
+    print(cid)
+    return 0 if ready and not held and not failed_raw and outcomes is not None else 1
 
 
 def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:

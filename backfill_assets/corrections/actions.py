@@ -1,4 +1,4 @@
-"""What a correction's commands do (build, diff, cutover, rollback, discard): one implementation
+"""What a built correction's commands do (diff, cutover, rollback, discard): one implementation
 for the command line (``cli/corrections.py``) and the Dagster jobs (``defs/corrections``).
 
 Each first recovers an operation of the correction left interrupted (``recovery.py``), then
@@ -9,9 +9,8 @@ raised before anything is changed.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -19,80 +18,6 @@ from backfill_assets.corrections import diff as diffing
 from backfill_assets.corrections import events, lifecycle, recovery, registry
 from backfill_assets.corrections import report as reporting
 from backfill_assets.lake import Lake
-from backfill_assets.settings import Settings
-
-
-@dataclass(frozen=True)
-class Built:
-    """What a build of a correction left: its id, the days ready to cut over, the days held
-    (day -> failed checks) and the raw runs that failed (their first error lines)."""
-
-    correction_id: str
-    ready: list[dt.date]
-    held: dict[str, list[str]]
-    failed_raw: list[str] = field(default_factory=list)
-    refused: bool = False  # the backfill itself refused (landing files gone)
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.ready) and not (self.held or self.failed_raw or self.refused)
-
-    def summary(self) -> str:
-        held = "; ".join(f"{d}: {', '.join(r)}" for d, r in self.held.items())
-        return (
-            f"correction {self.correction_id}: {len(self.ready)} day(s) staged beside production "
-            "with passing checks" + (f"; held: {held}" if held else "")
-        )
-
-
-def build(
-    settings: Settings,
-    start: dt.date,
-    end: dt.date,
-    reason: str,
-    correction_id: str | None,
-    rebuild: bool,
-    tags: dict[str, str],
-    recover_first: Callable[[str], object],
-    started: Callable[[str], object] = lambda cid: None,
-) -> Built:
-    """Raw for the range (the landing's record, published as any backfill publishes it), then
-    staging and fact as the correction ``correction_id`` (made from ``start`` when None):
-    staged beside production, checked, not published. Refused with a ``CorrectionError``
-    before anything is built: a taken id without ``rebuild``, ``rebuild`` of an unknown id, an
-    empty reason, a closed id, another code version, a range production never published.
-    ``recover_first(id)`` completes or undoes what the correction left interrupted;
-    ``started(id)`` is called once every check has passed, before anything is built."""
-    from backfill_assets.catalog import CORRECTION_REASON_TAG, CORRECTION_TAG
-    from backfill_assets.cli.backfill import run_plans
-    from backfill_assets.resources import code_version
-
-    cid = correction_id or registry.new_id(start)
-    existing = registry.load(settings.lake_dir, cid)
-    if existing is not None and existing.pending:
-        recover_first(cid)
-    registry.check_start(settings.lake_dir, cid, rebuild)
-    registry.check_reason(reason)
-    lifecycle.require_production(Lake(settings.lake_dir, None, engine="delta-rs"), start, end)
-    started(cid)
-    registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
-    outcomes = run_plans(
-        settings,
-        start,
-        end,
-        False,
-        tags=tags,
-        correction_tags={CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason},
-    )
-    c = registry.get(settings.lake_dir, cid)
-    failed_raw = [
-        f"raw run {o.run_id[:8]} failed: {(o.error or '').splitlines()[0] if o.error else ''}"
-        for o in (outcomes or [])[:-1]
-        if not o.success
-    ]
-    return Built(
-        cid, diffing.ready_days(c), diffing.held_days(c), failed_raw, refused=outcomes is None
-    )
 
 
 @dataclass(frozen=True)

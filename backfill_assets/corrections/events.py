@@ -8,9 +8,9 @@
   the columns of its latest materialization.
 - after each of a correction's steps (built, diffed, cut over, rolled back, discarded,
   decommissioned): an observation of its partition of the ``corrections`` asset (one dynamic
-  partition per id), with its state, who made it, when, why and its range, so the asset's
-  partitions list every correction with its latest state; and the ``correction_pending``
-  check of each asset a correction changes (``pending.py``).
+  partition per id), with its state, who made it, when, why, its range and its diff's report,
+  so the asset's partitions list every correction with its latest state; and the
+  ``correction_pending`` check of each asset a correction changes (``pending.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from backfill_assets.catalog import (
 from backfill_assets.corrections import pending
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
-from backfill_assets.corrections.registry import Correction, LakeRoot
+from backfill_assets.corrections.registry import Correction, LakeRoot, load_report
 from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
@@ -101,6 +101,10 @@ def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correctio
                 "held_days": ", ".join(held) or "none",
                 "last_action": f"{last.get('action', '')} {last.get('at', '')}".strip(),
                 "interrupted": c.pending.get("action", "") if c.pending else "",
+                # the diff's report, so that it opens from the correction itself
+                "report": dg.MetadataValue.md(
+                    load_report(lake_root, c.id) or "No diff yet: run correction_diff_job."
+                ),
             },
         )
     )

@@ -173,6 +173,15 @@ def report_path(lake_root: LakeRoot, correction_id: str) -> str:
     return os.path.join(folder(lake_root), f"{check_id(correction_id)}.md")
 
 
+def load_report(lake_root: LakeRoot, correction_id: str) -> str | None:
+    """The report ``diff`` wrote beside the record, or None before the first diff."""
+    path = report_path(lake_root, correction_id)
+    try:
+        return storage_for(path).read_text(path)
+    except FileNotFoundError:
+        return None
+
+
 def save_report(path: str, markdown: str) -> None:
     """The report, written whole (on the lake's storage, local or S3, or a path given)."""
     durable.write_atomically(path, markdown, "report")
@@ -269,12 +278,6 @@ def check_start(lake_root: LakeRoot, correction_id: str, rebuild: bool) -> None:
         raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")
 
 
-def check_reason(reason: str) -> str:
-    if not reason or not reason.strip():
-        raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
-    return reason.strip()
-
-
 def open_correction(
     lake_root: LakeRoot,
     correction_id: str,
@@ -285,7 +288,8 @@ def open_correction(
 ) -> Correction:
     """The correction ``correction_id``, created when new. One correction is built by one code
     version: a run of another version is refused, so the diff and the cutover never mix two."""
-    check_reason(reason)
+    if not reason or not reason.strip():
+        raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
     existing = load(lake_root, correction_id)
     if existing is None:
         correction = Correction(

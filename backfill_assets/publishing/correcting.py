@@ -1,8 +1,8 @@
 """A correction run of the event-days step: every check, nothing published.
 
-A run tagged ``CORRECTION_TAG=<id>`` (a run of ``correction_job`` that ``backfill-assets correct``
-or the UI's ``correction_start_job`` starts, ``corrections/actions.py``) walks the same protocol
-as a production run, with ``CorrectionPublication`` in place of ``Publication``:
+A run tagged ``CORRECTION_TAG=<id>`` (``backfill-assets correct``), or of ``correction_job``
+launched from the UI with its form filled in (``CorrectionForm``), walks the same protocol as
+a production run, with ``CorrectionPublication`` in place of ``Publication``:
 
 - ``publish`` keeps the passing days in the correction's staged version of each table
   (``Lake.keep_staged``) instead of committing them, and records them in the correction's
@@ -21,6 +21,7 @@ from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.metadata import RawMetadataMapping
+from pydantic import Field
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import (
@@ -41,26 +42,71 @@ from backfill_assets.publishing.publication import (
 from backfill_assets.resources import code_version
 
 CORRECTION_JOB_DESCRIPTION = (
-    "The run that builds a correction of staging and fact beside production: every check runs, "
-    "nothing is published. Started by correction_start_job (a range, a reason, an optional id) "
-    "or backfill-assets correct, which rebuild raw for the range first and tag this run with "
-    "the correction. Then correction_diff_job, correction_cutover_job, correction_rollback_job."
+    "Build a correction of staging and fact beside production: every check runs, nothing is "
+    "published. From the Launchpad, pick the partition range and fill in the form (config: "
+    "staging_and_fact: reason, an optional correction_id, rebuild). Land and materialize the "
+    "corrected raw inputs first. Then correction_diff_job, correction_cutover_job, "
+    "correction_rollback_job."
 )
 CORRECTION_JOB_NEEDS_TAGS = (
-    f"{CORRECTION_JOB} builds a correction that correction_start_job (or backfill-assets "
-    f"correct) started: launched by itself, its run has no {CORRECTION_TAG} and "
-    f"{CORRECTION_REASON_TAG} tags. Start the correction with correction_start_job. Nothing was "
-    "built."
+    f"{CORRECTION_JOB} builds a correction, so its run needs a reason: the Launchpad's config "
+    "(staging_and_fact: reason, an optional correction_id), or the tags "
+    f"{CORRECTION_TAG}=<id> and {CORRECTION_REASON_TAG}=<why>. Nothing was built."
 )
 
 
-def correction_of(context: dg.AssetExecutionContext) -> tuple[str, str] | None:
-    """(id, reason) of the correction the run builds, from its tags; None for a production
-    run."""
+class CorrectionForm(dg.Config):
+    """The correction a run of ``correction_job`` builds: the Launchpad's form. Left empty by
+    every other run (a production run)."""
+
+    reason: str = Field(
+        default="", description="correction_job only: why, shown to the people who read the numbers"
+    )
+    correction_id: str = Field(
+        default="",
+        description="correction_job only, optional: the new correction's id (letters, digits, "
+        "'-', '_'); left empty, one is made from the range's first day",
+    )
+    rebuild: bool = Field(
+        default=False,
+        description="correction_job only: tick to build days of the staged correction named "
+        "by correction_id again (its held days, once their inputs are fixed)",
+    )
+
+
+def correction_of(
+    context: dg.AssetExecutionContext, lake: Lake, form: CorrectionForm | None = None
+) -> tuple[str, str] | None:
+    """(id, reason) of the correction the run builds, from its tags or its form; None for a
+    production run. A form filled in outside ``correction_job`` is refused, and so is one
+    whose id is already taken (unless it asks to rebuild that correction's days)."""
     tags = context.run.tags
-    if CORRECTION_TAG in tags:
+    if CORRECTION_TAG in tags:  # `correct`'s runs, and the form's once its checks passed
         return tags[CORRECTION_TAG], tags.get(CORRECTION_REASON_TAG, "")
-    return None
+    if form is None or not (form.correction_id.strip() or form.reason.strip() or form.rebuild):
+        return None
+    if context.job_name != CORRECTION_JOB:
+        raise dg.Failure(
+            description=f"a correction is built by {CORRECTION_JOB}, not {context.job_name}: "
+            "leave the correction form empty here. Nothing was built.",
+            allow_retries=False,
+        )
+    reason = form.reason.strip()
+    cid = form.correction_id.strip() or registry.new_id(partition_dates(context)[0])
+    try:
+        if not reason:
+            raise registry.CorrectionError(
+                "a correction needs a reason: the people who read the numbers see it"
+            )
+        registry.check_start(lake.location, cid, form.rebuild)
+    except registry.CorrectionError as exc:
+        raise dg.Failure(description=f"{exc}. Nothing was built.", allow_retries=False) from None
+    # Tagged like a run of `backfill-assets correct`: the correction's runs list this one, and a
+    # re-execution, which copies the tags, builds into the same correction.
+    context.instance.add_run_tags(
+        context.run_id, {CORRECTION_TAG: cid, CORRECTION_REASON_TAG: reason}
+    )
+    return cid, reason
 
 
 class CorrectionPublication(Publication):
@@ -204,15 +250,17 @@ class CorrectionPublication(Publication):
             f"correction {self.correction.id}: held (never cut over): "
             + "; ".join(f"{d}: {', '.join(sorted(set(c)))}" for d, c in sorted(self.held.items()))
             + f". Fix their inputs, then build those days again: correct --id {self.correction.id}"
-            " --rebuild, or correction_start_job with this id and rebuild ticked."
+            " --rebuild, or the form with this id and rebuild ticked."
         )
         events.report_state(self.context.instance, self.lake.location, self.correction)
 
 
-def publication_for(context: dg.AssetExecutionContext, lake: Lake) -> Publication:
-    """The production protocol, or the correction's when the run builds one (its tags say
-    which)."""
-    correction = correction_of(context)
+def publication_for(
+    context: dg.AssetExecutionContext, lake: Lake, form: CorrectionForm | None = None
+) -> Publication:
+    """The production protocol, or the correction's when the run builds one (its tags or its
+    form say which)."""
+    correction = correction_of(context, lake, form)
     if correction is None:
         if context.job_name == CORRECTION_JOB:
             raise dg.Failure(description=CORRECTION_JOB_NEEDS_TAGS, allow_retries=False)

@@ -20,15 +20,15 @@ from backfill_assets.catalog import (
     CORRECTION_DIFF_JOB,
     CORRECTION_DISCARD_JOB,
     CORRECTION_ROLLBACK_JOB,
-    CORRECTION_START_JOB,
     CORRECTION_TAG,
     CORRECTIONS,
     CORRECTIONS_PARTITIONS,
     EVENT_DAYS_STEP,
     FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
+    RANGE_END,
+    RANGE_START,
     RPT_MONTHLY_REVENUE,
-    STARTED_BY_TAG,
     STEP_ASSETS,
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
@@ -38,7 +38,7 @@ from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import registry
-from backfill_assets.definitions import build_definitions
+from backfill_assets.definitions import backfill_job, build_definitions, correction_job
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
@@ -344,7 +344,6 @@ def test_rollback_restores_production_then_cutover_again(env, original, restated
 
 
 ACTION_OPS = {
-    CORRECTION_START_JOB: "start_correction",
     CORRECTION_DIFF_JOB: "diff_correction",
     CORRECTION_CUTOVER_JOB: "cut_over_correction",
     CORRECTION_ROLLBACK_JOB: "roll_back_correction",
@@ -399,23 +398,78 @@ def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(env, job
     assert {t: active_files(env, t) for t in TABLES} == before
 
 
-FORM_RANGE = {"start": str(FIX_START), "end": str(FIX_END)}
+def build_from_form(
+    env, config: dict, job=correction_job, days: tuple[date, date] = (FIX_START, FIX_END)
+) -> tuple[bool, str]:
+    """A run of ``job`` over ``days`` (the correction's range) with the Launchpad's form
+    ``config``, no tag typed: (success, the failure's message or "")."""
+    with dg.execute_job(
+        dg.reconstructable(job),
+        instance=env.instance,
+        asset_selection=list(STEP_ASSETS[EVENT_DAYS_STEP]),
+        tags={RANGE_START: days[0].isoformat(), RANGE_END: days[1].isoformat()},
+        run_config={"ops": {"staging_and_fact": {"config": config}}},
+        raise_on_error=False,
+    ) as result:
+        failures = [e for e in result.all_events if e.is_step_failure]
+        message = str(failures[0].step_failure_data.user_failure_data or "") if failures else ""
+        return result.success, message
+
+
+def form_correction(env) -> registry.Correction:
+    """The correction the form started (with no id: the run made one)."""
+    [c] = [c for c in registry.all_corrections(env.settings.lake_dir) if c.reason == FORM_REASON]
+    return c
+
+
+FORM_REASON = "from the form"
+
+
+def test_a_correction_started_from_the_form_stages_the_references_rows(env, restated, spark):
+    ok, why = build_from_form(env, {"reason": FORM_REASON})  # no id: one is made
+    assert ok, why
+    c = form_correction(env)
+    assert re.fullmatch(rf"c{FIX_START:%Y%m%d}-[0-9a-f]{{6}}", c.id), c.id
+    assert c.state == registry.State.STAGED and c.created_by
+    assert [
+        r.tags.get(CORRECTION_TAG)
+        for r in env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: c.id}))
+    ] == [c.id]
+    days = _days(FIX_START, FIX_END)
+    staged = lake(env, spark).staged_version("staging/orders", c.id)
+    rows = lake(env, spark).read_staged(staged, days).collect()
+
+    def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
+        return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value
+
+    assert {
+        tuple(sorted((k, utc(v)) for k, v in r.asDict().items() if not k.startswith("_")))
+        for r in rows
+    } == expected_rows(restated, days)["staging/orders"]
+    done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=c.id)
+    assert done.success
+    assert registry.get(env.settings.lake_dir, c.id).state == registry.State.DISCARDED
 
 
 @pytest.mark.parametrize(
-    "config, message",
+    "config, job, message",
     [
-        ({"reason": "  "}, "needs a reason"),
-        ({"correction_id": "not an id", "reason": "why"}, "not an id"),
-        ({"correction_id": CID, "reason": "why"}, f"correction {CID} exists"),
-        ({"correction_id": "nope", "reason": "why", "rebuild": True}, "no correction 'nope'"),
-        ({"reason": "why", "start": "2024-01-32"}, "start must be a day such as"),
-        ({"reason": "why", "start": str(FIX_END), "end": str(FIX_START)}, "is after end"),
+        ({"correction_id": "no-reason", "reason": "  "}, correction_job, "needs a reason"),
+        ({"correction_id": "not an id", "reason": "why"}, correction_job, "not an id"),
+        ({"correction_id": "", "reason": ""}, correction_job, "needs a reason"),
+        ({"correction_id": CID, "reason": "why"}, correction_job, f"correction {CID} exists"),
+        ({"correction_id": "nope", "reason": "why", "rebuild": True}, correction_job, "no corr"),
+        ({"correction_id": "in-backfill", "reason": "why"}, backfill_job, "leave the correction"),
     ],
-    ids=["empty-reason", "bad-id", "duplicate-id", "rebuild-unknown", "bad-day", "reversed"],
+    ids=["empty-reason", "bad-id", "empty-form", "duplicate-id", "rebuild-unknown", "outside"],
 )
-def test_a_bad_start_form_is_refused_with_its_reason_and_builds_nothing(env, config, message):
-    assert_refused(env, message, {**FORM_RANGE, **config})
+def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(env, config, job, message):
+    assert_refused(env, message, config, job)
+
+
+def test_a_closed_correction_is_refused_even_to_rebuild(env):
+    config = {"correction_id": form_correction(env).id, "reason": "why", "rebuild": True}
+    assert_refused(env, "discarded", config, correction_job)
 
 
 def test_correct_refuses_a_taken_id_unless_asked_to_rebuild(env, capsys):
@@ -429,33 +483,29 @@ def test_correct_refuses_a_taken_id_unless_asked_to_rebuild(env, capsys):
 
 def test_a_range_production_never_published_is_refused_and_builds_nothing(env, capsys):
     never = (date(2024, 2, 1), date(2024, 2, 3))  # after the feed and the backfill
-    form = {"correction_id": "too-early", "reason": "why", "start": str(never[0])}
-    assert_refused(env, "production has no published", {**form, "end": str(never[1])})
+    config = {"correction_id": "too-early", "reason": "why"}
+    assert_refused(env, "production has no published", config, correction_job, never)
     command = ["correct", "--start", str(never[0]), "--end", str(never[1]), "--reason", "why"]
     assert main([*command, "--id", "too-early"]) == 1  # the command refuses alike
     assert "production has no published" in capsys.readouterr().err
     assert registry.load(env.settings.lake_dir, "too-early") is None
 
 
-def assert_refused(env, message: str, form: dict) -> None:
-    """``correction_start_job`` launched with ``form`` fails saying ``message``; no table, no
-    record and no run of another job is made, and its run carries no correction's tag."""
+def assert_refused(env, message: str, *form) -> None:
     before = {t: active_files(env, t) for t in TABLES}
     records = sorted(c.id for c in registry.all_corrections(env.settings.lake_dir))
-    runs = len(env.instance.get_run_records())
-    result, why = run_action(env, CORRECTION_START_JOB, **form)
-    assert not result.success and message in why, why
+    ok, why = build_from_form(env, *form)
+    assert not ok and message in why, why
     assert {t: active_files(env, t) for t in TABLES} == before
     assert sorted(c.id for c in registry.all_corrections(env.settings.lake_dir)) == records
-    assert len(env.instance.get_run_records()) == runs + 1  # its own run only
-    assert CORRECTION_TAG not in env.instance.get_run_by_id(result.run_id).tags
 
 
 def test_the_corrections_asset_shows_each_correction_as_its_record_says(env):
     """Its partitions are the corrections; each one's latest observation is the record's state
-    after the steps above: cut over again by the UI's job."""
-    assert set(env.instance.get_dynamic_partitions(CORRECTIONS_PARTITIONS)) == {CID}
-    for cid, state in ((CID, "cut over"),):
+    after the steps above: the first cut over again by the UI's job, the form's discarded."""
+    form_id = form_correction(env).id
+    assert set(env.instance.get_dynamic_partitions(CORRECTIONS_PARTITIONS)) == {CID, form_id}
+    for cid, state in ((CID, "cut over"), (form_id, "discarded")):
         [latest] = env.instance.fetch_observations(
             dg.AssetRecordsFilter(asset_key=CORRECTIONS, asset_partitions=[cid]), limit=1
         ).records
@@ -468,6 +518,17 @@ def test_the_corrections_asset_shows_each_correction_as_its_record_says(env):
             record.created_at,
         )
         assert shown["range"] == f"{FIX_START}..{FIX_END}"
+        # the diff's report opens from the correction: the file diff wrote beside the record
+        report = env.settings.lake_dir / registry.FOLDER / f"{cid}.md"
+        if cid == CID:  # diffed
+            assert (
+                shown["report"] == report.read_text()
+                and f"# Correction {cid}" in report.read_text()
+            )
+        else:  # never diffed
+            assert (
+                not report.exists() and shown["report"] == "No diff yet: run correction_diff_job."
+            )
 
 
 def test_corrections_lists_each_with_its_state(env, capsys):
@@ -516,42 +577,3 @@ def test_the_demos_correction_tour_prints_the_references_numbers(env, spark, cap
     ) in out
     assert_tables_equal(env, new, _days(START, END))
     assert out.count("cut over:") == 2 and "rolled back:" in out
-
-
-def test_a_correction_started_from_the_ui_rebuilds_raw_and_stages_the_references_rows(env, spark):
-    """Last, as it changes the landing: GBP restated too, then correction_start_job's form (a
-    range and a reason, no id). Raw is rebuilt from the landing first, as `correct` does, so the
-    staged rows are the reference's on the landing now; production's staging is untouched."""
-    days = _days(FIX_START, FIX_END)
-    before = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
-    assert restate_rates(env.settings.landing_dir, "GBP", FIX_START, FIX_END, Decimal("1.07"))
-    now = Reference(env.settings.landing_dir, env.settings.max_lateness_days)
-    assert expected_rows(now, days) != expected_rows(before, days)  # the new restatement shows
-
-    done, why = run_action(env, CORRECTION_START_JOB, **FORM_RANGE, reason="GBP restated too")
-    assert done.success, why
-    cid = env.instance.get_run_by_id(done.run_id).tags[CORRECTION_TAG]
-    assert re.fullmatch(rf"c{FIX_START:%Y%m%d}-[0-9a-f]{{6}}", cid), cid
-    c = registry.get(env.settings.lake_dir, cid)
-    assert c.state == registry.State.STAGED and c.reason == "GBP restated too"
-    started = env.instance.get_runs(dg.RunsFilter(tags={STARTED_BY_TAG: done.run_id}))
-    assert {r.job_name for r in started} == {"backfill_job", "correction_job"}
-    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in started)
-    staged = lake(env, spark).staged_version("staging/orders", cid)
-    rows = lake(env, spark).read_staged(staged, days).collect()
-
-    def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
-        return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value
-
-    assert {
-        tuple(sorted((k, utc(v)) for k, v in r.asDict().items() if not k.startswith("_")))
-        for r in rows
-    } == expected_rows(now, days)["staging/orders"]
-    assert_tables_equal(env, before, _days(START, END))  # production: as before the restatement
-
-    done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=cid)
-    assert done.success
-    assert registry.get(env.settings.lake_dir, cid).state == registry.State.DISCARDED
-    assert_refused(
-        env, "discarded", {**FORM_RANGE, "correction_id": cid, "reason": "why", "rebuild": True}
-    )

@@ -1,10 +1,6 @@
-"""A correction from the Dagster UI: one job each to start it (a range, a reason, an optional id:
-``correction_start_job``), and to diff, cut over, roll back and discard it, each launched with a
-form (the launchpad's config) instead of a tag typed by hand.
-
-``correction_start_job`` runs what ``backfill-assets correct`` runs (``actions.build``): raw for
-the range as any backfill rebuilds it, then a run of ``correction_job`` that stages staging and
-fact beside production; those runs are tagged with the starting run's id.
+"""A built correction's actions from the Dagster UI: one job each for diff, cutover, rollback and
+discard, launched with a form (the launchpad's config: the correction's id, and for cutover its
+guardrail) instead of a tag typed by hand.
 
 Each runs what the command of the same name runs (``corrections/actions.py``: recovery first,
 the lifecycle's guardrails, the commits recorded in Dagster), and tags its run with the
@@ -14,7 +10,6 @@ reason, before anything is changed.
 """
 
 import contextlib
-import datetime as dt
 from collections.abc import Iterator
 
 import dagster as dg
@@ -25,32 +20,13 @@ from backfill_assets.catalog import (
     CORRECTION_DIFF_JOB,
     CORRECTION_DISCARD_JOB,
     CORRECTION_ROLLBACK_JOB,
-    CORRECTION_START_JOB,
     CORRECTION_TAG,
-    STARTED_BY_TAG,
 )
 from backfill_assets.corrections import actions, lifecycle, recovery, registry
 from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
 from backfill_assets.resources import PipelineResource, SparkResource
-from backfill_assets.settings import Settings
-
-
-class CorrectionStart(dg.Config):
-    start: str = Field(description="The first event day to correct, as 2026-10-01.")
-    end: str = Field(description="The last event day to correct, as 2026-10-21.")
-    reason: str = Field(description="Why: shown to the people who read the numbers.")
-    correction_id: str = Field(
-        default="",
-        description="Optional: the new correction's id (letters, digits, '-', '_'); left empty, "
-        "one is made from the first day.",
-    )
-    rebuild: bool = Field(
-        default=False,
-        description="Build days of the staged correction named by correction_id again (its "
-        "held days, once their inputs are fixed).",
-    )
 
 
 class CorrectionChoice(dg.Config):
@@ -100,68 +76,6 @@ def _begin(
 
 # No postponed evaluation in this module: Dagster resolves an op's config class from its
 # annotation. The context stays unannotated, as in the other ops.
-def _day(name: str, text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise CorrectionError(f"{name} must be a day such as 2026-10-01, got {text!r}") from None
-
-
-@dg.op
-def start_correction(  # type: ignore[no-untyped-def]
-    context, config: CorrectionStart, spark: SparkResource, pipeline: PipelineResource
-) -> dg.Output[None]:
-    """Raw for the range, then staging and fact beside production as the correction (the runs
-    ``backfill-assets correct`` starts); fails, naming them, when a day is held or a raw run
-    failed."""
-    with _refusals():
-        start, end = _day("start", config.start), _day("end", config.end)
-        if start > end:
-            raise CorrectionError(f"start {start} is after end {end}")
-        cid = config.correction_id.strip() or registry.new_id(start)
-        settings = Settings.from_env()
-        try:
-            built = actions.build(
-                settings,
-                start,
-                end,
-                config.reason.strip(),
-                cid,
-                config.rebuild,
-                tags={STARTED_BY_TAG: context.run_id},
-                recover_first=lambda c: actions.recover(
-                    pipeline.lake(spark.spark_session), context.instance, c
-                ),
-                # tagged once the form passed every check: the correction's runs list this one
-                started=lambda c: context.instance.add_run_tags(
-                    context.run_id, {CORRECTION_TAG: c}
-                ),
-            )
-        except ValueError as exc:  # a range outside the partitions
-            raise CorrectionError(str(exc)) from None
-    metadata: dict[str, str | int] = {
-        "correction": cid,
-        "ready_days": len(built.ready),
-        "held_days": "; ".join(f"{d}: {', '.join(r)}" for d, r in built.held.items()) or "none",
-        "failed_raw_runs": "; ".join(built.failed_raw) or "none",
-    }
-    if not built.complete:
-        raise dg.Failure(
-            description=built.summary()
-            + "".join(f"\n{line}" for line in built.failed_raw)
-            + (
-                f"\nFix the inputs, then start it again with correction_id {cid} and rebuild "
-                "ticked."
-                if built.held or built.failed_raw
-                else ""
-            ),
-            metadata=metadata,
-            allow_retries=False,
-        )
-    context.log.info(built.summary())
-    return dg.Output(None, metadata=metadata)
-
-
 @dg.op
 def diff_correction(  # type: ignore[no-untyped-def]
     context, config: CorrectionChoice, spark: SparkResource, pipeline: PipelineResource
@@ -245,16 +159,6 @@ def _committed(
     )
 
 
-@dg.job(
-    name=CORRECTION_START_JOB,
-    description="Start a correction: a range, a reason and an optional id. Rebuilds raw for the "
-    "range as a backfill does, then builds staging and fact beside production, checked and not "
-    "published. Then correction_diff_job, correction_cutover_job, correction_rollback_job.",
-)
-def correction_start_job() -> None:
-    start_correction()
-
-
 @dg.job(name=CORRECTION_DIFF_JOB, description="Diff a built correction against production.")
 def correction_diff_job() -> None:
     diff_correction()
@@ -280,7 +184,6 @@ def correction_discard_job() -> None:
 
 
 CORRECTION_ACTION_JOBS = (
-    correction_start_job,
     correction_diff_job,
     correction_cutover_job,
     correction_rollback_job,

@@ -35,7 +35,7 @@ from backfill_assets.event_days.fact import (
 from backfill_assets.event_days.quality import plotted, quality_checks
 from backfill_assets.event_days.staging import build_staging, trailing_published
 from backfill_assets.lake import Lake
-from backfill_assets.publishing.correcting import publication_for
+from backfill_assets.publishing.correcting import CorrectionForm, publication_for
 from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication, partition_dates
 from backfill_assets.publishing.steps import KINDS, spark_step
@@ -135,10 +135,11 @@ def publish_event_days(
     spark: SparkSession,
     lake: Lake,
     settings: Settings,
+    form: CorrectionForm | None = None,
 ) -> Iterator:
     """Staging then fact for the selected event days; a day held in staging is held in fact.
-    A run tagged with a correction builds it instead (``publishing/correcting.py``)."""
-    with publication_for(context, lake) as step:
+    ``form``: the correction a run of ``correction_job`` builds (``publishing/correcting.py``)."""
+    with publication_for(context, lake, form) as step:
         selected = context.selected_asset_keys
         if STG_ORDERS in selected and FCT_DAILY_REVENUE not in selected:
             raise dg.Failure(
@@ -214,11 +215,12 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     )
     def staging_and_fact(
         context: dg.AssetExecutionContext,
+        config: CorrectionForm,
         spark: LazyPySparkResource,
         pipeline: PipelineResource,
     ) -> Iterator:
         """Staging then fact for the selected event days, each day audited before publishing."""
         session = spark.spark_session
-        yield from publish_event_days(context, session, pipeline.lake(session), settings)
+        yield from publish_event_days(context, session, pipeline.lake(session), settings, config)
 
     return [staging_and_fact]
