@@ -11,9 +11,10 @@ Without the jars they skip, saying set-up could not fetch them.
 
 A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
 ``s3://<bucket>/lake`` on the session's SeaweedFS server (``local_s3.py``), a bucket per test.
-One that also sets ``ON_S3_SPARK = True`` runs it on ``delta-spark-s3`` too: the same lake on
-the delta-spark engine, in the native child (whose session has the s3a jars when set-up
-fetched them; without them those cases skip, saying so).
+One that also sets ``ON_S3_SPARK`` (True, or a frozenset of test names: the suite's time is
+counted) runs them on ``delta-spark-s3`` too: the same lake on the delta-spark engine, in the
+native child (whose session has the s3a jars when set-up fetched them; without them those
+cases skip, saying so).
 """
 
 from __future__ import annotations
@@ -115,16 +116,20 @@ def _drop_same_cases(config, items) -> None:
 def _drop_s3_cases(config, items) -> None:
     """Deselect the ``delta-rs-s3`` case of a test whose module did not set ``ON_S3 = True``
     (its body reaches into the lake's local folder), and the ``delta-spark-s3`` case of one
-    whose module did not set ``ON_S3_SPARK = True``."""
+    whose module did not set ``ON_S3_SPARK`` to True or to a frozenset naming the test."""
 
     def params(item) -> set:
         return set(getattr(getattr(item, "callspec", None), "params", {}).values())
+
+    def spark_wanted(item) -> bool:
+        wanted = getattr(item.module, "ON_S3_SPARK", False)
+        return item.originalname in wanted if isinstance(wanted, frozenset) else bool(wanted)
 
     dropped = [
         item
         for item in items
         if (ON_S3 in params(item) and not getattr(item.module, "ON_S3", False))
-        or (ON_S3_SPARK in params(item) and not getattr(item.module, "ON_S3_SPARK", False))
+        or (ON_S3_SPARK in params(item) and not spark_wanted(item))
     ]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
