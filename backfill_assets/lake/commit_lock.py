@@ -109,7 +109,8 @@ def _release_own(table_dir: str, token: str) -> None:
 def release(table_dir: str) -> str:
     """Delete the lock whoever holds it (a crashed process's); what it said."""
     who = holder(table_dir)
-    storage_for(table_dir).delete(lock_path(table_dir))
+    if not storage_for(table_dir).delete(lock_path(table_dir)):
+        return "there was no lock"
     return who
 
 

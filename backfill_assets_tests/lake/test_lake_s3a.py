@@ -107,7 +107,15 @@ def test_every_commit_path_waits_for_the_lock_then_refuses(
         if rows is not None:
             assert (content(lake), lake.version(THINGS)) == (rows, version), name
     assert content(lake) == [(D1, 1, "a"), (D2, 9, "s")]  # compaction changed no row
-    assert any(k.endswith(".checkpoint.parquet") for k in keys(s3_server, s3_bucket, "lake/"))
+    written = keys(s3_server, s3_bucket, "lake/")
+    assert any(k.endswith(".checkpoint.parquet") for k in written)
+    # The keys are in no object written, nor in the session's Spark conf.
+    client, secret = s3_server.client(), s3_server.secret_key.encode()
+    assert [
+        k for k in written if secret in client.get_object(Bucket=s3_bucket, Key=k)["Body"].read()
+    ] == []
+    assert s3_server.secret_key not in repr(spark.sparkContext.getConf().getAll())
+    assert s3_server.secret_key not in repr(spark.conf.getAll)
 
 
 HOLDER = """
