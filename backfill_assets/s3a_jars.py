@@ -7,8 +7,10 @@ serves (checked against Central's .sha1, and its .sha256 where it has one). Fetc
 ``python -m backfill_assets.delta_jars --s3a`` (``delta_jars.py``) into ``.jars/s3a``.
 
 The SDK's ``netty-nio-client`` is built for netty 4.1; pyspark ships 4.2. hadoop-aws uses it
-for copies (a rename is a copy and a delete): ``test_s3a.py`` writes, renames and reads
-through s3a on a real server.
+(through the SDK's transfer manager) only to copy an object at or above
+``fs.s3a.multipart.threshold`` (128 MiB by default; a rename is copies and deletes) and for
+``copyFromLocalFile``; smaller copies take the synchronous Apache client. Both copies work on
+a real server: ``lake/test_lake_s3a.py``.
 """
 
 HADOOP_AWS_VERSION = "3.5.0"  # pyspark 4.2's hadoop-client-api/runtime

@@ -51,6 +51,60 @@ def test_s3a_writes_renames_and_reads_on_the_server(s3a_spark, s3_server, s3_buc
     assert sorted((r["id"], r["tag"]) for r in back) == rows
 
 
+def test_s3a_copies_a_big_object_through_the_sdks_netty_client(s3a_spark, s3_server, s3_bucket):
+    """hadoop-aws copies an object at or above its multipart threshold through the SDK's
+    transfer manager, whose client (netty-nio-client) is built for netty 4.1 while pyspark
+    ships 4.2: a rename of one such object (threshold lowered to 5 MiB for this bucket)."""
+    from backfill_assets import s3a
+    from backfill_assets.settings import S3Settings
+
+    spark = s3a_spark
+    s3a.configure(spark, S3Settings.from_env())
+    spark._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{s3_bucket}.multipart.threshold", "5M")
+    frame = spark.range(120_000, numPartitions=1).selectExpr(
+        "id", "sha2(cast(id as string), 256) AS h"
+    )
+    frame.write.option("compression", "none").parquet(f"s3://{s3_bucket}/big")
+    client = s3_server.client()
+    sizes = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]}
+    assert max(sizes.values()) > 5 * 1024 * 1024
+    jvm = spark._jvm
+    source = jvm.org.apache.hadoop.fs.Path(f"s3://{s3_bucket}/big")
+    filesystem = source.getFileSystem(spark._jsc.hadoopConfiguration())
+    assert filesystem.rename(source, jvm.org.apache.hadoop.fs.Path(f"s3://{s3_bucket}/moved"))
+    moved = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]}
+    assert moved == {k.replace("big/", "moved/", 1): size for k, size in sizes.items()}
+    assert _loaded(spark, "software.amazon.awssdk.http.nio.netty.NettyNioAsyncHttpClient")
+    assert not _loaded(spark, "software.amazon.awssdk.http.nio.netty.NoSuchClient")
+    back = spark.read.parquet(f"s3://{s3_bucket}/moved")
+    assert back.count() == 120_000
+    assert back.where("h = sha2(cast(id as string), 256)").count() == 120_000
+
+
+def _loaded(spark, name: str) -> bool:
+    """Whether the session's class loader (the one with spark.jars) has loaded ``name``."""
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    string = jvm.java.lang.Class.forName("java.lang.String")
+    types = jvm.java.lang.reflect.Array.newInstance(
+        jvm.java.lang.Class.forName("java.lang.Class"), 1
+    )
+    types[0] = string
+    method = jvm.java.lang.Class.forName("java.lang.ClassLoader").getDeclaredMethod(
+        "findLoadedClass", types
+    )
+    method.setAccessible(True)
+    args = jvm.java.lang.reflect.Array.newInstance(
+        jvm.java.lang.Class.forName("java.lang.Object"), 1
+    )
+    args[0] = name
+    found = method.invoke(loader, args)
+    while found is None and loader.getParent() is not None:
+        loader = loader.getParent()
+        found = method.invoke(loader, args)
+    return found is not None
+
+
 def test_every_commit_path_waits_for_the_lock_then_refuses(
     s3a_spark, s3_server, s3_bucket, monkeypatch
 ):
