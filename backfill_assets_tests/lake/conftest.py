@@ -118,8 +118,8 @@ def _drop_s3_cases(config, items) -> None:
     (its body reaches into the lake's local folder), and the ``delta-spark-s3`` case of one
     whose module did not set ``ON_S3_SPARK`` to True or to a frozenset naming the test."""
 
-    def params(item) -> set:
-        return set(getattr(getattr(item, "callspec", None), "params", {}).values())
+    def params(item) -> list:  # a list: a param value may be unhashable
+        return list(getattr(getattr(item, "callspec", None), "params", {}).values())
 
     def spark_wanted(item) -> bool:
         wanted = getattr(item.module, "ON_S3_SPARK", False)
