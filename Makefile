@@ -16,6 +16,7 @@ demo: setup  ## generate the 60 days ending yesterday and backfill them through 
 
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end
 	@./scripts/test-deps.sh
+	@$(PY) -m backfill_assets.delta_jars --s3a  # the suite runs delta-spark on S3 too
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`, no apt installs

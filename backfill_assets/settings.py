@@ -130,6 +130,16 @@ def location(name: str, text: str) -> Path | str:
     return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
 
 
+def s3_in_use(env: Env | None = None) -> bool:
+    """Whether ``BACKFILL_LAKE_DIR`` or ``BACKFILL_LANDING_DIR`` is an ``s3://`` location (set-up
+    then fetches the s3a jars as well)."""
+    env = _environ(env)
+    return any(
+        env.get(name, "").strip().startswith("s3://")
+        for name in ("BACKFILL_LAKE_DIR", "BACKFILL_LANDING_DIR")
+    )
+
+
 # In DAGSTER_HOME: the first partition `make demo` recorded (``cli/demo.py`` writes it).
 FIRST_PARTITION_FILE = "backfill_start_date"
 DEFAULT_START_DATE = date(2024, 1, 1)
@@ -336,6 +346,8 @@ class SparkSettings:
     shuffle_partitions: str = "8"  # BACKFILL_SPARK_SHUFFLE_PARTITIONS
     lake_engine: str = "auto"  # BACKFILL_LAKE_ENGINE: auto, delta-rs or delta-spark
     delta_jars: Path | None = None  # BACKFILL_DELTA_JARS; None: the project's .jars/delta
+    s3a_jars: Path | None = None  # BACKFILL_S3A_JARS; None: the project's .jars/s3a
+    lake_on_s3: bool = False  # BACKFILL_LAKE_DIR is s3://...: delta-spark needs the s3a jars
     # BACKFILL_SPARK_CLASS_ARCHIVE: the driver JVM's class-data archive, a file or "off";
     # None: the project's .jars/spark-classes.jsa (spark_class_archive.py)
     class_archive: str | None = None
@@ -345,6 +357,7 @@ class SparkSettings:
     def from_env(cls, env: Env | None = None) -> SparkSettings:
         env = _environ(env)
         jars = env.get("BACKFILL_DELTA_JARS")
+        s3a = env.get("BACKFILL_S3A_JARS")
         return cls(
             master=env.get("BACKFILL_SPARK_MASTER", DEFAULT_MASTER),
             remote=env.get("BACKFILL_SPARK_REMOTE") or None,
@@ -353,6 +366,8 @@ class SparkSettings:
             shuffle_partitions=env.get("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "8"),
             lake_engine=env.get("BACKFILL_LAKE_ENGINE", "auto"),
             delta_jars=Path(jars).absolute() if jars else None,
+            s3a_jars=Path(s3a).absolute() if s3a else None,
+            lake_on_s3=env.get("BACKFILL_LAKE_DIR", "").strip().startswith("s3://"),
             class_archive=env.get("BACKFILL_SPARK_CLASS_ARCHIVE") or None,
             java=str(Path(env["JAVA_HOME"], "bin", "java")) if env.get("JAVA_HOME") else "java",
         )

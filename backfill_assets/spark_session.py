@@ -18,7 +18,9 @@ With ``BACKFILL_LAKE_ENGINE=delta-spark`` the session also gets Delta's jars
 (from set-up's ``.jars/delta``) and its SQL extension and catalog. ``auto`` and
 ``delta-rs`` leave them off: the embedded engine needs none, and a session whose
 Delta comes from elsewhere (a cluster's or Spark Connect server's own
-configuration) is still picked up by ``Lake``'s ``auto``.
+configuration) is still picked up by ``Lake``'s ``auto``. With delta-spark and
+``BACKFILL_LAKE_DIR=s3://...`` it gets Hadoop's s3a jars (from set-up's ``.jars/s3a``) and
+settings too (``s3a.py``); the lake puts the AWS variables' values in when it opens.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backfill_assets.delta_jars import DELTA_SESSION_CONF, checked_jars, delta_conf, jar_paths
+from backfill_assets import s3a
+from backfill_assets.delta_jars import (
+    DELTA_SESSION_CONF,
+    S3A,
+    checked_jars,
+    delta_conf,
+    jar_paths,
+)
 from backfill_assets.settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -75,6 +84,9 @@ def spark_config(
     # A Connect server's Delta is the server's own configuration, not the client's.
     if engine == "delta-spark" and not s.remote:
         conf.update(delta_conf(jar_paths(s)))
+        if s.lake_on_s3:
+            jars = conf["spark.jars"].split(",") + S3A.jar_paths(s)
+            conf.update(s3a.session_conf(jars))
         # Delta rebuilds a snapshot's file list with 50 tasks by default: far more than one
         # machine's tables need; as many as a shuffle has here.
         conf["spark.databricks.delta.snapshotPartitions"] = conf["spark.sql.shuffle.partitions"]
@@ -113,6 +125,8 @@ def check_delta_jars(conf: dict[str, str]) -> None:
         and "spark.jars" in conf
     ):
         checked_jars()
+        if conf.get("spark.hadoop.fs.s3.impl") == s3a.S3A_FILESYSTEM:
+            S3A.checked()
 
 
 def use_this_python_for_workers() -> None:

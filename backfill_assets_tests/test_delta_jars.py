@@ -12,6 +12,7 @@ import pytest
 
 from backfill_assets import delta_jars
 from backfill_assets.delta_jars import JARS, DeltaJarsError, checked_jars, fetch
+from backfill_assets.s3a_jars import S3A_JARS
 from backfill_assets.spark_session import build_session, check_delta_jars, spark_config
 
 
@@ -78,3 +79,45 @@ def test_a_pyspark_the_jars_were_not_built_for_is_refused(jar_folder, monkeypatc
     monkeypatch.setattr(sys.modules["pyspark"], "__version__", "4.1.0")
     with pytest.raises(DeltaJarsError, match=r"built for Spark 4\.2, this is pyspark 4\.1\.0"):
         checked_jars()
+
+
+@pytest.mark.parametrize(
+    ("args", "lake_dir", "fetches_s3a"),
+    [
+        ([], "data/lake", False),
+        ([], "s3://bucket/lake", True),
+        (["--s3a"], "data/lake", True),
+    ],
+)
+def test_set_up_fetches_the_s3a_jars_only_when_s3_is_used(
+    jar_folder, fake_mvn, tmp_path, monkeypatch, args, lake_dir, fetches_s3a
+):
+    monkeypatch.setenv("BACKFILL_S3A_JARS", str(tmp_path / "s3a"))
+    monkeypatch.setenv("BACKFILL_LAKE_DIR", lake_dir)
+    monkeypatch.setenv("BACKFILL_LANDING_DIR", str(tmp_path / "landing"))
+    assert delta_jars.main(args) == 0  # Maven unreachable: said, set-up goes on
+    asked = fake_mvn.read_text()
+    assert "io.delta:delta-spark" in asked
+    first_s3a = S3A_JARS[min(S3A_JARS)][0]  # the first fetched; an unreachable Maven stops it
+    assert (first_s3a in asked) is fetches_s3a
+
+
+def test_a_delta_spark_session_on_s3_gets_the_s3a_jars_and_checks_them(
+    jar_folder, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("BACKFILL_S3A_JARS", str(tmp_path / "s3a"))
+    monkeypatch.setenv("BACKFILL_LAKE_DIR", "s3://bucket/lake")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-secret-never-in-the-conf")
+    conf = spark_config(master="local[1]", lake_engine="delta-spark")
+    jars = conf["spark.jars"].split(",")
+    assert jars[: len(JARS)] == [str(jar_folder / name) for name in sorted(JARS)]
+    assert jars[len(JARS) :] == [str(tmp_path / "s3a" / name) for name in sorted(S3A_JARS)]
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf["spark.delta.logStore.s3.impl"] == "io.delta.storage.S3SingleDriverLogStore"
+    assert "the-secret-never-in-the-conf" not in repr(conf)
+    with pytest.raises(DeltaJarsError, match=r"s3a .*missing.*delta_jars --s3a"):
+        delta_jars.S3A.checked()
+    monkeypatch.setenv("BACKFILL_LAKE_DIR", str(tmp_path / "lake"))
+    assert "spark.hadoop.fs.s3.impl" not in spark_config(
+        master="local[1]", lake_engine="delta-spark"
+    )

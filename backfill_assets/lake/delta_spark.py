@@ -6,7 +6,9 @@ Commit info travels in the ``userMetadata`` write option. Rows outside the set
 are found by the same pass that counts rows per partition, before anything is
 written; Delta's own replaceWhere constraint check is a second guard. A lost
 race (Delta's conflict exceptions, see ``delta_spark_log``) is retried with a
-fresh transaction; disjoint partition sets do not conflict in Delta at all. Any
+fresh transaction; disjoint partition sets do not conflict in Delta at all (on S3 every
+commit, vacuum, compaction and checkpoint holds the table's ``commit_lock``: Delta's S3 log
+store is safe from one driver at a time). Any
 error is first checked against the log for the write's id: when it is there, the
 commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
 the write succeeded and is neither retried nor reported as failed.
@@ -29,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_log as log
 import backfill_assets.lake.delta_spark_swap as swaps
 import backfill_assets.lake.delta_spark_txn as txns
@@ -48,6 +51,7 @@ from backfill_assets.lake.log import (
 )
 from backfill_assets.lake.spark_files import read_files
 from backfill_assets.lake.staged import StagedVersion
+from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -114,7 +118,7 @@ class DeltaSparkEngine:
         self.swaps_files = txns.native_commits(spark)
 
     def version(self, table_dir: str) -> int | None:
-        if not os.path.isdir(os.path.join(table_dir, "_delta_log")):
+        if not storage_for(table_dir).has_files(os.path.join(table_dir, "_delta_log")):
             return None
         rows = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)} LIMIT 1").collect()
         return rows[0]["version"] if rows else None
@@ -152,15 +156,16 @@ class DeltaSparkEngine:
             read_version = newest_commit(table_dir)  # a floor: this write's commit is newer
             try:
                 io_step("commit")
-                (
-                    self._with_pause_points(df, column, dates, attempt)
-                    .write.format("delta")
-                    .mode("overwrite")
-                    .option("replaceWhere", _predicate(column, dates))
-                    .option("userMetadata", metadata)
-                    .partitionBy(column)
-                    .save(table_dir)
-                )
+                with commit_lock.held(table_dir, operation):
+                    (
+                        self._with_pause_points(df, column, dates, attempt)
+                        .write.format("delta")
+                        .mode("overwrite")
+                        .option("replaceWhere", _predicate(column, dates))
+                        .option("userMetadata", metadata)
+                        .partitionBy(column)
+                        .save(table_dir)
+                    )
                 io_step("commit.landed")
                 break
             except Exception as exc:
@@ -316,9 +321,10 @@ class DeltaSparkEngine:
             for key, value in conf.items():
                 self.spark.conf.set(key, value)
             io_step("vacuum")
-            self.spark.sql(
-                f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
-            )
+            with commit_lock.held(table_dir, "vacuum"):
+                self.spark.sql(
+                    f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
+                )
         finally:
             for key, old in previous.items():
                 if old is None:
@@ -342,7 +348,9 @@ class DeltaSparkEngine:
             try:
                 self.spark.conf.set(USER_METADATA_CONF, metadata)
                 io_step("commit")
-                metrics = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()[0]["metrics"]
+                with commit_lock.held(table_dir, "compact"):
+                    optimized = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()
+                metrics = optimized[0]["metrics"]
                 io_step("commit.landed")
             except Exception as exc:
                 landed = commit_of_write(table_dir, write_id, read_version)
@@ -369,7 +377,8 @@ class DeltaSparkEngine:
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""
         version = self._pinned(name, table_dir, None)
-        log.write_checkpoint(self.spark, table_dir, version)
+        with commit_lock.held(table_dir, "checkpoint"):
+            log.write_checkpoint(self.spark, table_dir, version)
         return version
 
     def _partition_columns(self, table_dir: str) -> list[str]:
@@ -434,10 +443,9 @@ class DeltaSparkEngine:
 
 
 def _data_files(table_dir: str) -> set[str]:
-    found = set()
-    for folder, dirs, files in os.walk(table_dir):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        for file in files:
-            if not file.startswith(("_", ".")):
-                found.add(os.path.relpath(os.path.join(folder, file), table_dir))
-    return found
+    """The table's files outside the log and hidden folders (what VACUUM may delete)."""
+    return {
+        path
+        for path in storage_for(table_dir).list_files(table_dir)
+        if not any(part.startswith(("_", ".")) for part in path.split("/"))
+    }

@@ -13,9 +13,9 @@ snapshot. A commit that raised is first looked for in the log by its write id: o
 whose post-commit step failed, is a success.
 
 Delta checks neither that an added file exists nor its schema or the table's constraints. So the
-files are checked on disk first (there, with the recorded size), the staged schema against the
-table's, and a table whose writes Delta must check (CHECK or NOT NULL constraints, generated or
-identity columns, column mapping) is left to the copy (``can_swap``).
+files are checked in the table's storage first (there, with the recorded size), the staged schema
+against the table's, and a table whose writes Delta must check (CHECK or NOT NULL constraints,
+generated or identity columns, column mapping) is left to the copy (``can_swap``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_txn as txns
 from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata, write_id_of
 from backfill_assets.lake.delta_spark_log import is_lost_race, snapshot_at
@@ -43,6 +44,7 @@ from backfill_assets.lake.log import (
     touched_after,
 )
 from backfill_assets.lake.staged import StagedFile, StagedVersion
+from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -194,7 +196,7 @@ def _old_adds(
     adds = txns.snapshot_adds(spark, table_dir, version, column, dates)
     for add in adds:
         relative = relative_path(table_dir, add["path"])
-        if not os.path.exists(os.path.join(table_dir, relative)):
+        if not storage_for(table_dir).exists(os.path.join(table_dir, relative)):
             raise LakeError(
                 f"cannot restore {name} to version {version}: files were vacuumed, "
                 f"e.g. {add['path']}"
@@ -212,7 +214,12 @@ def _rows_of(table_dir: str, column: str, dates: list[dt.date], adds: list[dict]
             import pyarrow.parquet as pq
 
             path = os.path.join(table_dir, relative_path(table_dir, add["path"]))
-            records = pq.read_metadata(path).num_rows
+            filesystem, scheme = storage_for(table_dir).arrow_filesystem()
+            if filesystem is None:
+                records = pq.read_metadata(path).num_rows
+            else:
+                with filesystem.open_input_file(path.removeprefix(scheme)) as handle:
+                    records = pq.read_metadata(handle).num_rows
         rows[dt.date.fromisoformat(add["partitionValues"][column])] += records
     return rows
 
@@ -235,7 +242,8 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
             if attempt == 1:
                 pause_point("before_commit")
             io_step("commit")
-            version = txns.commit(spark, txn, actions, operation)
+            with commit_lock.held(swap.table_dir, "publish or restore"):
+                version = txns.commit(spark, txn, actions, operation)
             io_step("commit.landed")
             return version, attempt
         except LakeError:
@@ -297,7 +305,7 @@ def _check_schema(name: str, table_json: str, new_json: str) -> None:
 def _check_on_disk(table_dir: str, relative: str, size: int) -> None:
     path = os.path.join(table_dir, relative)
     try:
-        found = os.path.getsize(path)
+        found = storage_for(table_dir).size(path)
     except FileNotFoundError:
         raise LakeError(f"{table_dir}: {relative} is missing; it cannot be committed") from None
     if found != size:

@@ -61,6 +61,18 @@ class LocalStorage:
     def has_files(self, folder: str) -> bool:
         return os.path.isdir(folder)
 
+    def size(self, path: str) -> int:
+        """Bytes of the file at ``path``; FileNotFoundError when there is none."""
+        return os.path.getsize(path)
+
+    def list_files(self, folder: str) -> list[str]:
+        """Every file under ``folder``, at any depth, relative to it ([] when there is none)."""
+        return [
+            os.path.relpath(os.path.join(parent, name), folder)
+            for parent, _, names in os.walk(folder)
+            for name in names
+        ]
+
     def modified_ms(self, path: str) -> int:
         """FileNotFoundError when there is no file at ``path``."""
         return int(os.stat(path).st_mtime * 1000)
@@ -186,6 +198,18 @@ class S3Storage:
         except Exception as exc:
             raise _os_error(exc, folder) from None
         return found.get("KeyCount", 0) > 0
+
+    def size(self, path: str) -> int:
+        """Bytes of the object at ``path``; FileNotFoundError when there is none."""
+        bucket, key = split(path)
+        try:
+            return int(self.client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+        except Exception as exc:
+            raise _not_found_or(exc, path) from None
+
+    def list_files(self, folder: str) -> list[str]:
+        """Every object under ``folder``, at any depth, relative to it."""
+        return [o.name for o in self.list_tree(folder)]
 
     def modified_ms(self, path: str) -> int:
         bucket, key = split(path)

@@ -66,8 +66,8 @@ ENGINES = ("auto", "delta-rs", "delta-spark")
 class Lake:
     """Delta tables under ``root``, named like ``raw/orders``, partitioned by one DATE column.
 
-    ``root`` is a local folder or ``s3://bucket/prefix`` (the delta-rs engine only, reached with
-    the standard AWS variables: ``storage.py``)."""
+    ``root`` is a local folder or ``s3://bucket/prefix`` (reached with the standard AWS
+    variables: ``storage.py``; ``auto`` picks delta-rs there, delta-spark must be asked for)."""
 
     def __init__(
         self, root: str | os.PathLike, spark: SparkSession | None, engine: str = "auto"
@@ -80,11 +80,6 @@ class Lake:
         self.location = normalise(root)
         self.storage.check(self.location)  # on S3, one clear error before anything is written
         self._spark = spark
-        if not self.storage.is_local and engine == "delta-spark":
-            raise LakeError(
-                f"the lake {self.location} is on S3, which only the delta-rs engine reaches so "
-                "far (delta-spark needs the s3a jars): BACKFILL_LAKE_ENGINE=delta-rs"
-            )
         if engine == "auto":
             from backfill_assets.lake.delta_spark import native_delta_available
 
@@ -94,12 +89,31 @@ class Lake:
         if engine == "delta-spark":
             from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
-            self._engine = DeltaSparkEngine(need_spark(spark))
+            session = need_spark(spark)
+            if not self.storage.is_local:
+                self._reach_s3(session)
+            self._engine = DeltaSparkEngine(session)
         else:
             from backfill_assets.lake.delta_rs import DeltaRsEngine
 
             self._engine = DeltaRsEngine(spark)
         self.engine_name = self._engine.name
+
+    def _reach_s3(self, spark: SparkSession) -> None:
+        """delta-spark on S3: the session must have the s3a jars; the AWS variables' settings
+        go into its Hadoop configuration (``s3a.py``)."""
+        from backfill_assets import s3a
+        from backfill_assets.delta_jars import S3A_FIX
+        from backfill_assets.lake.storage import S3Storage
+
+        if not s3a.available(spark):
+            raise LakeError(
+                f"the lake {self.location} is on S3 and the Spark session cannot reach it with "
+                f"delta-spark: it has no s3a jars. {S3A_FIX}, and set BACKFILL_LAKE_DIR before "
+                "the session starts (spark_config adds them); or BACKFILL_LAKE_ENGINE=delta-rs"
+            )
+        assert isinstance(self.storage, S3Storage)
+        s3a.configure(spark, self.storage.settings)
 
     @property
     def root(self) -> Path:

@@ -11,6 +11,10 @@ Without the jars they skip, saying set-up could not fetch them.
 
 A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
 ``s3://<bucket>/lake`` on the session's SeaweedFS server (``local_s3.py``), a bucket per test.
+One that also sets ``ON_S3_SPARK`` (True, or a frozenset of test names: the suite's time is
+counted) runs them on ``delta-spark-s3`` too: the same lake on the delta-spark engine, in the
+native child (whose session has the s3a jars when set-up fetched them; without them those
+cases skip, saying so).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from backfill_assets.delta_jars import jars_present
+from backfill_assets.delta_jars import S3A, jars_present
 from backfill_assets_tests.lake.lake_support import (
     NATIVE_ENV,
     NO_JARS,
@@ -33,8 +37,14 @@ from backfill_assets_tests.lake.lake_support import (
 
 ENGINES = ["delta-rs", "delta-spark"]
 ON_S3 = "delta-rs-s3"  # the delta-rs engine on a lake in S3, for the modules that ask for it
+ON_S3_SPARK = "delta-spark-s3"  # delta-spark on a lake in S3, for the modules that ask for it
+NO_S3A_JARS = (
+    "the s3a jars are not in .jars/s3a: `python -m backfill_assets.delta_jars --s3a` "
+    "(`make test` runs it) could not fetch them"
+)
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
-NATIVE_FIXTURES = {"two_engines"}  # fixtures whose tests need Delta's jars whatever the params
+# fixtures whose tests need Delta's jars whatever the params
+NATIVE_FIXTURES = {"two_engines", "s3a_spark"}
 _SELECTED = pytest.StashKey[list]()
 CHILD_TIMEOUT = 2400  # seconds for the one native run of the whole directory
 
@@ -55,7 +65,11 @@ if IN_NATIVE_CHILD:
 def _needs_native(item) -> bool:
     callspec = getattr(item, "callspec", None)
     params = callspec.params.values() if callspec is not None else ()
-    return "delta-spark" in params or bool(NATIVE_FIXTURES & set(item.fixturenames))
+    return (
+        "delta-spark" in params
+        or ON_S3_SPARK in params
+        or bool(NATIVE_FIXTURES & set(item.fixturenames))
+    )
 
 
 def pytest_itemcollected(item) -> None:
@@ -100,13 +114,22 @@ def _drop_same_cases(config, items) -> None:
 
 
 def _drop_s3_cases(config, items) -> None:
-    """Deselect the ``delta-rs-s3`` case of a test whose module did not set ``ON_S3 = True``:
-    its body reaches into the lake's local folder."""
+    """Deselect the ``delta-rs-s3`` case of a test whose module did not set ``ON_S3 = True``
+    (its body reaches into the lake's local folder), and the ``delta-spark-s3`` case of one
+    whose module did not set ``ON_S3_SPARK`` to True or to a frozenset naming the test."""
+
+    def params(item) -> list:  # a list: a param value may be unhashable
+        return list(getattr(getattr(item, "callspec", None), "params", {}).values())
+
+    def spark_wanted(item) -> bool:
+        wanted = getattr(item.module, "ON_S3_SPARK", False)
+        return item.originalname in wanted if isinstance(wanted, frozenset) else bool(wanted)
+
     dropped = [
         item
         for item in items
-        if ON_S3 in getattr(getattr(item, "callspec", None), "params", {}).values()
-        and not getattr(item.module, "ON_S3", False)
+        if (ON_S3 in params(item) and not getattr(item.module, "ON_S3", False))
+        or (ON_S3_SPARK in params(item) and not spark_wanted(item))
     ]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -187,14 +210,18 @@ def _text(output) -> str:
 
 def engine_or_twin(request, name: str):
     """``name`` where it can run here; a twin of the child's run for delta-spark in the parent."""
-    if name == "delta-rs" or (IN_NATIVE_CHILD and name == "delta-spark"):
+    if name == "delta-rs" or (IN_NATIVE_CHILD and name in ("delta-spark", ON_S3_SPARK)):
+        if name == ON_S3_SPARK and not S3A.present():
+            pytest.skip(NO_S3A_JARS)
         return name
     if not jars_present():
         pytest.skip(NO_JARS)
+    if name == ON_S3_SPARK and not S3A.present():
+        pytest.skip(NO_S3A_JARS)
     return _native_twin(request)
 
 
-@pytest.fixture(params=[*ENGINES, ON_S3])
+@pytest.fixture(params=[*ENGINES, ON_S3, ON_S3_SPARK])
 def lake(request, tmp_path):
     from backfill_assets.lake import Lake
 
@@ -202,6 +229,10 @@ def lake(request, tmp_path):
         bucket = request.getfixturevalue("s3_bucket")
         return Lake(f"s3://{bucket}/lake", request.getfixturevalue("spark"), engine="delta-rs")
     engine = engine_or_twin(request, request.param)
+    if engine == ON_S3_SPARK:
+        bucket = request.getfixturevalue("s3_bucket")
+        spark = request.getfixturevalue("spark")
+        return Lake(f"s3://{bucket}/lake", spark, engine="delta-spark")
     if isinstance(engine, _NativeTwin):
         return engine
     return Lake(tmp_path / "lake", request.getfixturevalue("spark"), engine=engine)
@@ -226,6 +257,15 @@ def two_engines(request, tmp_path):
         Lake(tmp_path / "lake", spark, engine="delta-rs"),
         Lake(tmp_path / "lake", spark, engine="delta-spark"),
     )
+
+
+@pytest.fixture
+def s3a_spark(request):
+    """The native child's session, which has the s3a jars (a twin in the parent)."""
+    twin = engine_or_twin(request, ON_S3_SPARK)
+    if isinstance(twin, _NativeTwin):
+        return twin
+    return request.getfixturevalue("spark")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -22,11 +22,22 @@ NO_JARS = (
 
 
 def native_spark_conf(master: str = "local[2]") -> dict[str, str]:
-    """The pipeline's delta-spark session conf, test-sized (DeltaJarsError if the jars are bad)."""
+    """The pipeline's delta-spark session conf, test-sized (DeltaJarsError if the jars are bad);
+    with the s3a jars when set-up fetched them."""
+    import dataclasses
+
+    from backfill_assets.delta_jars import S3A
+    from backfill_assets.settings import SparkSettings
     from backfill_assets.spark_session import spark_config
 
+    # With the s3a jars, one session serves the local and the S3 lakes of the directory.
+    settings = dataclasses.replace(SparkSettings.from_env(), lake_on_s3=S3A.present())
     return spark_config(
-        master=master, shuffle_partitions=2, driver_memory="1g", lake_engine="delta-spark"
+        master=master,
+        shuffle_partitions=2,
+        driver_memory="1g",
+        lake_engine="delta-spark",
+        settings=settings,
     )
 
 

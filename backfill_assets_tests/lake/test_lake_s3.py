@@ -71,9 +71,10 @@ def test_a_store_that_ignores_conditional_puts_is_refused(s3_server, s3_bucket, 
     assert objects(s3_server, s3_bucket) == {}  # the probe is gone
 
 
-def test_only_delta_rs_reaches_a_lake_on_s3(s3_bucket, spark):
-    with pytest.raises(LakeError, match="BACKFILL_LAKE_ENGINE=delta-rs"):
-        Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-spark")
+def test_delta_spark_on_s3_without_the_s3a_jars_names_the_fix(s3_server, s3_bucket, spark):
+    with pytest.raises(LakeError, match=r"no s3a jars.*delta_jars --s3a") as refused:
+        Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-spark")  # a session without them
+    assert s3_server.secret_key not in str(refused.value)
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
