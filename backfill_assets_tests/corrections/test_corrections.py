@@ -42,6 +42,7 @@ from backfill_assets.definitions import backfill_job, build_definitions, correct
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
+from backfill_assets_tests.corrections.test_pending import CHANGED_ASSETS
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 
@@ -189,13 +190,7 @@ def pending_marks(env) -> dict[dg.AssetKey, str]:
     """Each changed asset's latest ``correction_pending`` check: "" when it passed, else its
     description."""
     marks = {}
-    for asset in (
-        STG_ORDERS,
-        FCT_DAILY_REVENUE,
-        STG_ORDERS_ENRICHED,
-        FCT_CUSTOMER_LTV,
-        RPT_MONTHLY_REVENUE,
-    ):
+    for asset in CHANGED_ASSETS:
         key = dg.AssetCheckKey(asset, "correction_pending")
         record = env.instance.get_latest_asset_check_evaluation_record(key)
         assert record is not None, key

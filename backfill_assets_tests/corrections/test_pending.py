@@ -17,6 +17,15 @@ from backfill_assets.corrections import pending
 from backfill_assets.corrections.registry import Correction, State, TableRecord
 from backfill_assets.definitions import defs
 
+# What a correction of staging and fact changes, as this test spells it (not pending.MARKED).
+CHANGED_ASSETS = (
+    STG_ORDERS,
+    FCT_DAILY_REVENUE,
+    STG_ORDERS_ENRICHED,
+    FCT_CUSTOMER_LTV,
+    RPT_MONTHLY_REVENUE,
+)
+
 
 def correction(cid: str, state: str, staged: list[str], held: dict | None = None) -> Correction:
     c = Correction(cid, f"why {cid}", "ann", "2026-11-01T00:00:00+00:00", "", "", "v1", state)
@@ -36,16 +45,7 @@ def test_nothing_pending_passes_on_every_changed_asset():
         correction("c", State.DECOMMISSIONED, ["2024-01-02"]),
         correction("d", State.STAGED, ["2024-01-02"], held={"2024-01-02": ["row_count_band"]}),
     ]
-    assert marks(done) == {
-        asset: (True, "no correction pending")
-        for asset in (
-            STG_ORDERS,
-            FCT_DAILY_REVENUE,
-            STG_ORDERS_ENRICHED,
-            FCT_CUSTOMER_LTV,
-            RPT_MONTHLY_REVENUE,
-        )
-    }
+    assert marks(done) == {asset: (True, "no correction pending") for asset in CHANGED_ASSETS}
 
 
 @pytest.mark.parametrize("state", [State.STAGED, State.DIFFED, State.ROLLED_BACK])
@@ -71,8 +71,7 @@ def test_a_pending_correction_names_its_partitions_on_each_asset(state):
 
 def test_no_job_runs_the_pending_check():
     definitions = defs()
-    changed = (STG_ORDERS, FCT_DAILY_REVENUE, STG_ORDERS_ENRICHED, FCT_CUSTOMER_LTV)
-    marked = {dg.AssetCheckKey(a, "correction_pending") for a in (*changed, RPT_MONTHLY_REVENUE)}
+    marked = {dg.AssetCheckKey(a, "correction_pending") for a in CHANGED_ASSETS}
     assert marked <= definitions.resolve_asset_graph().asset_check_keys  # declared: the UI shows it
     for job in definitions.jobs or ():
         selected = definitions.resolve_job_def(job.name).asset_layer.asset_graph.asset_check_keys
