@@ -278,6 +278,13 @@ def check_start(lake_root: LakeRoot, correction_id: str, rebuild: bool) -> None:
         raise CorrectionError(f"correction {correction_id} is {existing.state}; start a new one")
 
 
+def check_reason(reason: str) -> str:
+    """The reason, stripped; a CorrectionError when there is none."""
+    if not reason or not reason.strip():
+        raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
+    return reason.strip()
+
+
 def open_correction(
     lake_root: LakeRoot,
     correction_id: str,
@@ -288,8 +295,7 @@ def open_correction(
 ) -> Correction:
     """The correction ``correction_id``, created when new. One correction is built by one code
     version: a run of another version is refused, so the diff and the cutover never mix two."""
-    if not reason or not reason.strip():
-        raise CorrectionError("a correction needs a reason: the people who read the numbers see it")
+    check_reason(reason)
     existing = load(lake_root, correction_id)
     if existing is None:
         correction = Correction(

@@ -91,13 +91,9 @@ def correction_of(
             "leave the correction form empty here. Nothing was built.",
             allow_retries=False,
         )
-    reason = form.reason.strip()
     cid = form.correction_id.strip() or registry.new_id(partition_dates(context)[0])
     try:
-        if not reason:
-            raise registry.CorrectionError(
-                "a correction needs a reason: the people who read the numbers see it"
-            )
+        reason = registry.check_reason(form.reason)
         registry.check_start(lake.location, cid, form.rebuild)
     except registry.CorrectionError as exc:
         raise dg.Failure(description=f"{exc}. Nothing was built.", allow_retries=False) from None
