@@ -6,8 +6,11 @@ session has not. When set-up fetched them, every selected ``delta-spark`` test o
 the lake directory (and the cross-engine ones) is run for real in one child pytest
 (``BACKFILL_LAKE_NATIVE_SESSION=1``), whose ``spark`` is the pipeline's own
 delta-spark session: one JVM with Delta's jars for the whole directory instead of
-one per module. Each parent test passes or fails with its own case's outcome there.
-Without the jars they skip, saying set-up could not fetch them.
+one per module. The child starts as soon as the parent has collected, at a lower priority, and
+runs beside the parent's other tests (much of whose time is spent waiting on servers and
+daemons); the first native test in the parent waits for it. Each parent test passes or fails
+with its own case's outcome there. Without the jars they skip, saying set-up could not fetch
+them.
 
 A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
 ``s3://<bucket>/lake`` on the session's SeaweedFS server (``local_s3.py``), a bucket per test.
@@ -20,9 +23,13 @@ cases skip, saying so).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -30,8 +37,9 @@ from backfill_assets.delta_jars import S3A, jars_present
 from backfill_assets_tests.lake.lake_support import (
     NATIVE_ENV,
     NO_JARS,
-    REPO,
+    kill_group,
     native_spark_conf,
+    start,
     subprocess_env,
 )
 
@@ -94,6 +102,15 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if _needs_native(item):
                 item.add_marker(pytest.mark.timeout(CHILD_TIMEOUT + 120))
+        if selected and jars_present():
+            _child.append(_NativeChild.start(selected))
+
+
+def pytest_unconfigure(config) -> None:
+    """A child still running when the parent stops (interrupted, or no native test reached)
+    is stopped with its JVM; its folder goes."""
+    for child in _child:
+        child.stop()
 
 
 def _drop_same_cases(config, items) -> None:
@@ -150,45 +167,56 @@ class _NativeTwin:
         self.outcomes, self.log = outcomes, log
 
 
-_child: list[_NativeTwin] = []
+class _NativeChild:
+    """The one child pytest that runs every selected native test, started in the background."""
+
+    def __init__(self, proc: subprocess.Popen, folder: Path) -> None:
+        self.proc, self.folder = proc, folder
+        self.started = time.monotonic()
+        self.twin: _NativeTwin | None = None
+
+    @classmethod
+    def start(cls, node_ids: list[str]) -> _NativeChild:
+        folder = Path(tempfile.mkdtemp(prefix="backfill-native-child-"))
+        args = [sys.executable, "-m", "pytest", *node_ids, "-p", "no:cacheprovider", "-q"]
+        args.append(f"--junitxml={folder / 'report.xml'}")
+        # niced: the parent's tests, some of which wait on timed events, keep the CPU first
+        return cls(
+            start(["nice", "-n", "10", *args], subprocess_env(**{NATIVE_ENV: "1"}), folder / "log"),
+            folder,
+        )
+
+    def result(self) -> _NativeTwin:
+        """Wait for the child (at most CHILD_TIMEOUT from its start); its outcomes by case."""
+        if self.twin is None:
+            left = CHILD_TIMEOUT - (time.monotonic() - self.started)
+            try:
+                self.proc.wait(timeout=max(left, 1))
+                note = ""
+            except subprocess.TimeoutExpired:
+                kill_group(self.proc)
+                note = f"the native child ran out of its {CHILD_TIMEOUT} s\n"
+            log = note + (self.folder / "log").read_text(errors="replace")
+            self.twin = _NativeTwin(_outcomes(self.folder / "report.xml"), _tail(log))
+        return self.twin
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            kill_group(self.proc)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_child: list[_NativeChild] = []
 
 
 def _native_twin(request) -> _NativeTwin:
-    """Run every selected native test once in a child pytest; their outcomes by case."""
-    if not _child:
-        _child.append(_run_child(request))
-    return _child[0]
+    """The outcomes of every selected native test in the child (started at collection)."""
+    if not _child:  # not started at collection: only when the jars arrived during the run
+        _child.append(_NativeChild.start(request.config.stash.get(_SELECTED, [])))
+    return _child[0].result()
 
 
-def _run_child(request) -> _NativeTwin:
-    report = request.getfixturevalue("tmp_path_factory").mktemp("native") / "report.xml"
-    node_ids = request.config.stash.get(_SELECTED, [])
-    try:
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                *node_ids,
-                "-p",
-                "no:cacheprovider",
-                "-q",
-                f"--junitxml={report}",
-            ],
-            cwd=REPO,
-            env=subprocess_env(**{NATIVE_ENV: "1"}),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=False,  # failures are read from the report, case by case
-        )
-        log = run.stdout + run.stderr
-    except subprocess.TimeoutExpired as exc:
-        log = (
-            f"the native child ran out of its {CHILD_TIMEOUT} s\n"
-            + _text(exc.stdout)
-            + _text(exc.stderr)
-        )
+def _outcomes(report: Path) -> dict[tuple[str, str], tuple[str, str]]:
     outcomes: dict[tuple[str, str], tuple[str, str]] = {}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -201,11 +229,11 @@ def _run_child(request) -> _NativeTwin:
                 outcomes[key] = ("skipped", skipped.get("message", ""))
             else:
                 outcomes[key] = ("passed", "")
-    return _NativeTwin(outcomes, "\n".join(log.splitlines()[-30:]))
+    return outcomes
 
 
-def _text(output) -> str:
-    return output.decode(errors="replace") if isinstance(output, bytes) else (output or "")
+def _tail(log: str) -> str:
+    return "\n".join(log.splitlines()[-30:])
 
 
 def engine_or_twin(request, name: str):
