@@ -75,6 +75,7 @@ RAW_ASSET_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS, FX_RATES_DATASET: RAW_FX_RAT
 
 # Steps: the unit a run request names. Staging and fact are one step (defs/event_days/).
 RAW_ORDERS_STEP, RAW_FX_RATES_STEP, EVENT_DAYS_STEP = "raw_orders", "raw_fx_rates", "event_days"
+EVENT_DAYS_OP = "staging_and_fact"  # the event days' op, whose config is the correction form
 CUSTOMER_LTV_STEP, MONTHLY_REVENUE_STEP = "customer_ltv", "monthly_revenue"
 ENRICH_STEP = "enrich_orders"
 STEP_ASSETS: dict[str, tuple[dg.AssetKey, ...]] = {
@@ -91,6 +92,10 @@ RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX
 # corrections beside production; then the sensors and schedules that request their runs.
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
+# A correction from the UI as `correct` runs it: the form's job records the request, and the
+# sensor runs raw over the range, then correction_job (defs/corrections/requests.py).
+CORRECTION_START_JOB = "correction_start_job"
+CORRECTION_REQUEST_SENSOR = "correction_requests"
 # A built correction's actions from the UI (defs/corrections/jobs.py): a job of one op each.
 CORRECTION_DIFF_JOB = "correction_diff_job"
 CORRECTION_CUTOVER_JOB = "correction_cutover_job"
@@ -122,5 +127,8 @@ PLAN_TAG = "backfill_assets/plan"  # the backfill invocation a run belongs to
 CLI_TAG = "backfill_assets/cli"  # the command that started the run
 CORRECTION_TAG = "backfill_assets/correction"  # the correction a run builds (nothing published)
 CORRECTION_REASON_TAG = "backfill_assets/correction_reason"
+# On a correction_start_job run: the range ("first..last") and the rebuild box of the request.
+CORRECTION_RANGE_TAG = "backfill_assets/correction_range"
+CORRECTION_REBUILD_TAG = "backfill_assets/correction_rebuild"
 WORKER_TAG = "backfill_assets/worker"  # host:pid:start of the process executing the run
 CURSOR_KEY = "backfill_assets/late_data_cursor"  # catch-up's cursor while the sensor has none

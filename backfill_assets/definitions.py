@@ -17,6 +17,10 @@ from backfill_assets.defs.automation import build_automation
 from backfill_assets.defs.corrections.assets import CORRECTIONS_SPEC
 from backfill_assets.defs.corrections.checks import correction_pending_checks
 from backfill_assets.defs.corrections.jobs import CORRECTION_ACTION_JOBS
+from backfill_assets.defs.corrections.requests import (
+    build_correction_request_sensor,
+    build_correction_start_job,
+)
 from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
 from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
 from backfill_assets.defs.enrichment.assets import build_enrichment_assets
@@ -70,12 +74,15 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     jobs = {job.name: job for job in build_jobs()}
     # the jobs downstream_refresh requests runs of: LTV and enrichment, and the monthly report
     automation = build_automation(settings, downstream_jobs=[jobs[BACKFILL_JOB], jobs[MONTHLY_JOB]])
+    requests = build_correction_request_sensor(
+        settings, automation.settings, [jobs[BACKFILL_JOB], jobs[CORRECTION_JOB]]
+    )
     return dg.Definitions(
         assets=assets,
         asset_checks=[correction_pending_checks],
-        jobs=[*jobs.values(), *CORRECTION_ACTION_JOBS],
+        jobs=[*jobs.values(), *CORRECTION_ACTION_JOBS, build_correction_start_job(settings)],
         resources=build_resources(settings),
-        sensors=automation.sensors,
+        sensors=[*automation.sensors, requests],
         schedules=automation.schedules,
         # One process per run: a ranged run shares one Spark session across its steps.
         executor=dg.in_process_executor,

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 from deltalake import DeltaTable
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import (
     CORRECTION_REASON_TAG,
     CORRECTION_TAG,
@@ -34,7 +35,6 @@ from backfill_assets.catalog import (
     STG_ORDERS,
 )
 from backfill_assets.cli.backfill import run_backfill
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import registry
 from backfill_assets.generate import generate_feed

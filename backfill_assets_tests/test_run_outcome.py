@@ -8,7 +8,7 @@ from datetime import date
 import dagster as dg
 import pytest
 
-from backfill_assets.cli.planning import RunPlan
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.cli.runner import outcome_of_run
 from backfill_assets_tests.test_event_log import KEYS, ranged_run
 

@@ -39,7 +39,7 @@ import sys
 from datetime import date
 import dagster as dg
 from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.cli.planning import plan_backfill
+from backfill_assets.backfill_plan import plan_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.settings import Settings
 ensure_dagster_home()

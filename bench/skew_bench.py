@@ -81,8 +81,8 @@ def main() -> None:
     )
     import dagster as dg
 
+    from backfill_assets.backfill_plan import RunPlan, plan_backfill
     from backfill_assets.catalog import EVENT_DAYS_STEP, STEP_ASSETS
-    from backfill_assets.cli.planning import RunPlan, plan_backfill
     from backfill_assets.cli.runner import execute
     from backfill_assets.cli.skew import key_distribution, render_skew
     from backfill_assets.generate import generate_feed

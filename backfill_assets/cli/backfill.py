@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from datetime import date
 from typing import TYPE_CHECKING
 
 from backfill_assets.catalog import (
     CLI_TAG,
-    EVENT_DAYS_TAG,
-    FOLLOW_UP_TAG,
-    FOLLOWED_BY_PLAN,
     PLAN_TAG,
 )
 from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.days import last_partition
 from backfill_assets.settings import Settings
 
 if TYPE_CHECKING:
-    from backfill_assets.cli.planning import RunPlan
     from backfill_assets.cli.runner import RunOutcome
 
 
@@ -34,29 +28,6 @@ def run_backfill(
         return 1
     report_left_for_late_data_lane(settings)
     return report_outcomes(outcomes)
-
-
-def raw_run_tags(settings: Settings, plans: list[RunPlan]) -> tuple[str, dict[RunPlan, dict]]:
-    """(an id for this backfill, the tags of its raw runs): every run carries the id; a raw run
-    also the event days its raw reaches, which the late-data lane leaves to this backfill until
-    its staging run is on record (``automation/stale.py``), rather than rebuild them between
-    two of its runs."""
-    from backfill_assets.automation.stale import windows_of
-    from backfill_assets.catalog import RAW_ASSET_OF_DATASET
-
-    plan_id = uuid.uuid4().hex[:12]
-    windows = windows_of(settings)
-    datasets = {key: dataset for dataset, key in RAW_ASSET_OF_DATASET.items()}
-    spans = [
-        windows.readers(datasets[p.assets[0]], p.start, p.end)
-        for p in plans
-        if p.assets[0] in datasets
-    ]
-    if not spans:
-        return plan_id, {}
-    reach = f"{min(a for a, _ in spans)}..{min(max(b for _, b in spans), last_partition())}"
-    raw_tags = {PLAN_TAG: plan_id, FOLLOW_UP_TAG: FOLLOWED_BY_PLAN, EVENT_DAYS_TAG: reach}
-    return plan_id, {p: raw_tags for p in plans if p.assets[0] in datasets}
 
 
 def report_left_for_late_data_lane(settings: Settings) -> None:
@@ -95,14 +66,17 @@ def run_plans(
     are given (and nothing downstream runs). None when refused."""
     import dagster as dg
 
+    from backfill_assets.backfill_plan import (
+        gone_raw_partitions,
+        plan_backfill,
+        raw_run_tags,
+        would_wipe,
+    )
     from backfill_assets.cli.planning import (
         downstream_plans,
-        gone_raw_partitions,
         input_files,
-        plan_backfill,
         reads_landing,
         record_throughput,
-        would_wipe,
     )
     from backfill_assets.cli.runner import execute
 

@@ -33,9 +33,9 @@ from backfill_assets.automation.state import (
     save_cursor,
     sensor_is_running,
 )
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import CLI_TAG, LATE_DATA_SENSOR, REQUEST_TAG, STEP_ASSETS, WHY_TAG
 from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.report import report_outcomes
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.late_data import Detection, Request, release

@@ -17,7 +17,7 @@ from datetime import date
 from backfill_assets.catalog import CLI_TAG, CORRECTION_REASON_TAG, CORRECTION_TAG
 from backfill_assets.cli.backfill import run_plans
 from backfill_assets.cli.instance import open_instance
-from backfill_assets.corrections import actions, lifecycle, recovery, registry, repair
+from backfill_assets.corrections import actions, lifecycle, recovery, registry, repair, requests
 from backfill_assets.corrections import diff as diffing
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
@@ -65,8 +65,7 @@ def correct(
     existing = registry.load(settings.lake_dir, cid)
     if existing is not None and existing.pending:
         _open(settings, cid)
-    registry.check_start(settings.lake_dir, cid, rebuild)
-    lifecycle.require_production(Lake(settings.lake_dir, None, engine="delta-rs"), start, end)
+    reason = requests.check(settings, cid, reason, start, end, rebuild)  # as the UI's form
     registry.open_correction(settings.lake_dir, cid, reason, start, end, code_version())
     outcomes = run_plans(
         settings,

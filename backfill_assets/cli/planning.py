@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from backfill_assets.backfill_plan import RunPlan, gone_raw_partitions, plan_backfill
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
     ENRICH_STEP,
@@ -26,7 +27,6 @@ from backfill_assets.catalog import (
     ORDERS_DATASET,
     RAW_FX_RATES,
     RAW_ORDERS,
-    RAW_ORDERS_TABLE,
     RPT_MONTHLY_REVENUE,
     STEP_ASSETS,
     STG_ORDERS,
@@ -34,7 +34,6 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.skew import SkewReport, key_distribution, render_skew
 from backfill_assets.days import (
     days_between,
-    last_partition,
     months_between,
     next_month,
     rate_dates,
@@ -42,9 +41,7 @@ from backfill_assets.days import (
 )
 from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
 from backfill_assets.defs.partitions import days_of_month, monthly_partitions
-from backfill_assets.lake import Lake
-from backfill_assets.landing.layout import LandingFile, landed_partitions, list_landing_files
-from backfill_assets.late_data import day_ranges
+from backfill_assets.landing.layout import LandingFile, list_landing_files
 from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings, dagster_home
 
@@ -52,44 +49,6 @@ from backfill_assets.settings import Settings, dagster_home
 # then ~2 MB/s of landed JSON through all checks (measured on the 2-core CI machine).
 DEFAULT_RUN_OVERHEAD_S = 10.0
 DEFAULT_BYTES_PER_S = 2_000_000.0
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """One ranged run: some assets over one contiguous partition range."""
-
-    assets: tuple[dg.AssetKey, ...]
-    start: date
-    end: date
-
-    @property
-    def days(self) -> list[date]:
-        """The run's partitions: days, or the months' first days for the monthly report."""
-        if self.assets == MONTHLY_ASSETS:
-            return months_between(self.start, self.end)
-        return days_between(self.start, self.end)
-
-
-def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
-    """Raw for every landed arrival date in [start, end + lateness], rates for
-    [start - rate window, end], then staging and fact for [start, end]. What sits downstream
-    of them follows: ``downstream_plans``."""
-    first, last = settings.start_date, last_partition()
-    if start > end:
-        raise ValueError(f"--start {start} is after --end {end}")
-    if start < first or end > last:
-        raise ValueError(f"the range must lie within the partitions {first} .. {last}")
-    arrival_end = min(end + timedelta(days=settings.max_lateness_days), last)
-    landed = [
-        d
-        for d in landed_partitions(settings.landing_dir, ORDERS_DATASET)
-        if start <= d <= arrival_end
-    ]
-    plans = [RunPlan((RAW_ORDERS,), a, b) for a, b in day_ranges(landed)]
-    rates_start = max(start - timedelta(days=settings.rate_max_age_days), first)
-    plans.append(RunPlan((RAW_FX_RATES,), rates_start, end))
-    plans.append(RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], start, end))
-    return plans
 
 
 def downstream_plans(
@@ -224,30 +183,6 @@ def input_files(settings: Settings, run: RunPlan) -> list[LandingFile]:
         return list_landing_files(settings.landing_dir, ORDERS_DATASET, run.days)
     window = run.days + [run.end + timedelta(days=i + 1) for i in range(settings.max_lateness_days)]
     return list_landing_files(settings.landing_dir, ORDERS_DATASET, window)
-
-
-def gone_raw_partitions(settings: Settings, start: date, end: date) -> dict[date, int]:
-    """Raw partitions of arrivals [start, end + lateness] that hold rows but whose landing
-    files are gone: rebuilding one would replace real rows with emptiness."""
-    lake = Lake(settings.lake_dir, None, engine="delta-rs")
-    if not lake.exists(RAW_ORDERS_TABLE.path):
-        return {}
-    last = end + timedelta(days=settings.max_lateness_days)
-    rows = {
-        p.partition: p.rows
-        for p in lake.partitions(RAW_ORDERS_TABLE.path, RAW_ORDERS_TABLE.partition_column)
-        if start <= p.partition <= last and p.rows > 0
-    }
-    files = {
-        f.partition for f in list_landing_files(settings.landing_dir, ORDERS_DATASET, sorted(rows))
-    }
-    return {d: n for d, n in rows.items() if d not in files}
-
-
-def would_wipe(runs: list[RunPlan], gone: dict[date, int]) -> list[date]:
-    """Gone partitions that a raw run of the plan would rebuild (their folder exists, empty)."""
-    raw_days = {d for r in runs if r.assets[0] == RAW_ORDERS for d in r.days}
-    return sorted(d for d in gone if d in raw_days)
 
 
 def make_plan(settings: Settings, start: date, end: date) -> BackfillPlan:

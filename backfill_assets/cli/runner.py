@@ -24,8 +24,8 @@ from dagster._core.storage.tags import (
     TAGS_TO_MAYBE_OMIT_ON_RETRY,
 )
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.definitions import backfill_job, correction_job, monthly_job
 from backfill_assets.publishing.publication import EVENT_PAGE, run_events
 from backfill_assets.publishing.run_workers import release_orphaned_runs, worker_identity

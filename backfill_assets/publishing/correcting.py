@@ -43,10 +43,10 @@ from backfill_assets.resources import code_version
 
 CORRECTION_JOB_DESCRIPTION = (
     "Build a correction of staging and fact beside production: every check runs, nothing is "
-    "published. From the Launchpad, pick the partition range and fill in the form (config: "
-    "staging_and_fact: reason, an optional correction_id, rebuild). Land and materialize the "
-    "corrected raw inputs first. Then correction_diff_job, correction_cutover_job, "
-    "correction_rollback_job."
+    "published. correction_start_job runs it after raw over the range; to run it by hand "
+    "once raw is current, pick the partition range in the Launchpad and fill in the form "
+    "(config: staging_and_fact: reason, an optional correction_id, rebuild). Then "
+    "correction_diff_job, correction_cutover_job, correction_rollback_job."
 )
 CORRECTION_JOB_NEEDS_TAGS = (
     f"{CORRECTION_JOB} builds a correction, so its run needs a reason: the Launchpad's config "

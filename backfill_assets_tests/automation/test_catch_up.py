@@ -20,9 +20,9 @@ from dagster._core.scheduler.instigation import SensorInstigatorData
 from dagster._core.test_utils import in_process_test_workspace
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
 from backfill_assets.cli.catch_up import run_catch_up
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.generate import generate_feed

@@ -15,6 +15,7 @@ import pytest
 
 from backfill_assets.automation.stale import find_stale_days
 from backfill_assets.automation.state import load_cursor
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
     RAW_FX_RATES,
@@ -23,7 +24,6 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.cli.backfill import run_backfill
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.late_data import LandingCursor
 from backfill_assets.settings import Settings

@@ -10,8 +10,8 @@ import pytest
 from dagster._core.storage.tags import WILL_RETRY_TAG
 from dagster._core.utils import make_new_run_id
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RANGE_END, RANGE_START, STG_ORDERS
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor

@@ -10,10 +10,10 @@ from datetime import date
 
 import pytest
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import EVENT_DAYS_STEP, RAW_FX_RATES, RAW_ORDERS, STEP_ASSETS
 from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.catch_up import run_catch_up
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.automation.race import (

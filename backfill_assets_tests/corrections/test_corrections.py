@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import (
     CORRECTION_CUTOVER_JOB,
     CORRECTION_DIFF_JOB,
@@ -35,7 +36,6 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.cli.demo import correction_tour, restated_period
 from backfill_assets.cli.main import main, run_backfill
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import registry
 from backfill_assets.definitions import backfill_job, build_definitions, correction_job

@@ -28,6 +28,7 @@ from dagster._core.utils import make_new_run_id
 from deltalake import DeltaTable
 
 from backfill_assets.automation.state import run_request
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import (
     CUSTOMER_LTV_STEP,
     DOWNSTREAM_SENSOR,
@@ -44,7 +45,6 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.cli.main import main, run_backfill
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
 from backfill_assets.generate import generate_feed, remove_rates, restate_rates

@@ -8,6 +8,7 @@ from datetime import date, timedelta
 
 import pytest
 
+from backfill_assets.backfill_plan import RunPlan, plan_backfill
 from backfill_assets.catalog import (
     CLI_TAG,
     ENRICH_STEP,
@@ -15,7 +16,6 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.cli.planning import RunPlan, plan_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.enrichment.service_process import (

@@ -11,6 +11,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import PARENT_RUN_ID_TAG, RESUME_RETRY_TAG, ROOT_RUN_ID_TAG
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import (
     CLI_TAG,
     FCT_DAILY_REVENUE,
@@ -22,7 +23,6 @@ from backfill_assets.catalog import (
     WORKER_TAG,
 )
 from backfill_assets.cli.main import run_backfill
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.generate import generate_feed, remove_rates
 from backfill_assets_tests.pipeline_env import pipeline_env

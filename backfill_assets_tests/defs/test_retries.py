@@ -10,8 +10,8 @@ import dagster as dg
 import pytest
 from dagster._core.events import DagsterEventType
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env

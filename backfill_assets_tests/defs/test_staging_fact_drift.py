@@ -12,9 +12,9 @@ from decimal import Decimal
 import pytest
 from deltalake import DeltaTable
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import EVENT_DAYS_STEP, STEP_ASSETS, STG_ORDERS
 from backfill_assets.cli.main import run_backfill
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets.lake import CommitInfo, Lake

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_ORDERS
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
 from backfill_assets.lake import Lake

@@ -16,8 +16,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.settings import FIRST_PARTITION_FILE
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path

@@ -13,8 +13,8 @@ import pytest
 from deltalake import DeltaTable
 from playwright.sync_api import expect
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.transforms.columns import DESCRIPTIONS
 from backfill_assets_tests.e2e import queries

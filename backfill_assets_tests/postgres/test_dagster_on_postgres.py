@@ -18,9 +18,9 @@ import psycopg2
 import pytest
 import requests
 
+from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
 from backfill_assets.cli.instance import PG_URL_ENV, ensure_dagster_home
-from backfill_assets.cli.planning import RunPlan
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed, remove_rates
 from backfill_assets.settings import Settings

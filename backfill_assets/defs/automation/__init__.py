@@ -23,6 +23,7 @@ from backfill_assets.settings import AutomationSettings, Settings
 class Automation:
     sensors: list[dg.SensorDefinition]
     schedules: list[dg.ScheduleDefinition]
+    settings: AutomationSettings
 
 
 def build_automation(
@@ -42,4 +43,5 @@ def build_automation(
             build_release_sensor(auto),
         ],
         [build_daily_schedule(settings, auto), build_maintenance_schedule(auto)],
+        auto,
     )

@@ -20,6 +20,6 @@ CORRECTIONS_SPEC = dg.AssetSpec(
     description="Every correction of staging and fact, one partition per id: its latest "
     "observation holds its state (staged, diffed, cut over, rolled back, discarded, "
     "decommissioned), who made it, when, why, its range and its held days. Start one with "
-    "correction_job; act on it with correction_diff_job, correction_cutover_job, "
+    "correction_start_job; act on it with correction_diff_job, correction_cutover_job, "
     "correction_rollback_job and correction_discard_job.",
 )

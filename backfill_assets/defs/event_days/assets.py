@@ -13,6 +13,7 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 from backfill_assets.catalog import (
+    EVENT_DAYS_OP,
     FACT_TABLE,
     FCT_DAILY_REVENUE,
     RAW_FX_RATES,
@@ -175,7 +176,7 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     partitions = daily_partitions(settings)
 
     @dg.multi_asset(
-        name="staging_and_fact",
+        name=EVENT_DAYS_OP,
         specs=[
             dg.AssetSpec(
                 STG_ORDERS,
