@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 import time
 
@@ -118,10 +117,9 @@ class DeltaSparkEngine:
         self.swaps_files = txns.native_commits(spark)
 
     def version(self, table_dir: str) -> int | None:
-        if not storage_for(table_dir).has_files(os.path.join(table_dir, "_delta_log")):
-            return None
-        rows = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)} LIMIT 1").collect()
-        return rows[0]["version"] if rows else None
+        """The newest commit file in the log's listing: what ``DESCRIBE HISTORY`` reports,
+        without a Spark job (a commit file is written whole, once, or not at all)."""
+        return newest_commit(table_dir)
 
     def replace(
         self,

@@ -39,6 +39,7 @@ from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing,
 from backfill_assets.lake.log import (
     commit_file_counts,
     commit_of_write,
+    files_at,
     newest_commit,
     relative_path,
     touched_after,
@@ -192,8 +193,11 @@ def _staged_adds(
 def _old_adds(
     spark: SparkSession, name: str, table_dir: str, column: str, dates: list[dt.date], version: int
 ) -> list[dict[str, Any]]:
-    """The add documents of ``dates``' files at ``version``; LakeError when one was vacuumed."""
-    adds = txns.snapshot_adds(spark, table_dir, version, column, dates)
+    """The add documents of ``dates``' files at ``version``, from the log when it can be read
+    here, else from Delta's JVM; LakeError when one was vacuumed."""
+    adds = files_at(table_dir, version, column, {date_text(day) for day in dates})
+    if adds is None:
+        adds = txns.snapshot_adds(spark, table_dir, version, column, dates)
     for add in adds:
         relative = relative_path(table_dir, add["path"])
         if not storage_for(table_dir).exists(os.path.join(table_dir, relative)):

@@ -19,6 +19,7 @@ from backfill_assets.lake.storage import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet")
+_SINGLE_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint\.parquet")
 
 
 def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> dict[str, int]:
@@ -176,6 +177,80 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
                 relative_path(table_dir, a["path"]) for a in adds.to_pylist() if a is not None
             }
     return paths
+
+
+def files_at(
+    table_dir: str, version: int, column: str, partitions: set[str]
+) -> list[dict[str, Any]] | None:
+    """The add actions (as the log spells them, statistics and all) of the files that
+    ``partitions`` (values of ``column``) held at ``version``: the newest single-file
+    checkpoint at or before it, then each commit file after it, replayed in order.
+
+    Milliseconds where asking Delta's JVM for a version's files reconstructs its state in Spark
+    jobs. None when the log cannot be replayed here (a commit it needs was cleaned up with no
+    single-file checkpoint after it, a file with a deletion vector): the caller asks the engine.
+    """
+    log_dir = os.path.join(table_dir, "_delta_log")
+    try:
+        names = _names(log_dir)
+        commits = {int(m.group(1)) for n in names if (m := _COMMIT_FILE.fullmatch(n))}
+        base = max(
+            (
+                v
+                for n in names
+                if (m := _SINGLE_CHECKPOINT.fullmatch(n)) and (v := int(m.group(1))) <= version
+            ),
+            default=-1,
+        )
+        if any(v not in commits for v in range(base + 1, version + 1)):
+            return None
+        live: dict[str, dict[str, Any]] = {}
+        if base >= 0:
+            for add in _checkpoint_adds(os.path.join(log_dir, f"{base:020d}.checkpoint.parquet")):
+                if add.is_valid:
+                    live_add = _from_checkpoint(add.as_py())
+                    live[live_add["path"]] = live_add
+        for v in range(base + 1, version + 1):
+            for line in _lines(os.path.join(log_dir, f"{v:020d}.json")):
+                action = json.loads(line)
+                if "add" in action:
+                    live[action["add"]["path"]] = action["add"]
+                elif "remove" in action:
+                    live.pop(action["remove"]["path"], None)
+    except FileNotFoundError:
+        return None  # cleaned up while it was read
+    if any(add.get("deletionVector") for add in live.values()):
+        return None
+    return [a for a in live.values() if a.get("partitionValues", {}).get(column) in partitions]
+
+
+# An add action's fields in a commit file (a checkpoint may add parsed copies of some).
+_ADD_FIELDS = (
+    "path",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "dataChange",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+    "clusteringProvider",
+)
+
+
+def _from_checkpoint(add: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's add struct as the commit files spell it: maps as objects, no nulls, no
+    parsed copies (``stats_parsed``, ``partitionValues_parsed``)."""
+    document = {}
+    for key, value in add.items():
+        if value is None or key not in _ADD_FIELDS:
+            continue
+        if key in ("partitionValues", "tags") and isinstance(value, list):
+            value = dict(value)
+        document[key] = value
+    return document
 
 
 def relative_path(table_dir: str, path: str) -> str:
