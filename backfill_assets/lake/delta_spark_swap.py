@@ -241,7 +241,7 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         pinned = swap.base if attempt == 1 and swap.base is not None else latest
         try:
             txn = txns.open_transaction(spark, swap.table_dir, pinned)
-            actions = _actions(spark, txn, swap)
+            actions = _actions(spark, txn, swap, pinned)
             operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
             if attempt == 1:
                 pause_point("before_commit")
@@ -274,8 +274,9 @@ def _refuse_changed(swap: Swap, texts: set[str], cause: Exception | None) -> Non
         ) from cause
 
 
-def _actions(spark: SparkSession, txn: Any, swap: Swap) -> list[Any]:
-    """The removes and adds of ``swap`` in ``txn``, after checking the table it reads."""
+def _actions(spark: SparkSession, txn: Any, swap: Swap, version: int) -> list[Any]:
+    """The removes and adds of ``swap`` in ``txn`` (which reads ``version``), after checking the
+    table it reads."""
     schema_json, columns, properties = txns.table_shape(txn)
     if columns != [swap.column]:
         raise LakeError(f"table {swap.name} is partitioned by {columns}, not [{swap.column!r}]")
@@ -284,7 +285,7 @@ def _actions(spark: SparkSession, txn: Any, swap: Swap) -> list[Any]:
         raise LakeError(f"table {swap.name} now has {', '.join(reasons)}: write it again")
     if swap.schema_json is not None:
         _check_schema(swap.name, schema_json, swap.schema_json)
-    current = txns.partition_files(spark, txn, swap.column, swap.dates)
+    current = txns.partition_files(spark, txn, swap.table_dir, version, swap.column, swap.dates)
     adding = {add["path"] for add in swap.adds}
     kept = {txns.path_of(f) for f in current} & adding
     removes = txns.removes([f for f in current if txns.path_of(f) not in kept], _now_ms())

@@ -2,8 +2,11 @@
 partitions and puts others in, through the session's py4j gateway. No data is read or written.
 
 - ``open_transaction`` pins the transaction's read version (``startTransaction`` with a
-  snapshot); ``partition_files`` lists the files of the dates through ``filterFiles``, which
-  records the read predicate that Delta's conflict detection checks concurrent commits against.
+  snapshot); ``partition_files`` lists the files of the dates at that version and records, as
+  ``filterFiles`` does, the read predicate and the files read, which Delta's conflict detection
+  checks concurrent commits against. The files come from the log read in Python
+  (``log.files_at``), with no Spark job; ``filterFiles`` itself, which reconstructs the
+  version's state in Spark jobs, only when the log cannot be replayed here.
 - Removes are ``AddFile.removeWithTimestamp(ms, dataChange=true)``; adds are parsed by
   ``Action.fromJson`` from the log's own JSON form. ``dataChange`` is true on both: with false,
   Delta would check the commit under snapshot isolation and miss conflicts.
@@ -28,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from backfill_assets.lake.delta_spark_log import java_class, jvm_of, snapshot_at
 from backfill_assets.lake.keys import date_text
+from backfill_assets.lake.log import files_at
 
 LOGGER = logging.getLogger(__name__)
 TESTED_DELTA_VERSIONS = ("4.4.0",)
@@ -46,6 +50,10 @@ SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "org.apache.spark.sql.delta.Snapshot": [("allFiles", ()), ("deltaLog", ()), ("metadata", ())],
     "org.apache.spark.sql.delta.OptimisticTransaction": [
         ("filterFiles", (_SEQ, "boolean")),
+        ("trackReadPredicates", (_SEQ, "boolean", "boolean")),
+        ("trackReadPredicates$default$2", ()),
+        ("trackReadPredicates$default$3", ()),
+        ("trackFilesRead", (_SEQ,)),
         ("commit", (_SEQ, "org.apache.spark.sql.delta.DeltaOperations$Operation")),
         ("metadata", ()),
     ],
@@ -151,11 +159,23 @@ def _predicate(spark: SparkSession, column: str, dates: list[dt.date]) -> Any:
     return parser.parseExpression(f"`{column}` IN ({literals})")
 
 
-def partition_files(spark: SparkSession, txn: Any, column: str, dates: list[dt.date]) -> list[Any]:
-    """The transaction's files (JVM ``AddFile``) in ``dates``, read so that a concurrent commit
-    adding or removing a file there makes this transaction's commit fail."""
-    files = txn.filterFiles(_seq(spark, [_predicate(spark, column, dates)]), True)
-    return list(jvm_of(spark).scala.jdk.javaapi.CollectionConverters.asJava(files))
+def partition_files(
+    spark: SparkSession, txn: Any, table_dir: str, version: int, column: str, dates: list[dt.date]
+) -> list[Any]:
+    """The files (JVM ``AddFile``) of ``dates`` in the transaction's read ``version``, read so
+    that a concurrent commit adding or removing a file there makes this transaction's commit
+    fail: what ``filterFiles`` records (its predicate, and the files as read), the files taken
+    from the log without a Spark job when it can be replayed here."""
+    predicate = _seq(spark, [_predicate(spark, column, dates)])
+    documents = files_at(table_dir, version, column, {date_text(day) for day in dates})
+    if documents is None:
+        files = txn.filterFiles(predicate, True)
+        return list(jvm_of(spark).scala.jdk.javaapi.CollectionConverters.asJava(files))
+    found = [_action(spark, {"add": d}) for d in documents]
+    defaults = [getattr(txn, f"trackReadPredicates$default${n}")() for n in (2, 3)]
+    txn.trackReadPredicates(predicate, *defaults)
+    txn.trackFilesRead(_seq(spark, found))
+    return found
 
 
 def removes(files: list[Any], now_ms: int) -> list[Any]:
@@ -169,8 +189,11 @@ def log_path(spark: SparkSession, relative: str) -> str:
 
 def add_action(spark: SparkSession, document: dict[str, Any]) -> Any:
     """The JVM action of an ``add`` document in the log's JSON form; ``dataChange`` set true."""
-    text = json.dumps({"add": {**document, "dataChange": True}})
-    return jvm_of(spark).org.apache.spark.sql.delta.actions.Action.fromJson(text)
+    return _action(spark, {"add": {**document, "dataChange": True}})
+
+
+def _action(spark: SparkSession, document: dict[str, Any]) -> Any:
+    return jvm_of(spark).org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(document))
 
 
 def snapshot_adds(
