@@ -9,7 +9,8 @@ id, reason, range and rebuild box (``Request``). The ``correction_requests`` sen
 each request, for what comes next (``next_step``), judging by the runs that carry the request's
 run id as their plan (``PLAN_TAG``, as a CLI backfill's runs carry their backfill's id):
 
-- no run yet: the raw runs of the range, as ``correct`` makes them (``plan_backfill``);
+- a raw run of the range, as ``correct`` makes them (``plan_backfill``), not on record yet:
+  that run (all of them at first; the rest of them after a tick cut short);
 - a raw run not ended, or failed (until it is re-executed from failure, which keeps its tags):
   nothing, and the sensor says which;
 - every raw run succeeded: the correction's build, a run of ``correction_job`` with the form
@@ -21,6 +22,7 @@ Run keys carry the request's run id, so the daemon never launches a step of a re
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -144,12 +146,17 @@ def next_step(instance: dg.DagsterInstance, settings: Settings, request: Request
         return Step(
             note=f"correction {cid}: its build, run {_ids(built[:1])}, is {_status(built[0])}"
         )
-    if not mine:
-        return Step(runs=raw_requests(settings, request))
+    try:
+        raw = raw_requests(settings, request)
+    except ValueError as exc:  # the range is no longer within the partitions
+        return Step(note=f"correction {cid}: cannot run raw for it: {exc}")
     latest: dict[tuple, dg.DagsterRun] = {}
     for run in mine:  # newest first: the latest attempt of each raw run counts
-        key = (tuple(sorted(map(str, run.asset_selection or ()))), run.tags.get(RANGE_START))
-        latest.setdefault(key, run)
+        latest.setdefault(_key(run.asset_selection, run.tags), run)
+    # Every raw run of the plan, not only some: a tick cut short may have launched a part.
+    missing = [r for r in raw if _key(r.asset_selection, r.tags) not in latest]
+    if missing:
+        return Step(runs=missing)
     waiting = [r for r in latest.values() if r.status not in ENDED]
     failed = [r for r in latest.values() if r.status in ENDED - {dg.DagsterRunStatus.SUCCESS}]
     if waiting:
@@ -192,6 +199,13 @@ def build_request(request: Request) -> dg.RunRequest:
         run_config={"ops": {EVENT_DAYS_OP: {"config": form}}},
         tags={**_ranged(plan, request, "its build"), PLAN_TAG: request.run_id},
     )
+
+
+def _key(
+    assets: Iterable[dg.AssetKey] | None, tags: Mapping[str, str]
+) -> tuple[tuple[str, ...], str | None]:
+    """A raw run's identity within its request: its assets and its range's first day."""
+    return tuple(sorted(map(str, assets or ()))), tags.get(RANGE_START)
 
 
 def _ranged(plan: RunPlan, request: Request, what: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ from backfill_assets.catalog import (
     STAGING_TABLE,
 )
 from backfill_assets.cli.main import run_backfill
-from backfill_assets.corrections import registry
+from backfill_assets.corrections import registry, requests
 from backfill_assets.definitions import backfill_job, build_definitions, correction_job
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
@@ -210,3 +210,20 @@ def test_a_bad_form_is_refused_with_its_reason_and_nothing_is_requested(env, flo
     assert CORRECTION_TAG not in run.tags
     assert not tick(env).run_requests
     assert len(env.instance.get_runs()) == runs_before + 1  # the refused run alone
+
+
+def test_a_tick_cut_short_gets_the_rest_of_raw_before_the_build(env, flow):
+    """Of the first tick's raw runs only one was launched (a daemon stopped mid-tick): the next
+    tick asks for the other, not for the build."""
+    request = requests.Request("cut-short", "cut-short", "why", FIX_START, FIX_END, False)
+    first = requests.next_step(env.instance, env.settings, request).runs
+    assert len(first) == 2 and {r.job_name for r in first} == {BACKFILL_JOB}
+    assert launch(env, first[1])
+    again = requests.next_step(env.instance, env.settings, request).runs
+    assert [r.run_key for r in again] == [first[0].run_key]
+
+
+def test_a_request_whose_range_left_the_partitions_says_so_and_asks_for_nothing(env):
+    request = requests.Request("gone", "gone", "why", date(2000, 1, 1), date(2000, 1, 2), False)
+    step = requests.next_step(env.instance, env.settings, request)
+    assert not step.runs and "within the partitions" in step.note, step.note
