@@ -263,6 +263,7 @@ def test_sensor_and_schedule_switch_on_and_off(ui, dagster_ui, launched):
         "downstream_refresh": "RUNNING",  # on by default; it rebuilds LTV and months after changes
         "weekly_lake_maintenance": "STOPPED",
         "release_dead_runs": "RUNNING",  # on by default: it fails only runs whose process died
+        "correction_requests": "RUNNING",  # on by default: it acts only on requested corrections
     }
     page = ui.page
     with ui.step("automation page"):
