@@ -1,4 +1,5 @@
-"""The environment is read only in settings.py, never at import, and README's table lists it all."""
+"""The environment is read only in settings.py, never at import, and docs/configuration.md's
+table lists it all."""
 
 from __future__ import annotations
 
@@ -173,14 +174,14 @@ def _read_in_settings() -> set[str]:
 
 
 def _configuration_table() -> dict[str, str]:
-    """README's "## Configuration" table: variable -> its default cell."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    """docs/configuration.md's "## The pipeline's variables" table: variable -> its default cell."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    section = text.split("\n## The pipeline's variables\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", section, re.MULTILINE)
     return {name: default.strip() for name, default in rows}
 
 
-def test_every_variable_settings_reads_is_in_readmes_table():
+def test_every_variable_settings_reads_is_in_the_configuration_table():
     read = _read_in_settings()
     assert len(read) > 30  # the scan finds the variables, not a handful of them
     table = _configuration_table()
