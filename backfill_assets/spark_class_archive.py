@@ -1,8 +1,8 @@
-"""The driver JVM's class-data archive: a Spark session starts in about half the time.
+"""The driver JVM's class-data archive: a Spark session starts sooner (docs/benchmarks.md).
 
 Every Dagster run worker, every CLI command and every child process starts its own Spark
 driver, and a fresh JVM spends most of a session's start loading and verifying Spark's classes
-(about 8 s of 12 to a first job here). Java's class-data sharing maps them from an archive
+(docs/benchmarks.md, "A Spark session's start"). Java's class-data sharing maps them from an archive
 instead: set-up (``make setup``) runs ``python -m backfill_assets.spark_class_archive``, which
 starts one session with ``-XX:ArchiveClassesAtExit``, runs a small job through what the
 pipeline uses (JSON text, Parquet, shuffles, windows, Python rows), and keeps the archive the

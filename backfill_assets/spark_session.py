@@ -11,8 +11,8 @@ G1, sizes its heap by the share of time it spends collecting rather than by what
 collector grows the heap as the live data needs, and the shuffles by blocks of days
 (``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM
 runs the tasks; a cluster's executors keep their own collector. It maps Spark's classes from
-set-up's class-data archive when there is one (``spark_class_archive``): a session starts in
-about half the time.
+set-up's class-data archive when there is one (``spark_class_archive``): a session starts
+sooner (docs/benchmarks.md).
 
 With ``BACKFILL_LAKE_ENGINE=delta-spark`` the session also gets Delta's jars
 (from set-up's ``.jars/delta``) and its SQL extension and catalog. ``auto`` and

@@ -15,11 +15,11 @@ os.environ.setdefault("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "2")
 # Every Spark driver JVM the tests start (this session's, and those of the pipeline's processes
 # they start, which inherit this) with the C1 compiler only and the serial collector, as
 # spark_servers.py starts its daemons: the tests' JVMs are short and their data small, and on a
-# busy 2-core box they start and run faster so (defs/test_pipeline.py: 221 s -> 186 s).
+# busy 2-core box they start and run faster so (docs/benchmarks.md, "The test suite").
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # And every session pyspark starts for them runs its queries without whole-stage code
 # generation: for the tests' few rows, compiling classes per query costs more than it saves
-# (corrections/test_requests.py: 44 s -> 36 s). The plans and results are the same; the
+# (docs/benchmarks.md, "The test suite"). The plans and results are the same; the
 # benchmarks, the demo and production keep Spark's default.
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false pyspark-shell"

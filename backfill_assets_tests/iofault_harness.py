@@ -457,8 +457,8 @@ def build_template(make_lake: Callable[[str], Lake], work: str | Path, path: Lak
 
 
 def child_needs_spark(path: LakePath, engine: str) -> bool:
-    """Whether a child running ``path`` on ``engine`` starts a Spark session of its own (some
-    10 s): delta-spark's lakes, and the paths that write data through Spark."""
+    """Whether a child running ``path`` on ``engine`` starts a Spark session of its own:
+    delta-spark's lakes, and the paths that write data through Spark."""
     return engine != "delta-rs" or path.needs_spark
 
 

@@ -41,9 +41,7 @@ def names_in_python(paths: list[Path]) -> set[str]:
 
 
 def names_in_shell(paths: list[Path]) -> set[str]:
-    return {
-        a or b for path in paths for a, b in SHELL_NAME.findall(path.read_text()) if a or b
-    }
+    return {a or b for path in paths for a, b in SHELL_NAME.findall(path.read_text()) if a or b}
 
 
 def read_by_the_code() -> set[str]:
@@ -120,7 +118,8 @@ def slugs(text: str) -> set[str]:
 
 
 def test_slugs_follow_githubs_rules():
-    text = "# A b\n## Raw's `raw/orders_valid`, measured\n### A b\n```\n# not a heading\n```\n## A b"
+    text = "# A b\n## Raw's `raw/orders_valid`, measured\n### A b\n"
+    text += "```\n# not a heading\n```\n## A b"
     assert slugs(text) == {"a-b", "raws-raworders_valid-measured", "a-b-1", "a-b-2"}
     assert slugs("## I/O faults, measured") == {"io-faults-measured"}
 

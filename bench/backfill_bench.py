@@ -21,7 +21,7 @@ also hosts the executors, plus Spark's Python workers) for the full range and fo
 30-day range. For each "ours" run it also prints what each kind of process held at the
 peak, every Dagster run's time and event count, and Dagster's cost per stored event, on
 SQLite and on PostgreSQL (``--postgres-url``, else a throwaway local server). The
-last line is the RESULT line the README quotes.
+last line is the RESULT line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations

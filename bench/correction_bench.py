@@ -18,7 +18,7 @@ On one generated feed:
 ``--engine`` sets ``BACKFILL_LAKE_ENGINE`` for every step (``delta-spark`` needs Delta's jars).
 ``--profile`` prints, for each of the three timed commits, the project's functions that took
 the most of it (cumulative time, cProfile): what bounds a cutover or a rollback.
-The last line is the RESULT line the README quotes.
+The last line is the RESULT line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Figures: ``requests`` and ``cached_hits`` are the first run's (requests sent by 
 retries included; customers answered from the cache); the line before the last gives the second
 run's (the goal: 0 requests). ``throttled_429`` and ``max_rps`` are the service's own counts over
 the whole benchmark, both runs and the live caller included (``max_rps``: the most requests it
-accepted within one wall-clock second). The last line is the ENRICH line the README quotes.
+accepted within one wall-clock second). The last line is the ENRICH line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations

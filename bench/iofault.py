@@ -7,7 +7,7 @@
 For each engine, path and point N (1 to the path's last operation), on a fresh copy of the
 path's starting lake: an ``OSError`` at operation N in this process (``error``), and a SIGKILL
 of a child running the path at operation N (``kill``; the child starts a Spark session of its
-own where the path or the engine needs one, some 10-30 s a point), then the recovery and the
+own where the path or the engine needs one), then the recovery and the
 checks of ``backfill_assets_tests/iofault_harness.py``. The same for a correction's commands
 (``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline steps
 run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per path,
@@ -24,7 +24,7 @@ with ``--ledger FILE`` each finished path (an engine, a path, its modes) is appe
 as one JSON line (its counts, every problem, the commit and the time), a path already there
 is not run again, and the last line sums every selected path from the ledger. A sweep
 stopped half way loses only the path it was in. ``bench/iofault-ledger.jsonl`` is the
-project's record; README's "I/O faults, measured" quotes its line.
+project's record; docs/benchmarks.md quotes its line.
 """
 
 from __future__ import annotations

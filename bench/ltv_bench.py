@@ -12,7 +12,7 @@ timed), then measures, each in a fresh process against the same Dagster instance
    the customers' latest earlier rows, and its day's staging);
 
 and prints their ratio for the range: ``ratio = ltv_sequential_per_day_s * days / ltv_range_s``
-(the goal: at least 30). The last line is the RESULT line the README quotes.
+(the goal: at least 30). The last line is the RESULT line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations

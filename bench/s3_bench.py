@@ -7,7 +7,7 @@ started here (``backfill_assets/local_s3.py``, on this machine, so the figures s
 S3 protocol and the object reads cost, not a network's latency). Then ``backfill-assets
 backfill`` of the range in a fresh process, once per storage, each timed from the command's
 start to its exit, and the rows of every table read back from both lakes and compared (they
-must be equal). The last line is the RESULT line the README quotes.
+must be equal). The last line is the RESULT line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ distribution, then rebuilds the event days' step (staging and fact) over the who
 alternating BACKFILL_SKEW_MITIGATION=off and auto (auto finds the hot customer or day and salts the
 write), ``--repeats`` times each, after one warm-up run, all in one process and one Spark session.
 ``staging_s`` is the time from the step's start to its last staging materialization: build, stage,
-audit, publish of stg_orders, without the fact. The last line is the SKEW line the README quotes."""
+audit, publish of stg_orders, without the fact. The last line is the SKEW line
+docs/benchmarks.md quotes."""
 
 from __future__ import annotations
 

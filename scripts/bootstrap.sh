@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a machine for `make demo` / `make test`: uv, the locked .venv, Java 17+, and Delta's
-# jars for the native engine (fetched once with mvn into .jars/delta; optional, see README "Engines"),
+# jars for the native engine (fetched once with mvn into .jars/delta; optional, see docs/engines-and-deployment.md),
 # with Hadoop's s3a jars (.jars/s3a) when BACKFILL_LAKE_DIR or BACKFILL_LANDING_DIR is s3://...,
 # and the driver JVM's class-data archive (.jars/spark-classes.jsa; optional, a faster start).
 # Installs what it can (uv from PyPI; Java with apt-get when root on Debian),

@@ -153,6 +153,6 @@ def render_skew(report: SkewReport) -> list[str]:
         lines.append(
             f"HOT KEY {s.key}={s.value}: {s.share:.1%} of the records (above "
             f"{report.threshold:.0%} and 3x an even share): staging salts its write "
-            '(BACKFILL_SKEW_MITIGATION=auto; README "Skew")'
+            '(BACKFILL_SKEW_MITIGATION=auto; docs/operations.md, "Skew")'
         )
     return lines

@@ -61,8 +61,8 @@ VACUUM_CONF = {
     "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
 }
 # How many tasks Delta's VACUUM lists a table's folders in: Spark's default is 10,000 whatever
-# the table or the cluster (37 s of task overhead for two files on two cores); set around VACUUM
-# to the session's cores.
+# the table or the cluster (what that costs a small table: docs/benchmarks.md, "Maintenance");
+# set around VACUUM to the session's cores.
 LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 # The session setting Delta takes a commit's userMetadata from where no write option reaches.
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"

@@ -252,8 +252,8 @@ def test_lake_vacuum_leaves_the_session_settings_as_they_were(lake):
 
 def test_lake_vacuum_lists_the_table_with_as_many_tasks_as_the_session_has_cores(lake):
     """Delta's VACUUM lists a table's folders in ``LISTING_PARALLELISM`` tasks, Spark's 10,000 by
-    default: for a table of two files on two cores, 37 s of task overhead (delta-rs runs no
-    Spark job at all). No stage of a vacuum may run more tasks than the session has cores or
+    default, far more than a small table needs (docs/benchmarks.md, "Maintenance"; delta-rs runs
+    no Spark job at all). No stage of a vacuum may run more tasks than the session has cores or
     shuffle partitions; the listing's stages are counted from Spark's own status tracker."""
     write(lake, [(D1, 1, "a"), (D2, 2, "a")], [D1, D2])
     write(lake, [(D1, 3, "b")], [D1])
