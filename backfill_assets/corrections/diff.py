@@ -155,6 +155,10 @@ def record(lake: Lake, diff: Diff) -> Correction:
             d.day.isoformat(): {
                 "revenue_before": str(d.fact_before["revenue_usd"]),
                 "revenue_after": str(d.fact_after["revenue_usd"]),
+                "orders_before": d.fact_before["orders"],
+                "orders_after": d.fact_after["orders"],
+                "paid_orders_before": d.fact_before["paid_orders"],
+                "paid_orders_after": d.fact_after["paid_orders"],
                 "revenue_pct": d.revenue_pct,
                 "changed": d.changed,
             }

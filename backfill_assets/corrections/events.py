@@ -15,18 +15,23 @@
 
 from __future__ import annotations
 
+from datetime import date
+from decimal import Decimal
+
 import dagster as dg
 
 from backfill_assets.catalog import (
     ASSET_TABLES,
     CORRECTIONS,
     CORRECTIONS_PARTITIONS,
+    FACT_TABLE,
     FCT_DAILY_REVENUE,
 )
 from backfill_assets.corrections import pending
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
 from backfill_assets.corrections.registry import Correction, LakeRoot, load_report
+from backfill_assets.event_days.fact import fact_metadata
 from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
@@ -61,7 +66,7 @@ def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None
 
 
 def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) -> None:
-    c = outcome.correction
+    c, fact = outcome.correction, FACT_TABLE.path
     for table, write in outcome.writes.items():
         for day in outcome.days:
             instance.report_runless_asset_event(
@@ -70,12 +75,33 @@ def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) 
                     partition=day.isoformat(),
                     metadata={
                         **write_metadata(write, day, {}, DESCRIPTIONS[table][0]),
+                        **(fact_figures(c, action, day, write.version) if table == fact else {}),
                         "correction": c.id,
                         "correction_action": action,
                         "reason": c.reason,
                     },
                 )
             )
+
+
+def fact_figures(c: Correction, action: str, day: date, version: int) -> dict:
+    """The fact's figures of ``day`` as a cutover or rollback at ``version`` left them, and their
+    change against the version it replaced, as a production write of the fact records them (the
+    asset's page and Plots tab): a cutover publishes what the diff saw after, a rollback puts back
+    what it saw before (both refuse when production changed since)."""
+    seen = c.diff.get("days", {}).get(day.isoformat()) if c.diff else None
+    if seen is None or "orders_after" not in seen:  # diffed before the record kept them
+        return {}
+    now, then = ("after", "before") if action == "cutover" else ("before", "after")
+
+    def totals(side: str) -> dict:
+        return {
+            "orders": seen[f"orders_{side}"],
+            "paid_orders": seen[f"paid_orders_{side}"],
+            "revenue_usd": Decimal(seen[f"revenue_{side}"]),
+        }
+
+    return fact_metadata(totals(now), totals(then), version - 1)
 
 
 def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correction) -> None:

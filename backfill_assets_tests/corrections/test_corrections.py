@@ -330,12 +330,46 @@ def test_cutover_publishes_the_correction_but_no_held_day_and_touches_nothing_el
     assert cut == set(c.cutover["days"]) and c.state == registry.State.CUT_OVER
 
 
+def fact_figures_shown(env, days) -> dict[date, tuple[int, int, Decimal]]:
+    """Per day, the figures of the fact's latest materialization: what the asset's page and its
+    Plots tab show."""
+    shown = {}
+    for day in days:
+        records = env.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=FCT_DAILY_REVENUE, asset_partitions=[str(day)]),
+            limit=1,
+        ).records
+        assert records, day
+        meta = records[0].asset_materialization.metadata
+        assert "revenue_usd_exact" in meta, f"{day}: no figures in {sorted(meta)}"
+        shown[day] = (
+            meta["orders"].value,
+            meta["paid_orders"].value,
+            Decimal(meta["revenue_usd_exact"].value),
+        )
+    return shown
+
+
+def reference_figures(reference: Reference, days) -> dict[date, tuple[int, int, Decimal]]:
+    return {
+        d: (
+            sum(f.orders for f in reference.fact([d])),
+            sum(f.paid_orders for f in reference.fact([d])),
+            sum((f.revenue_usd for f in reference.fact([d])), Decimal(0)),
+        )
+        for d in days
+    }
+
+
 def test_rollback_restores_production_then_cutover_again(env, original, restated, capsys):
+    cut = [date.fromisoformat(d) for d in registry.get(env.settings.lake_dir, CID).cutover["days"]]
     assert main(["rollback", CID]) == 0, capsys.readouterr().err
     assert_tables_equal(env, original, _days(START, END))
     assert registry.get(env.settings.lake_dir, CID).state == registry.State.ROLLED_BACK
+    assert fact_figures_shown(env, cut) == reference_figures(original, cut)
     assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
     assert_tables_equal(env, restated, _days(START, END))
+    assert fact_figures_shown(env, cut) == reference_figures(restated, cut)
 
 
 ACTION_OPS = {
