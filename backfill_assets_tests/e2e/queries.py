@@ -127,3 +127,73 @@ def wait_for_state(ui: DagsterUI, name: str, expected: str, timeout: float = 20)
                 f"{name} is {state}, not {expected}, {timeout:.0f}s after the switch"
             )
         time.sleep(0.5)
+
+
+LOCATIONS = """{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"""
+
+RUN = """query($id: ID!) { runOrError(runId: $id) { __typename
+    ... on Run { runId jobName status } ... on PythonError { message } } }"""
+
+RUNS_TAGGED = """query($tags: [ExecutionTag!]) { runsOrError(filter: {tags: $tags}) {
+    ... on Runs { results { runId jobName status } } } }"""
+
+LATEST_OBSERVATION = """query($key: AssetKeyInput!, $partition: String!) {
+    assetNodeOrError(assetKey: $key) { ... on AssetNode {
+    assetObservations(partitions: [$partition], limit: 1) { metadataEntries {
+    label ... on TextMetadataEntry { text } ... on MarkdownMetadataEntry { mdStr } } } } } }"""
+
+FINISHED_RUN = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+def location_name(ui: DagsterUI) -> str:
+    [entry] = ui.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
+    return entry["name"]
+
+
+def wait_for_run(ui: DagsterUI, run_id: str, timeout: float) -> dict:
+    """The run (id, job name, status) once it has finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = ui.graphql(RUN, id=run_id)["runOrError"]
+        if run.get("status") in FINISHED_RUN:
+            return run
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"run {run_id} still {run.get('status')} after {timeout:.0f}s; server log:\n"
+                f"{ui.log_tail()}"
+            )
+        time.sleep(1)
+
+
+def runs_tagged(ui: DagsterUI, **tags: str) -> list[dict]:
+    """Every run carrying all of ``tags``: id, job name and status."""
+    found = ui.graphql(RUNS_TAGGED, tags=[{"key": k, "value": v} for k, v in tags.items()])
+    return found["runsOrError"]["results"]
+
+
+def wait_for_runs(
+    ui: DagsterUI, job: str, count: int, timeout: float, **tags: str
+) -> list[dict]:
+    """``count`` runs of ``job`` carrying ``tags``, once every one of them has finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = [r for r in runs_tagged(ui, **tags) if r["jobName"] == job]
+        if len(runs) >= count and all(r["status"] in FINISHED_RUN for r in runs):
+            return runs
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{job} runs tagged {tags}: {runs} after {timeout:.0f}s; server log:\n"
+                f"{ui.log_tail()}"
+            )
+        time.sleep(2)
+
+
+def latest_observation(ui: DagsterUI, asset: str, partition: str) -> dict[str, str]:
+    """The text and markdown entries of a partition's latest observation."""
+    node = ui.graphql(LATEST_OBSERVATION, key={"path": [asset]}, partition=partition)
+    [observation] = node["assetNodeOrError"]["assetObservations"]
+    return {
+        e["label"]: e.get("text", e.get("mdStr"))
+        for e in observation["metadataEntries"]
+        if "text" in e or "mdStr" in e
+    }
