@@ -8,7 +8,8 @@ On one generated feed, in one invocation, it measures:
    FX conversion and aggregation with the project's transforms, writing Parquet:
    no Dagster, no Delta, no checks;
 2. ours: ``backfill-assets backfill`` over the whole range (raw, quarantine, rates,
-   staging, fact, every check), in a fresh process against a fresh instance;
+   staging, fact, every check), in a fresh process against a fresh instance, on each lake
+   engine of ``--engines`` (both by default);
 3. naive: one Dagster run per partition and layer, each in its own process as Dagster's
    default run launcher does (``dagster asset materialize --partition D``), timed on
    a sample of days and reported per partition;
@@ -153,7 +154,9 @@ def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, PeakRss, int]:
     return time.monotonic() - began, rss, code
 
 
-def pipeline_env(work: Path, name: str, landing: Path, start: date) -> dict:
+def pipeline_env(
+    work: Path, name: str, landing: Path, start: date, engine: str | None = None
+) -> dict:
     home = work / name / "home"
     home.mkdir(parents=True)
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
@@ -164,11 +167,14 @@ def pipeline_env(work: Path, name: str, landing: Path, start: date) -> dict:
         "BACKFILL_LAKE_DIR": str(work / name / "lake"),
         "BACKFILL_START_DATE": start.isoformat(),
         "PYSPARK_PYTHON": sys.executable,
+        **({"BACKFILL_LAKE_ENGINE": engine} if engine else {}),
     }
 
 
-def ours(work: Path, name: str, landing: Path, feed_start: date, start: date, end: date):
-    env = pipeline_env(work, name, landing, feed_start)
+def ours(
+    work: Path, name: str, landing: Path, feed_start: date, start: date, end: date, engine: str
+):
+    env = pipeline_env(work, name, landing, feed_start, engine)
     cmd = [
         sys.executable,
         "-m",
@@ -319,13 +325,15 @@ def duckdb_job(work: Path, landing: Path, start: date, end: date) -> float:
 NAIVE_RUNS = (("raw_orders", "raw_fx_rates"), ("stg_orders", "fct_daily_revenue"))
 
 
-def naive_per_partition(work: Path, landing: Path, feed_start: date, sample: list[date]) -> float:
+def naive_per_partition(
+    work: Path, landing: Path, feed_start: date, sample: list[date], engine: str
+) -> float:
     """A fresh process per partition and layer (Dagster's default launcher), each day's raw
-    then its staging and fact, over the lake ``ours`` built: the day-by-day way, with every
-    other day's inputs already there."""
+    then its staging and fact, over the lake ``ours`` built on ``engine``: the day-by-day way,
+    with every other day's inputs already there."""
     env = {
-        **pipeline_env(work, "naive", landing, feed_start),
-        "BACKFILL_LAKE_DIR": str(work / "ours" / "lake"),
+        **pipeline_env(work, "naive", landing, feed_start, engine),
+        "BACKFILL_LAKE_DIR": str(work / f"ours-{engine}" / "lake"),
     }
     dagster = str(Path(sys.executable).with_name("dagster"))
     total = 0.0
@@ -359,6 +367,11 @@ def main() -> None:
     p.add_argument("--orders-per-day", type=int, default=20000)
     p.add_argument("--naive-sample", type=int, default=3)
     p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument(
+        "--engines",
+        default="delta-rs,delta-spark",
+        help='the lake engines "ours" runs on, each over the range and over 30 days',
+    )
     p.add_argument(
         "--postgres-url",
         default=None,
@@ -401,25 +414,36 @@ def main() -> None:
         flush=True,
     )
 
-    ours_s, ours_rss = ours(work, "ours", landing, feed_start, start, end)
     days30 = min(30, args.days)
-    _, rss30 = ours(work, "ours30", landing, feed_start, start, start + timedelta(days=days30 - 1))
+    end30 = start + timedelta(days=days30 - 1)
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    ours_by: dict[str, tuple[float, float]] = {}  # engine: (seconds, peak RSS 365 d / 30 d)
+    for engine in engines:
+        name = f"ours-{engine}"
+        seconds, rss = ours(work, name, landing, feed_start, start, end, engine)
+        _, rss30 = ours(work, f"{name}-30", landing, feed_start, start, end30, engine)
+        ours_by[engine] = (seconds, rss / rss30)
     duckdb_s = duckdb_job(work, landing, start, end)
     with postgres_url(args.postgres_url) as pg:
         print_event_costs(work, pg)
 
     step = max(1, args.days // (args.naive_sample + 1))
     sample = [start + timedelta(days=step * (i + 1)) for i in range(args.naive_sample)]
-    naive_s = naive_per_partition(work, landing, feed_start, sample)
-    print(f"naive: {naive_s:.1f}s per partition (sample of {len(sample)})", flush=True)
+    naive_s = naive_per_partition(work, landing, feed_start, sample, engines[0])
+    print(
+        f"naive: {naive_s:.1f}s per partition (sample of {len(sample)}, on {engines[0]})",
+        flush=True,
+    )
 
+    per_engine = " ".join(
+        f"{engine}:ours_s={s:.1f},ours_over_floor={s / floor_s:.2f},"
+        f"ours_over_duckdb={s / duckdb_s:.2f},naive_over_ours={naive_s * args.days / s:.1f},"
+        f"rss_365_over_30={rss_ratio:.2f}"
+        for engine, (s, rss_ratio) in ours_by.items()
+    )
     print(
         f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} "
-        f"ours_s={ours_s:.1f} "
-        f"naive_per_partition_s={naive_s:.1f} ours_over_floor={ours_s / floor_s:.2f} "
-        f"naive_over_ours={naive_s * args.days / ours_s:.1f} "
-        f"rss_365_over_30={ours_rss / rss30:.2f} "
-        f"duckdb_s={duckdb_s:.1f} ours_over_duckdb={ours_s / duckdb_s:.2f}"
+        f"duckdb_s={duckdb_s:.1f} naive_per_partition_s={naive_s:.1f} {per_engine}"
     )
 
 
