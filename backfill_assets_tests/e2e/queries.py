@@ -37,17 +37,28 @@ AUTOMATION = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
     schedules { name scheduleState { status } } sensors { name sensorState { status } } } } } }"""
 
 
+def _until(ui: DagsterUI, what: str, fetch, done, timeout: float, every: float = 1):
+    """``fetch()`` again every ``every`` seconds until ``done`` of it; then its last value."""
+    deadline = time.monotonic() + timeout
+    while not done(value := fetch()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{what}: {value} after {timeout:.0f}s; server log:\n{ui.log_tail()}"
+            )
+        time.sleep(every)
+    return value
+
+
 def wait_for_backfill(ui: DagsterUI, backfill_id: str, timeout: float) -> str:
-    deadline, status = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        status = ui.graphql(BACKFILL_STATUS, id=backfill_id)["partitionBackfillOrError"].get(
+    # one small query a second: the backfill's end is seen within a second
+    return _until(
+        ui,
+        f"backfill {backfill_id}",
+        lambda: ui.graphql(BACKFILL_STATUS, id=backfill_id)["partitionBackfillOrError"].get(
             "status"
-        )
-        if status in TERMINAL:
-            return status
-        time.sleep(1)  # one small query a second: the backfill's end is seen within a second
-    raise TimeoutError(
-        f"backfill {backfill_id} still {status} after {timeout:.0f}s; server log:\n{ui.log_tail()}"
+        ),
+        lambda status: status in TERMINAL,
+        timeout,
     )
 
 
@@ -137,11 +148,6 @@ RUN = """query($id: ID!) { runOrError(runId: $id) { __typename
 RUNS_TAGGED = """query($tags: [ExecutionTag!]) { runsOrError(filter: {tags: $tags}) {
     ... on Runs { results { runId jobName status } } } }"""
 
-LATEST_OBSERVATION = """query($key: AssetKeyInput!, $partition: String!) {
-    assetNodeOrError(assetKey: $key) { ... on AssetNode {
-    assetObservations(partitions: [$partition], limit: 1) { metadataEntries {
-    label ... on TextMetadataEntry { text } ... on MarkdownMetadataEntry { mdStr } } } } } }"""
-
 FINISHED_RUN = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
@@ -152,17 +158,13 @@ def location_name(ui: DagsterUI) -> str:
 
 def wait_for_run(ui: DagsterUI, run_id: str, timeout: float) -> dict:
     """The run (id, job name, status) once it has finished."""
-    deadline = time.monotonic() + timeout
-    while True:
-        run = ui.graphql(RUN, id=run_id)["runOrError"]
-        if run.get("status") in FINISHED_RUN:
-            return run
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"run {run_id} still {run.get('status')} after {timeout:.0f}s; server log:\n"
-                f"{ui.log_tail()}"
-            )
-        time.sleep(1)
+    return _until(
+        ui,
+        f"run {run_id}",
+        lambda: ui.graphql(RUN, id=run_id)["runOrError"],
+        lambda run: run.get("status") in FINISHED_RUN,
+        timeout,
+    )
 
 
 def runs_tagged(ui: DagsterUI, **tags: str) -> list[dict]:
@@ -171,29 +173,13 @@ def runs_tagged(ui: DagsterUI, **tags: str) -> list[dict]:
     return found["runsOrError"]["results"]
 
 
-def wait_for_runs(
-    ui: DagsterUI, job: str, count: int, timeout: float, **tags: str
-) -> list[dict]:
+def wait_for_runs(ui: DagsterUI, job: str, count: int, timeout: float, **tags: str) -> list[dict]:
     """``count`` runs of ``job`` carrying ``tags``, once every one of them has finished."""
-    deadline = time.monotonic() + timeout
-    while True:
-        runs = [r for r in runs_tagged(ui, **tags) if r["jobName"] == job]
-        if len(runs) >= count and all(r["status"] in FINISHED_RUN for r in runs):
-            return runs
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"{job} runs tagged {tags}: {runs} after {timeout:.0f}s; server log:\n"
-                f"{ui.log_tail()}"
-            )
-        time.sleep(2)
-
-
-def latest_observation(ui: DagsterUI, asset: str, partition: str) -> dict[str, str]:
-    """The text and markdown entries of a partition's latest observation."""
-    node = ui.graphql(LATEST_OBSERVATION, key={"path": [asset]}, partition=partition)
-    [observation] = node["assetNodeOrError"]["assetObservations"]
-    return {
-        e["label"]: e.get("text", e.get("mdStr"))
-        for e in observation["metadataEntries"]
-        if "text" in e or "mdStr" in e
-    }
+    return _until(
+        ui,
+        f"{job} runs tagged {tags}",
+        lambda: [r for r in runs_tagged(ui, **tags) if r["jobName"] == job],
+        lambda runs: len(runs) >= count and all(r["status"] in FINISHED_RUN for r in runs),
+        timeout,
+        every=2,
+    )
