@@ -181,6 +181,17 @@ class S3Server:
     def create_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)
 
+    def delete_bucket(self, name: str) -> None:
+        """Empty the bucket, then delete it. SeaweedFS gives each bucket volumes of its own (a
+        collection), as many as the free disk allows the whole server; deleting the bucket
+        frees them."""
+        client = self.client()
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
+        client.delete_bucket(Bucket=name)
+
     def env(self, **overrides: str) -> dict[str, str]:
         """The standard AWS variables that point a client at this server."""
         return {

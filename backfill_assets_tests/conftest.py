@@ -56,7 +56,8 @@ def s3_server(tmp_path_factory):
 def s3_bucket(s3_server):
     """A new bucket of its own on the session's server, with the standard AWS variables set to
     reach it while the test runs (a patch of its own, which a test's ``monkeypatch.undo()``
-    leaves alone); its name."""
+    leaves alone); its name. Deleted after the test: the server gives each bucket volumes of
+    its own, as many as the free disk allows in all, and the suite makes hundreds."""
     import uuid
 
     bucket = f"t-{uuid.uuid4().hex[:20]}"
@@ -65,3 +66,4 @@ def s3_bucket(s3_server):
         for name, value in s3_server.env().items():
             patch.setenv(name, value)
         yield bucket
+    s3_server.delete_bucket(bucket)
