@@ -44,11 +44,13 @@ def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recove
     return lake, found
 
 
-def report_recovery(found: recovery.Recovery, prefix: str = "") -> None:
-    """Print what a recovery did, and record in Dagster what it completed."""
+def report_recovery(
+    lake_root: registry.LakeRoot, found: recovery.Recovery, prefix: str = ""
+) -> None:
+    """Print what a recovery did, and record it in Dagster."""
     print(f"{prefix}{found}", flush=True)
     with open_instance() as instance:
-        actions.record_recovered(instance, found)
+        actions.record_recovered(instance, lake_root, found)
 
 
 def correct(

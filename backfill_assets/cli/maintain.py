@@ -42,7 +42,7 @@ def run_maintain(settings: Settings) -> int:
         from backfill_assets.cli.corrections import report_recovery
 
         for found in recovered:
-            report_recovery(found, "maintain: ")
+            report_recovery(lake.location, found, "maintain: ")
     broken = registry.scan(lake.location)[1]
     for b in broken:
         print(f"maintain: {b}", flush=True)

@@ -35,14 +35,16 @@ def recover(
     """Complete or undo what the correction left interrupted (``record_recovered``)."""
     found = recovery.recover(lake, correction_id)
     if found is not None:
-        record_recovered(instance, found)
-        events.report_state(instance, lake.location, registry.get(lake.location, correction_id))
+        record_recovered(instance, lake.location, found)
     return found
 
 
-def record_recovered(instance: dg.DagsterInstance, found: recovery.Recovery) -> None:
-    """A recovery that completed a cutover or rollback, recorded in Dagster as the command
-    itself would have recorded it."""
+def record_recovered(
+    instance: dg.DagsterInstance, lake_root: registry.LakeRoot, found: recovery.Recovery
+) -> None:
+    """A recovery recorded in Dagster as the command itself would have recorded it: the
+    correction's state, then the commits of a cutover or rollback it completed."""
+    events.report_state(instance, lake_root, registry.get(lake_root, found.correction_id))
     if found.outcome is not None and found.action in ("cutover", "rollback"):
         events.report_commits(instance, found.outcome, found.action)
 
@@ -101,12 +103,15 @@ def _committed(
     commit: Callable[[], lifecycle.Outcome],
 ) -> lifecycle.Outcome:
     """What the recovery ``found`` completed of ``action``, else ``commit``'s outcome with its
-    commits recorded; the correction's state observed either way."""
+    commits recorded; the correction's state observed either way, first, so that a committed
+    partition's latest event is its materialization, with the figures."""
     outcome = recovery.completed(found, action)
+    committed = outcome is None
     if outcome is None:
         outcome = commit()
-        events.report_commits(instance, outcome, action)
     events.report_state(instance, lake.location, outcome.correction)
+    if committed:
+        events.report_commits(instance, outcome, action)
     return outcome
 
 

@@ -10,7 +10,8 @@
   decommissioned): an observation of its partition of the ``corrections`` asset (one dynamic
   partition per id), with its state, who made it, when, why, its range and its diff's report,
   so the asset's partitions list every correction with its latest state; and the
-  ``correction_pending`` check of each asset a correction changes (``pending.py``).
+  ``correction_pending`` check of each asset a correction changes, and the marker of each
+  partition this one changes (``pending.py``).
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def fact_figures(c: Correction, action: str, day: date, version: int) -> dict:
 
 def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correction) -> None:
     """The correction's partition of the ``corrections`` asset, observed with its record now;
-    then the ``correction_pending`` check of every asset a correction changes."""
+    then the ``correction_pending`` check of every asset a correction changes, and the marker
+    of each partition this one changes."""
     if not instance.has_dynamic_partition(CORRECTIONS_PARTITIONS, c.id):
         instance.add_dynamic_partitions(CORRECTIONS_PARTITIONS, [c.id])
     last = c.history[-1] if c.history else {}
@@ -134,4 +136,4 @@ def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correctio
             },
         )
     )
-    pending.report(instance, lake_root)
+    pending.report(instance, lake_root, c)

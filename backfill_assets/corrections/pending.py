@@ -3,18 +3,25 @@
 
 A correction replaces days of staging and the fact; what is built from them changes with them:
 the enriched orders of those days, customer LTV from the first of them on (it is cumulative),
-and the months they fall in. Each of these assets has a ``correction_pending`` check
-(``defs/corrections/checks.py``). It passes while no such correction touches the asset, and
-otherwise warns, naming each pending correction and the partitions it will change, so the
-asset graph shows a warning on every asset whose numbers are about to change. The lifecycle
-reports it after each of a correction's steps (``events.report_state``). Running the check
-from the UI evaluates it the same way.
+and the months they fall in. The marker is shown twice:
+
+- per asset, the ``correction_pending`` check (``defs/corrections/checks.py``): it passes while
+  no such correction touches the asset, and otherwise warns, naming each pending correction
+  and the partitions it will change, so the asset graph shows a warning on every asset whose
+  numbers are about to change. Running the check from the UI evaluates it the same way;
+- per partition, an observation with ``correction_pending`` in its metadata (the ids of the
+  pending corrections that will change the partition, or ``none``), on each partition the
+  correction changes: its days, its months, and customer LTV's materialized days from its
+  first day on. A partition's Events page shows whether its numbers are about to change.
+
+The lifecycle reports both after each of a correction's steps (``events.report_state``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -50,13 +57,34 @@ def _months(days: list[dt.date]) -> str:
     return ", ".join(sorted({f"{d:%Y-%m}" for d in days}))
 
 
-# Each marked asset, and how it names the partitions a correction of ``days`` changes.
-MARKED: dict[dg.AssetKey, Callable[[list[dt.date]], str]] = {
-    STG_ORDERS: _days,
-    FCT_DAILY_REVENUE: _days,
-    STG_ORDERS_ENRICHED: _days,
-    FCT_CUSTOMER_LTV: _onward,
-    RPT_MONTHLY_REVENUE: _months,
+def _day_keys(days: list[dt.date], materialized: Collection[str]) -> list[str]:
+    return [d.isoformat() for d in days]
+
+
+def _onward_keys(days: list[dt.date], materialized: Collection[str]) -> list[str]:
+    """Cumulative: every day from the first on, of those built (the others hold nothing yet)."""
+    return sorted(k for k in materialized if k >= days[0].isoformat())
+
+
+def _month_keys(days: list[dt.date], materialized: Collection[str]) -> list[str]:
+    return sorted({d.replace(day=1).isoformat() for d in days})
+
+
+@dataclass(frozen=True)
+class Marking:
+    """How an asset names the partitions a correction of ``days`` changes (``names``), and
+    their keys, given the asset's materialized partitions (``keys``)."""
+
+    names: Callable[[list[dt.date]], str]
+    keys: Callable[[list[dt.date], Collection[str]], list[str]]
+
+
+MARKED: dict[dg.AssetKey, Marking] = {
+    STG_ORDERS: Marking(_days, _day_keys),
+    FCT_DAILY_REVENUE: Marking(_days, _day_keys),
+    STG_ORDERS_ENRICHED: Marking(_days, _day_keys),
+    FCT_CUSTOMER_LTV: Marking(_onward, _onward_keys),
+    RPT_MONTHLY_REVENUE: Marking(_months, _month_keys),
 }
 CHECK_KEYS = tuple(dg.AssetCheckKey(asset, CHECK) for asset in MARKED)
 
@@ -83,21 +111,63 @@ def evaluations(corrections: Iterable[Correction]) -> list[dg.AssetCheckEvaluati
                 "no correction pending"
                 if not waiting
                 else f"correction pending: {', '.join(c.id for c in waiting)} will change "
-                + "; ".join(partitions(days_of(c)) for c in waiting)
+                + "; ".join(marking.names(days_of(c)) for c in waiting)
             ),
             metadata={
                 "pending_corrections": ", ".join(c.id for c in waiting) or "none",
                 **{
-                    f"correction {c.id}": f"{c.state}; {partitions(days_of(c))}; {c.reason}"
+                    f"correction {c.id}": f"{c.state}; {marking.names(days_of(c))}; {c.reason}"
                     for c in waiting
                 },
             },
         )
-        for asset, partitions in MARKED.items()
+        for asset, marking in MARKED.items()
     ]
 
 
-def report(instance: dg.DagsterInstance, lake_root: LakeRoot) -> None:
-    """Every marked asset's check as the lake's corrections make it now."""
-    for evaluation in evaluations(all_corrections(lake_root)):
+def partition_marks(
+    corrections: Iterable[Correction],
+    changed: Correction,
+    materialized: Mapping[dg.AssetKey, Collection[str]],
+) -> list[dg.AssetObservation]:
+    """The marker of each partition that ``changed`` changes, on each marked asset: the pending
+    corrections (``changed`` among them or not, as its state says) that will change it, or
+    none. ``materialized``: each asset's materialized partitions."""
+    days = days_of(changed)
+    if not days:
+        return []
+    waiting = pending(corrections)
+    marks = []
+    for asset, marking in MARKED.items():
+        built = materialized.get(asset, ())
+        touching = [(c, set(marking.keys(days_of(c), built))) for c in waiting]
+        for key in marking.keys(days, built):
+            here = [c for c, keys in touching if key in keys]
+            marks.append(
+                dg.AssetObservation(
+                    asset_key=asset,
+                    partition=key,
+                    description=(
+                        f"correction pending: {', '.join(c.id for c in here)} will change "
+                        "this partition"
+                        if here
+                        else f"no correction pending ({changed.id} {changed.state})"
+                    ),
+                    metadata={
+                        "correction_pending": ", ".join(c.id for c in here) or "none",
+                        **{f"correction {c.id}": f"{c.state}; {c.reason}" for c in here},
+                    },
+                )
+            )
+    return marks
+
+
+def report(instance: dg.DagsterInstance, lake_root: LakeRoot, changed: Correction) -> None:
+    """Every marked asset's check as the lake's corrections make it now, and the marker of
+    each partition ``changed`` changes."""
+    corrections = all_corrections(lake_root)
+    for evaluation in evaluations(corrections):
         instance.report_runless_asset_event(evaluation)
+    materialized = {FCT_CUSTOMER_LTV: instance.get_materialized_partitions(FCT_CUSTOMER_LTV)}
+    for mark in partition_marks(corrections, changed, materialized):
+        instance.report_runless_asset_event(mark)

@@ -184,6 +184,33 @@ def test_correct_stages_beside_production_and_publishes_nothing(env, original, r
         FCT_CUSTOMER_LTV: f"correction pending: {CID} will change {FIX_START} onward",
         RPT_MONTHLY_REVENUE: f"correction pending: {CID} will change {months}",
     }
+    # And each partition it will change says so (LTV: the backfill left it to the downstream
+    # sensor, which no test runs here: none built, none marked; test_pending covers it).
+    assert partition_marks(env) == marked_by(CID)
+
+
+def marked_by(value: str) -> dict[dg.AssetKey, dict[str, str]]:
+    """The correction's partitions of each changed asset, each marked with ``value``."""
+    days = {str(d): value for d in _days(FIX_START, FIX_END)}
+    return {
+        STG_ORDERS: days,
+        FCT_DAILY_REVENUE: days,
+        STG_ORDERS_ENRICHED: days,
+        FCT_CUSTOMER_LTV: {},
+        RPT_MONTHLY_REVENUE: {"2024-01-01": value},
+    }
+
+
+def partition_marks(env) -> dict[dg.AssetKey, dict[str, str]]:
+    """Each changed asset's partitions with a "correction pending" marker: its latest value."""
+    marks: dict[dg.AssetKey, dict[str, str]] = {}
+    for asset in CHANGED_ASSETS:
+        latest = marks.setdefault(asset, {})
+        for record in env.instance.fetch_observations(asset, limit=10_000).records:
+            seen = record.asset_observation
+            if seen and "correction_pending" in seen.metadata and seen.partition not in latest:
+                latest[seen.partition] = seen.metadata["correction_pending"].value
+    return marks
 
 
 def pending_marks(env) -> dict[dg.AssetKey, str]:
@@ -402,6 +429,7 @@ def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, re
     assert env.instance.get_run_by_id(done.run_id).tags[CORRECTION_TAG] == CID
     # Rolled back, it may be cut over again: still pending.
     assert all(CID in mark for mark in pending_marks(env).values()), pending_marks(env)
+    assert partition_marks(env) == marked_by(CID)
 
     before = {t: active_files(env, t) for t in TABLES}
     refused, why = run_action(
@@ -417,6 +445,7 @@ def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, re
     runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: CID}))
     assert {r.job_name for r in runs} >= {CORRECTION_ROLLBACK_JOB, CORRECTION_CUTOVER_JOB}
     assert set(pending_marks(env).values()) == {""}  # cut over: nothing pending
+    assert partition_marks(env) == marked_by("none")
 
 
 @pytest.mark.parametrize("job", [CORRECTION_DIFF_JOB, CORRECTION_DISCARD_JOB])

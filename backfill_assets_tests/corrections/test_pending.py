@@ -78,3 +78,52 @@ def test_no_job_runs_the_pending_check():
         assert not marked & selected, job.name
         if job.name == "backfill_job":  # the pipeline's own checks stay in its runs
             assert dg.AssetCheckKey(STG_ORDERS, "unique_order_ids") in selected
+
+
+def marked_partitions(corrections, changed, ltv_built=()) -> dict[dg.AssetKey, dict[str, str]]:
+    """Per asset, each partition marked when ``changed`` changed: its ``correction_pending``."""
+    marks: dict[dg.AssetKey, dict[str, str]] = {}
+    for obs in pending.partition_marks(corrections, changed, {FCT_CUSTOMER_LTV: set(ltv_built)}):
+        marks.setdefault(obs.asset_key, {})[str(obs.partition)] = str(
+            obs.metadata["correction_pending"].value
+        )
+    return marks
+
+
+def test_each_partition_a_correction_changes_names_the_corrections_pending_on_it():
+    fix1 = correction(
+        "fix-1",
+        State.STAGED,
+        ["2024-01-30", "2024-01-31", "2024-02-01", "2024-02-07"],
+        held={"2024-02-07": ["fx_rate_present"]},
+    )
+    fix2 = correction("fix-2", State.DIFFED, ["2024-02-01", "2024-02-02"])
+    ltv_built = [f"2024-01-{d}" for d in range(20, 32)] + [f"2024-02-0{d}" for d in range(1, 10)]
+    both = "fix-1, fix-2"
+    days = {"2024-01-30": "fix-1", "2024-01-31": "fix-1", "2024-02-01": both}  # 02-07 is held
+    ltv = {"2024-01-30": "fix-1", "2024-01-31": "fix-1"}
+    ltv |= {f"2024-02-0{d}": both for d in range(1, 10)}  # fix-2 changes LTV from Feb 1 on
+    assert marked_partitions([fix1, fix2], fix1, ltv_built) == {
+        STG_ORDERS: days,
+        FCT_DAILY_REVENUE: days,
+        STG_ORDERS_ENRICHED: days,
+        FCT_CUSTOMER_LTV: ltv,
+        RPT_MONTHLY_REVENUE: {"2024-01-01": "fix-1", "2024-02-01": both},
+    }
+    # fix-1 cut over: its partitions say what is still pending on them, fix-2's alone.
+    fix1.state = State.CUT_OVER
+    days = {"2024-01-30": "none", "2024-01-31": "none", "2024-02-01": "fix-2"}
+    ltv = {"2024-01-30": "none", "2024-01-31": "none"}
+    ltv |= {f"2024-02-0{d}": "fix-2" for d in range(1, 10)}
+    assert marked_partitions([fix1, fix2], fix1, ltv_built) == {
+        STG_ORDERS: days,
+        FCT_DAILY_REVENUE: days,
+        STG_ORDERS_ENRICHED: days,
+        FCT_CUSTOMER_LTV: ltv,
+        RPT_MONTHLY_REVENUE: {"2024-01-01": "none", "2024-02-01": "fix-2"},
+    }
+
+
+def test_a_correction_with_nothing_ready_marks_no_partition():
+    held = correction("h", State.STAGED, ["2024-01-02"], held={"2024-01-02": ["row_count_band"]})
+    assert marked_partitions([held], held, ["2024-01-02"]) == {}

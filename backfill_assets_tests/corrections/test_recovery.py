@@ -1,7 +1,8 @@
 """Recovery of a cutover or rollback killed between its two tables' commits: completed when it
 can be, undone when production changed the other table meanwhile, itself failed at a sample of
 its I/O operations and recovered again; left alone while its process still runs; run by
-maintain, which reports the completed cutover to Dagster, as does the weekly maintenance op."""
+maintain, which reports the completed cutover and the correction's state to Dagster, as does
+the weekly maintenance op."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from backfill_assets.catalog import FCT_DAILY_REVENUE, MAINTENANCE_JOB, STG_ORDERS
+from backfill_assets.catalog import CORRECTIONS, FCT_DAILY_REVENUE, MAINTENANCE_JOB, STG_ORDERS
 from backfill_assets.cli.main import main
 from backfill_assets.corrections import lifecycle, registry
 from backfill_assets.corrections.registry import CorrectionError, State
@@ -65,6 +66,25 @@ def rebuild_fact_day(lake: Lake, spark) -> None:
     writer = Lake(lake.root, spark, engine="delta-rs")
     frame = spark.createDataFrame(sorted(REBUILT), SCHEMA)
     writer.replace_partitions(FACT, frame, "event_date", [D1], CommitInfo("live", "abc123"))
+
+
+def state_shown(instance: dg.DagsterInstance) -> tuple[str, set[str]]:
+    """The correction's state on its latest observation of the ``corrections`` asset, and the
+    "correction pending" markers of its days' staging partitions."""
+    [seen] = instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=CORRECTIONS, asset_partitions=[CID]), limit=1
+    ).records
+    marks = instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=STG_ORDERS, asset_partitions=[str(d) for d in FIXED]),
+        limit=len(FIXED),
+    ).records
+    assert {m.partition_key for m in marks} == {str(d) for d in FIXED}
+    return observed(seen, "state"), {observed(m, "correction_pending") for m in marks}
+
+
+def observed(record: dg.EventLogRecord, label: str) -> str:
+    assert record.asset_observation is not None
+    return str(record.asset_observation.metadata[label].value)
 
 
 def fact_with_rebuild(base: set) -> set:
@@ -240,6 +260,7 @@ def test_maintain_completes_an_interrupted_cutover_and_tells_dagster(
             assert cut == dict.fromkeys(
                 [d.isoformat() for d in FIXED], c.cutover["versions"][table]
             )
+        assert state_shown(instance) == (State.CUT_OVER, {"none"})
 
 
 def test_the_weekly_maintenance_op_completes_an_interrupted_cutover_and_records_it(
@@ -261,3 +282,4 @@ def test_the_weekly_maintenance_op_completes_an_interrupted_cutover_and_records_
             r.partition_key: r.asset_materialization.metadata["delta_version"].value
             for r in records
         } == dict.fromkeys([d.isoformat() for d in FIXED], c.cutover["versions"][FACT])
+        assert state_shown(instance) == (State.CUT_OVER, {"none"})

@@ -152,6 +152,18 @@ def correction_state(ui: Ui) -> str:
     return metadata_row(ui.page, "state")
 
 
+def marker_shown(ui: Ui, shot: str | None = None) -> set[str]:
+    """The "correction pending" marker of each corrected day's staging partition, on its
+    latest event."""
+    shown = set()
+    for day in FIXED:
+        ui.goto(f"/assets/stg_orders?view=events&partition={day}")
+        shown.add(metadata_row(ui.page, "correction_pending"))
+        if shot and day == FIXED[0]:
+            ui.screenshot(shot)
+    return shown
+
+
 def fact_shown(
     ui: Ui, action: str, shot: str | None = None
 ) -> dict[date, tuple[int, int, Decimal]]:
@@ -205,6 +217,8 @@ def test_a_correction_from_the_ui_alone(ui, server, tour, original):
         )
         assert build["status"] == "SUCCESS", build
     assert correction_state(ui) == "staged"
+    with ui.step("each corrected day's staging partition shows the correction pending"):
+        assert marker_shown(ui, "c-pending-marker") == {CID}
 
     # 3. the diff; its totals read from the correction's report on its page
     run_succeeds(
@@ -245,6 +259,8 @@ def test_a_correction_from_the_ui_alone(ui, server, tour, original):
     )
     run_succeeds(ui, server, discard)
     assert correction_state(ui) == "discarded"
+    with ui.step("no correction pending on its days any more"):
+        assert marker_shown(ui) == {"none"}
     # every action is a run tagged with the correction's id
     tagged = {r["jobName"] for r in queries.runs_tagged(server, **{CORRECTION_TAG: CID})}
     assert {

@@ -42,7 +42,7 @@ def maintain_lake(  # type: ignore[no-untyped-def]
     lake = pipeline.lake(spark.spark_session)
     for found in recover_all(lake):
         context.log.info(str(found))
-        actions.record_recovered(context.instance, found)
+        actions.record_recovered(context.instance, lake.location, found)
     for broken in registry.scan(lake.location)[1]:
         context.log.warning(str(broken))
     for closed in actions.decommission(lake, context.instance, days):
