@@ -11,7 +11,13 @@ clear a lock that a killed process left behind::
 
     .venv/bin/python -m backfill_assets.lake.commit_lock release s3://bucket/lake/<table>
 
-(only once that process is surely gone). A local lake needs none: Delta's local log store
+(only once that process is surely gone). A lock whose holder ran on this host and is gone (no
+such process, or a zombie: killed, not yet reaped) is broken by the next taker, so a re-run
+after a kill converges on one machine without a hand: of racing breakers, the one that
+creates ``<lock>.broken-<token>`` (create-only, and kept: who broke whose lock, and when)
+deletes the lock, and only while it still carries that token. A holder on another host
+cannot be seen from here: its lock waits for the hand release. A local lake needs none:
+Delta's local log store
 creates each commit file exclusively. delta-rs commits with conditional PUTs of its own and
 does not take this lock; it is the delta-spark engine's, so one lake should not be written
 by both engines on S3 at once.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import os
 import random
 import socket
@@ -55,7 +62,7 @@ def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterat
         {
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "since": _now(),
             "what": what,
             "token": token,
         }
@@ -67,6 +74,8 @@ def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterat
             storage.put(path, body, create=True)  # type: ignore[union-attr]
             break
         except FileExistsError:
+            if _break_if_gone(table_dir):
+                continue
             if time.monotonic() >= deadline:
                 raise LakeError(
                     f"{table_dir}: another driver holds the commit lock ({holder(table_dir)}); "
@@ -89,10 +98,62 @@ def holder(table_dir: str) -> str:
         return "released meanwhile"
     except (OSError, ValueError) as exc:
         return f"unreadable: {exc}"
+    return _describe(found)
+
+
+def _describe(found: dict) -> str:
     return (
         f"host {found.get('host')}, pid {found.get('pid')}, since {found.get('since')}, "
         f"for {found.get('what')}"
     )
+
+
+def _gone(found: dict) -> bool:
+    """Whether the lock's holder ran on this host and is no longer running."""
+    pid = found.get("pid")
+    if found.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # someone else's process, alive
+    try:  # killed but not yet reaped by its parent: a zombie holds nothing
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _break_if_gone(table_dir: str) -> bool:
+    """Delete the lock when its holder is gone (``_gone``) and this caller wins the right to;
+    whether to try taking it again at once."""
+    storage = storage_for(table_dir)
+    path = lock_path(table_dir)
+    try:
+        found = json.loads(storage.read_text(path))
+    except FileNotFoundError:
+        return True  # released meanwhile
+    except (OSError, ValueError):
+        return False
+    token = found.get("token")
+    if not isinstance(token, str) or not _gone(found):
+        return False
+    note = {**found, "broken_by_pid": os.getpid(), "broken_at": _now()}
+    try:
+        storage.put(f"{path}.broken-{token}", json.dumps(note).encode(), create=True)  # type: ignore[union-attr]
+    except FileExistsError:
+        return False  # another taker breaks it
+    _release_own(table_dir, token)
+    logging.getLogger(__name__).warning(
+        "%s: broke the commit lock of a process that is gone (%s)", table_dir, _describe(found)
+    )
+    return True
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _release_own(table_dir: str, token: str) -> None:

@@ -229,3 +229,35 @@ def test_two_processes_never_hold_one_tables_lock_at_once(s3_bucket, tmp_path):
     assert held["left"] - held["entered"] >= 5.0
     assert refused.startswith("LakeError") and f"pid {first.pid}" in refused
     assert f"commit_lock release {table_dir}" in refused
+
+
+def test_a_lock_left_by_a_killed_process_is_broken_by_the_next_takers_one_at_a_time(
+    s3_bucket, tmp_path
+):
+    """A holder on this host killed (and not yet reaped: a zombie) leaves its lock; the next
+    takers do not wait for a hand release: one breaks it, saying whose it was, and the three
+    still hold the lock one at a time."""
+    lake = Lake(f"s3://{s3_bucket}/lake", None, engine="delta-rs")
+    table_dir = lake.table_location(THINGS)
+    lock = commit_lock.lock_path(table_dir)
+    killed = holding(table_dir, 600.0, 0.0, tmp_path / "killed.json")
+    deadline = time.monotonic() + 60
+    while not lake.storage.exists(lock):
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    killed.kill()
+    time.sleep(0.5)  # not reaped: a zombie until wait() below
+    outs = [tmp_path / f"out{i}.json" for i in range(3)]
+    takers = [holding(table_dir, 1.0, 30.0, out) for out in outs]
+    spans = sorted(
+        (o["entered"], o["left"])
+        for o in (outcome(c, out) for c, out in zip(takers, outs, strict=True))
+    )
+    assert killed.wait(timeout=10) == -9
+    assert len(spans) == 3
+    for (_, left), (entered, _) in itertools.pairwise(spans):
+        assert entered >= left
+    assert not lake.storage.exists(lock)
+    [broken] = [k for k in lake.storage.list_names(table_dir) if k.startswith("_commit.lock.")]
+    note = json.loads(lake.storage.read_text(f"{table_dir}/{broken}"))
+    assert note["pid"] == killed.pid and note["broken_by_pid"] in {t.pid for t in takers}
