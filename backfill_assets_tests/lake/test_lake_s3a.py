@@ -14,7 +14,15 @@ import time
 import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock
-from backfill_assets_tests.lake.lake_support import THINGS, commit, content, subprocess_env
+from backfill_assets_tests.lake.lake_support import (
+    THINGS,
+    commit,
+    content,
+    kill_group,
+    start,
+    subprocess_env,
+    wait_for,
+)
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = "d date, id bigint, tag string"
@@ -261,3 +269,56 @@ def test_a_lock_left_by_a_killed_process_is_broken_by_the_next_takers_one_at_a_t
     [broken] = [k for k in lake.storage.list_names(table_dir) if k.startswith("_commit.lock.")]
     note = json.loads(lake.storage.read_text(f"{table_dir}/{broken}"))
     assert note["pid"] == killed.pid and note["broken_by_pid"] in {t.pid for t in takers}
+
+
+def test_a_delta_spark_writer_killed_holding_the_lock_leaves_the_old_version_and_a_rerun_lands(
+    s3a_spark, s3_bucket, tmp_path, monkeypatch
+):
+    """A delta-spark writer on S3 SIGKILLed in the middle of its write, the table's lock held:
+    the table stays at its old version, and the same write run again (another driver on this
+    host) breaks the dead writer's lock and lands, with no hand release."""
+    spark = s3a_spark
+    root = f"s3://{s3_bucket}/lake"
+    lake = Lake(root, spark, engine="delta-spark")
+    old = [(D1, 1, "old"), (D2, 2, "old")]
+    lake.replace_partitions(
+        THINGS, spark.createDataFrame(old, SCHEMA), "d", [D1, D2], commit("old")
+    )
+    new = [["2024-01-01", 10, "new"], ["2024-01-02", 20, "new"]]
+    spec, pause = tmp_path / "spec.json", tmp_path / "pause"
+    pause.mkdir()
+    job = {"table": THINGS, "partitions": ["2024-01-01", "2024-01-02"], "rows": new}
+    spec.write_text(
+        json.dumps(
+            {
+                "root": root,
+                "results": str(tmp_path / "out"),
+                "engine": "delta-spark",
+                "jobs": [{**job, "run_id": "killed"}],
+            }
+        )
+    )
+    env = subprocess_env(
+        BACKFILL_LAKE_PAUSE_DIR=str(pause),
+        BACKFILL_LAKE_PAUSE_AT="before_commit",
+        BACKFILL_LAKE_DIR=root,  # the worker's session gets the s3a jars
+    )
+    writer = start(
+        [sys.executable, "-m", "backfill_assets_tests.lake.lake_worker", str(spec)],
+        env,
+        tmp_path / "writer.log",
+    )
+    try:
+        wait_for(pause / "before_commit.1.reached", [writer], 300)
+        table_dir = lake.table_location(THINGS)
+        assert str(writer.pid) in commit_lock.holder(table_dir)
+    finally:
+        kill_group(writer)
+    assert (content(lake), lake.version(THINGS)) == (old, 0)
+    monkeypatch.setattr(commit_lock, "WAIT_SECONDS", 5.0)  # no hand release: broken at once
+    rows = [(dt.date.fromisoformat(d), i, tag) for d, i, tag in new]
+    lake.replace_partitions(
+        THINGS, spark.createDataFrame(rows, SCHEMA), "d", [D1, D2], commit("again")
+    )
+    assert (content(lake), lake.version(THINGS)) == (rows, 1)
+    assert not lake.storage.exists(commit_lock.lock_path(table_dir))
