@@ -411,15 +411,29 @@ class RunSettings:
     code_version: str | None = None  # BACKFILL_CODE_VERSION; None: the checkout's git sha
     user: str | None = None  # BACKFILL_USER; None: the login name (a correction's author)
     log_level: str = "WARNING"  # BACKFILL_LOG_LEVEL: the CLI's console log of its runs
+    # BACKFILL_RETRY_DELAY_SECONDS: a failed step's first retry waits this long, its second
+    # three times as long (Dagster's exponential backoff)
+    retry_delay_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, env: Env | None = None) -> RunSettings:
         env = _environ(env)
+        text = env.get(RETRY_DELAY_ENV, "5")
+        try:
+            delay = float(text)
+        except ValueError:
+            delay = float("nan")
+        if not delay >= 0:  # also refuses NaN
+            raise ValueError(f"{RETRY_DELAY_ENV} must be a number of seconds >= 0, got {text!r}")
         return cls(
             code_version=env.get("BACKFILL_CODE_VERSION") or None,
             user=env.get("BACKFILL_USER") or None,
             log_level=env.get("BACKFILL_LOG_LEVEL", "WARNING"),
+            retry_delay_seconds=delay,
         )
+
+
+RETRY_DELAY_ENV = "BACKFILL_RETRY_DELAY_SECONDS"
 
 
 S3_ENV = (

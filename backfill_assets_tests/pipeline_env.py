@@ -14,8 +14,10 @@ import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from backfill_assets.settings import Settings
+from backfill_assets.settings import RETRY_DELAY_ENV, Settings
 from backfill_assets_tests.reference import Reference
+
+RETRY_DELAY_S = "0.5"  # the retry delay of every pipeline the tests run
 
 
 @dataclass
@@ -132,6 +134,7 @@ def pipeline_env(
         "BACKFILL_START_DATE": start_date,
         "BACKFILL_MAX_LATENESS_DAYS": str(lateness),
         "DAGSTER_HOME": str(root / "dagster_home"),
+        RETRY_DELAY_ENV: RETRY_DELAY_S,  # a retried step waits 0.5 s, then 1.5 s, not 5 and 15
     }
     (root / "dagster_home").mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:

@@ -220,7 +220,9 @@ print(",".join(seen))
         [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "BACKFILL_CODE_VERSION,BACKFILL_USER,BACKFILL_LOG_LEVEL"
+    assert done.stdout.strip() == (
+        "BACKFILL_RETRY_DELAY_SECONDS,BACKFILL_CODE_VERSION,BACKFILL_USER,BACKFILL_LOG_LEVEL"
+    )
 
 
 # The settings that moved into settings.py: the same defaults, values and errors as before.
@@ -289,7 +291,11 @@ def test_spark_conf_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_run_settings(monkeypatch):
-    assert RunSettings.from_env({}) == RunSettings(None, None, "WARNING")
+    assert RunSettings.from_env({}) == RunSettings(None, None, "WARNING", 5.0)
+    assert RunSettings.from_env({"BACKFILL_RETRY_DELAY_SECONDS": "0"}).retry_delay_seconds == 0
+    for bad in ("-1", "soon", "nan"):
+        with pytest.raises(ValueError, match="BACKFILL_RETRY_DELAY_SECONDS must be a number"):
+            RunSettings.from_env({"BACKFILL_RETRY_DELAY_SECONDS": bad})
     monkeypatch.setenv("BACKFILL_CODE_VERSION", "build-7")
     assert code_version() == "build-7"
     monkeypatch.setenv("BACKFILL_CODE_VERSION", "")

@@ -18,8 +18,15 @@ from typing import Any
 import dagster as dg
 
 from backfill_assets.publishing.publication import Publication
+from backfill_assets.settings import RunSettings
 
-RETRY_TRANSIENT = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
+
+def retry_transient() -> dg.RetryPolicy:
+    """Two retries of a failed step, after ``BACKFILL_RETRY_DELAY_SECONDS`` (5) and three times
+    that (read when the definitions are built)."""
+    delay = RunSettings.from_env().retry_delay_seconds
+    return dg.RetryPolicy(max_retries=2, delay=delay, backoff=dg.Backoff.EXPONENTIAL)
+
 
 # What every asset of the pipeline is made of: Spark compute, Delta tables.
 KINDS = {"spark", "delta"}
@@ -33,7 +40,7 @@ def spark_step(checks: list[dg.AssetCheckSpec], partitions: dg.PartitionsDefinit
         "partitions_def": partitions,
         "check_specs": partitioned(checks, partitions),
         "backfill_policy": dg.BackfillPolicy.single_run(),
-        "retry_policy": RETRY_TRANSIENT,
+        "retry_policy": retry_transient(),
         "pool": "spark",
     }
 

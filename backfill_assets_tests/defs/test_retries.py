@@ -14,7 +14,7 @@ from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES
 from backfill_assets.cli.runner import execute
 from backfill_assets.generate import generate_feed
-from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.pipeline_env import RETRY_DELAY_S, pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -53,7 +53,8 @@ def test_transient_io_failure_is_retried_with_backoff_and_leaves_the_landed_rows
         assert outcome.success, outcome.error
         retries = env.instance.all_logs(outcome.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)
         waits = [e.dagster_event.event_specific_data.seconds_to_wait for e in retries]
-        assert waits == [5, 15]  # RetryPolicy(max_retries=2, delay=5, EXPONENTIAL): (2^n - 1) * 5
+        delay = float(RETRY_DELAY_S)  # pipeline_env's BACKFILL_RETRY_DELAY_SECONDS
+        assert waits == [delay, 3 * delay]  # exponential backoff: (2^n - 1) * delay
         assert sorted(outcome.published[RAW_FX_RATES]) == [FIRST, date(2024, 1, 2), LAST]
         stored = Counter((r["rate_date"], r["source_file"]) for r in env.rows("raw/fx_rates"))
         assert stored == landed_rate_lines(env.settings.landing_dir) and stored
