@@ -31,13 +31,7 @@ SCHEMA = StructType(
 TABLE = "staging/things"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
-# and these on delta-spark there (replace, read; restore, vacuum and the rest: test_lake_s3a.py)
-ON_S3_SPARK = frozenset(
-    {
-        "test_lake_rewrite_replaces_partition_not_appends",
-        "test_lake_read_pinned_to_version",
-    }
-)
+ON_S3_SPARK = True  # and on delta-spark there: the same cases on both engines
 
 
 def frame(lake, rows):

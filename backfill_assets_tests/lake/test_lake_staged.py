@@ -15,14 +15,7 @@ D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 SCHEMA = "d date, id bigint, tag string"
 TABLE = THINGS
 ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
-# and these on delta-spark there: write-audit-publish
-ON_S3_SPARK = frozenset(
-    {
-        "test_staged_rows_are_invisible_until_published",
-        "test_publish_swaps_exactly_the_chosen_partitions_without_copying",
-        "test_a_partition_changed_after_staging_is_not_overwritten",
-    }
-)
+ON_S3_SPARK = True  # and on delta-spark there: the same cases on both engines
 
 
 def frame(lake, rows):
