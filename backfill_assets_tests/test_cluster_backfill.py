@@ -19,11 +19,13 @@ from backfill_assets_tests.spark_servers import standalone_cluster
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.parametrize("engine", ["delta-rs", "delta-spark"])
 def test_a_cluster_backfill_reading_and_writing_only_s3_matches_the_contract(
-    tmp_path, s3_server, s3_bucket
+    tmp_path, s3_server, s3_bucket, engine
 ):
     """The landing zone and the lake in a bucket: the executors read the landed files and the
-    tables, and write the tables, through S3 (their tasks carry the settings), nothing on disk."""
+    tables, and write the tables, through S3 (their tasks carry the settings), nothing on disk;
+    on each engine (delta-spark's executors get Delta's and the s3a jars from the driver)."""
     local = tmp_path / "feed"
     reference = write_held_day_feed(local)
     landing = upload(local, s3_server, s3_bucket, "landing")
@@ -32,7 +34,9 @@ def test_a_cluster_backfill_reading_and_writing_only_s3_matches_the_contract(
         pipeline_env(tmp_path / "pipeline", landing=landing, lake=lake) as env,
         standalone_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster,
     ):
-        proc = backfill_in_child({**cluster.env, "BACKFILL_SPARK_MASTER": cluster.url})
+        proc = backfill_in_child(
+            {**cluster.env, "BACKFILL_SPARK_MASTER": cluster.url, "BACKFILL_LAKE_ENGINE": engine}
+        )
         assert_held_day_backfill_matches_reference(env, reference, proc)
         assert cluster.executor_logs(0) and cluster.executor_logs(1), proc.stderr[-3000:]
     assert not (tmp_path / "pipeline" / "lake").exists()
