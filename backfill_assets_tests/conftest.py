@@ -1,4 +1,5 @@
-"""Shared fixtures: one Spark session for the whole test run, small and quiet."""
+"""Shared fixtures: one Spark session for the whole test run, small and quiet; and the hooks of
+the e2e lane (``e2e_lane.py``), which runs the ``e2e`` tests beside the others."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ import os
 import sys
 
 import pytest
+
+from backfill_assets_tests.e2e_lane import (  # noqa: F401 (hooks: pytest finds them here)
+    pytest_collection_modifyitems,
+    pytest_runtest_protocol,
+    pytest_unconfigure,
+)
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # The pipeline's Spark resource applies its spark_config() to the shared session at every run,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyspark
 
-from backfill_assets_tests.lake.lake_support import kill_group, log_tail, start, subprocess_env
+from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
 
 SPARK_HOME = Path(pyspark.__file__).parent
 # Daemons start faster on a busy 2-core box with the C1 compiler only.

@@ -23,25 +23,12 @@ cases skip, saying so).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from backfill_assets.delta_jars import S3A, jars_present
-from backfill_assets_tests.lake.lake_support import (
-    NATIVE_ENV,
-    NO_JARS,
-    kill_group,
-    native_spark_conf,
-    start,
-    subprocess_env,
-)
+from backfill_assets_tests.child_pytest import ChildPytest, Outcomes
+from backfill_assets_tests.lake.lake_support import NATIVE_ENV, NO_JARS, native_spark_conf
 
 ENGINES = ["delta-rs", "delta-spark"]
 ON_S3 = "delta-rs-s3"  # the delta-rs engine on a lake in S3, for the modules that ask for it
@@ -103,7 +90,7 @@ def pytest_collection_modifyitems(config, items):
             if _needs_native(item):
                 item.add_marker(pytest.mark.timeout(CHILD_TIMEOUT + 120))
         if selected and jars_present():
-            _child.append(_NativeChild.start(selected))
+            _child.append(_start_child(selected))
 
 
 def pytest_unconfigure(config) -> None:
@@ -153,87 +140,19 @@ def _drop_s3_cases(config, items) -> None:
         items[:] = [item for item in items if item not in dropped]
 
 
-def _case_key(nodeid: str) -> tuple[str, str]:
-    """(classname, name) as the JUnit report of the child names the case ``nodeid``."""
-    path, *scopes, name = nodeid.split("::")
-    dotted = path.removesuffix(".py").replace("/", ".")
-    return ".".join([dotted, *scopes]), name
+_child: list[ChildPytest] = []
 
 
-class _NativeTwin:
-    """Stands in for a fixture in the parent: the test's body ran in the native child."""
-
-    def __init__(self, outcomes: dict[tuple[str, str], tuple[str, str]], log: str) -> None:
-        self.outcomes, self.log = outcomes, log
+def _start_child(node_ids: list[str]) -> ChildPytest:
+    # niced: the parent's tests, some of which wait on timed events, keep the CPU first
+    return ChildPytest.start("native", node_ids, {NATIVE_ENV: "1"}, CHILD_TIMEOUT, nice=10)
 
 
-class _NativeChild:
-    """The one child pytest that runs every selected native test, started in the background."""
-
-    def __init__(self, proc: subprocess.Popen, folder: Path) -> None:
-        self.proc, self.folder = proc, folder
-        self.started = time.monotonic()
-        self.twin: _NativeTwin | None = None
-
-    @classmethod
-    def start(cls, node_ids: list[str]) -> _NativeChild:
-        folder = Path(tempfile.mkdtemp(prefix="backfill-native-child-"))
-        args = [sys.executable, "-m", "pytest", *node_ids, "-p", "no:cacheprovider", "-q"]
-        args.append(f"--junitxml={folder / 'report.xml'}")
-        # niced: the parent's tests, some of which wait on timed events, keep the CPU first
-        return cls(
-            start(["nice", "-n", "10", *args], subprocess_env(**{NATIVE_ENV: "1"}), folder / "log"),
-            folder,
-        )
-
-    def result(self) -> _NativeTwin:
-        """Wait for the child (at most CHILD_TIMEOUT from its start); its outcomes by case."""
-        if self.twin is None:
-            left = CHILD_TIMEOUT - (time.monotonic() - self.started)
-            try:
-                self.proc.wait(timeout=max(left, 1))
-                note = ""
-            except subprocess.TimeoutExpired:
-                kill_group(self.proc)
-                note = f"the native child ran out of its {CHILD_TIMEOUT} s\n"
-            log = note + (self.folder / "log").read_text(errors="replace")
-            self.twin = _NativeTwin(_outcomes(self.folder / "report.xml"), _tail(log))
-        return self.twin
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            kill_group(self.proc)
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-_child: list[_NativeChild] = []
-
-
-def _native_twin(request) -> _NativeTwin:
+def _native_twin(request) -> Outcomes:
     """The outcomes of every selected native test in the child (started at collection)."""
     if not _child:  # not started at collection: only when the jars arrived during the run
-        _child.append(_NativeChild.start(request.config.stash.get(_SELECTED, [])))
+        _child.append(_start_child(request.config.stash.get(_SELECTED, [])))
     return _child[0].result()
-
-
-def _outcomes(report: Path) -> dict[tuple[str, str], tuple[str, str]]:
-    outcomes: dict[tuple[str, str], tuple[str, str]] = {}
-    if report.exists():
-        for case in ET.parse(report).getroot().iter("testcase"):
-            key = (case.attrib["classname"], case.attrib["name"])  # as _case_key spells it
-            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
-            skipped = case.find("skipped")
-            if bad is not None:
-                outcomes[key] = ("failed", bad.get("message", "") + (bad.text or ""))
-            elif skipped is not None:
-                outcomes[key] = ("skipped", skipped.get("message", ""))
-            else:
-                outcomes[key] = ("passed", "")
-    return outcomes
-
-
-def _tail(log: str) -> str:
-    return "\n".join(log.splitlines()[-30:])
 
 
 def engine_or_twin(request, name: str):
@@ -261,7 +180,7 @@ def lake(request, tmp_path):
         bucket = request.getfixturevalue("s3_bucket")
         spark = request.getfixturevalue("spark")
         return Lake(f"s3://{bucket}/lake", spark, engine="delta-spark")
-    if isinstance(engine, _NativeTwin):
+    if isinstance(engine, Outcomes):
         return engine
     return Lake(tmp_path / "lake", request.getfixturevalue("spark"), engine=engine)
 
@@ -278,7 +197,7 @@ def two_engines(request, tmp_path):
     from backfill_assets.lake import Lake
 
     twin = engine_or_twin(request, "delta-spark")
-    if isinstance(twin, _NativeTwin):
+    if isinstance(twin, Outcomes):
         return twin
     spark = request.getfixturevalue("spark")
     return (
@@ -291,7 +210,7 @@ def two_engines(request, tmp_path):
 def s3a_spark(request):
     """The native child's session, which has the s3a jars (a twin in the parent)."""
     twin = engine_or_twin(request, ON_S3_SPARK)
-    if isinstance(twin, _NativeTwin):
+    if isinstance(twin, Outcomes):
         return twin
     return request.getfixturevalue("spark")
 
@@ -299,15 +218,12 @@ def s3a_spark(request):
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """In the parent, a native test takes the outcome its twin had in the child."""
-    twin = next((v for v in pyfuncitem.funcargs.values() if isinstance(v, _NativeTwin)), None)
+    twin = next((v for v in pyfuncitem.funcargs.values() if isinstance(v, Outcomes)), None)
     if twin is None:
         return None
-    outcome, text = twin.outcomes.get(
-        _case_key(pyfuncitem.nodeid),
-        ("failed", f"test did not run in the native child:\n{twin.log}"),
-    )
-    if outcome == "failed":
-        pytest.fail(f"native delta-spark run failed:\n{text}", pytrace=False)
-    if outcome == "skipped":
-        pytest.skip(text)
+    outcome = twin.of(pyfuncitem.nodeid)
+    if outcome.status == "failed":
+        pytest.fail(f"native delta-spark run failed:\n{outcome.text}", pytrace=False)
+    if outcome.status == "skipped":
+        pytest.skip(outcome.text)
     return True

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,7 +11,6 @@ from deltalake import DeltaTable
 
 from backfill_assets.lake import CommitInfo
 
-REPO = Path(__file__).resolve().parents[2]
 NATIVE_ENV = "BACKFILL_LAKE_NATIVE_SESSION"
 NO_JARS = (
     "Delta's jars are not in .jars/delta: `make setup` could not fetch them "
@@ -46,33 +43,6 @@ def native_spark_conf(master: str = "local[2]") -> dict[str, str]:
 FAST_JVM_OPTION = "-XX:TieredStopAtLevel=1"
 
 
-def subprocess_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
-
-
-def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """A child in its own process group, so a kill takes its JVM and workers with it."""
-    with open(log, "wb") as handle:
-        return subprocess.Popen(
-            args, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def wait_for(path: Path, procs: list[subprocess.Popen], timeout: float = 120) -> None:
     """Wait until ``path`` exists; fail early if a child died first."""
     deadline = time.monotonic() + timeout
@@ -85,13 +55,6 @@ def wait_for(path: Path, procs: list[subprocess.Popen], timeout: float = 120) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {path}")
         time.sleep(0.05)
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 THINGS = "staging/things"  # the table the write-audit-publish and maintenance tests write

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from backfill_assets_tests.lake.lake_support import kill_group, log_tail, start
+from backfill_assets_tests.processes import kill_group, log_tail, start
 from backfill_assets_tests.spark_servers import standalone_cluster
 
 pytestmark = pytest.mark.slow

@@ -14,15 +14,8 @@ import time
 import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock
-from backfill_assets_tests.lake.lake_support import (
-    THINGS,
-    commit,
-    content,
-    kill_group,
-    start,
-    subprocess_env,
-    wait_for,
-)
+from backfill_assets_tests.lake.lake_support import THINGS, commit, content, wait_for
+from backfill_assets_tests.processes import kill_group, start, subprocess_env
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = "d date, id bigint, tag string"
