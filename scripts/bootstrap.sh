@@ -43,7 +43,11 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
   fi
 fi
 
-"$UV" sync --frozen --quiet
+# Bytecode compiled once, here: a process that may not write it (PYTHONDONTWRITEBYTECODE, a
+# read-only image) would otherwise compile every module it imports from source, each time.
+# That is about 3.5 s of CPU for each Dagster run, daemon and code server (docs/benchmarks.md).
+"$UV" sync --frozen --quiet --compile-bytecode
+.venv/bin/python -m compileall -q -j 0 backfill_assets >/dev/null
 .venv/bin/python -m backfill_assets.delta_jars
 # Spark's classes for the driver JVM, archived once: every session starts in about half the time.
 .venv/bin/python -m backfill_assets.spark_class_archive
