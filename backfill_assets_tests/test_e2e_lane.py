@@ -10,7 +10,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from backfill_assets_tests.processes import subprocess_env
+from backfill_assets_tests.processes import kill_group, start, subprocess_env
 
 CONFTEST = """
 from backfill_assets_tests.e2e_lane import (  # noqa: F401
@@ -65,15 +65,14 @@ def run_probes(root: Path, *args: str) -> tuple[subprocess.Popen, str, dict[str,
     (root / "test_probes.py").write_text(textwrap.dedent(PROBES))
     env = subprocess_env()
     env.pop("BACKFILL_E2E_LANE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "--junitxml=report.xml"],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output, _ = proc.communicate(timeout=300)
+    log = root / "pytest.log"
+    pytest = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
+    proc = start([*pytest, "--junitxml=report.xml"], env, log, cwd=root)
+    try:
+        proc.wait(timeout=300)
+    finally:
+        kill_group(proc)  # its whole group, the e2e child included, on a time-out too
+    output = log.read_text(errors="replace")
     cases = {}
     for case in ET.parse(root / "report.xml").getroot().iter("testcase"):
         found = [child for child in case if child.tag in ("failure", "error", "skipped")]
