@@ -1,7 +1,10 @@
 """Order records: validation with the contract's rejection reasons, quarantine, dedupe.
 
-A record is parsed once into a variant; every rule reads that variant, so the
-JSON type of each field (string, number, null, ...) is known exactly.
+A line is parsed once as a variant to judge it (one JSON object, no repeated key, nothing
+after it). The contract's fields of a line that is one are then read by ``from_json`` twice:
+as variants, for each field's JSON type (string, number, null, ...), and as strings, for the
+text of the string fields. Typing a field out of the record's variant instead builds a ``Cast``
+per row and field, which cost a third of validation (bench/raw_profile.py).
 """
 
 from __future__ import annotations
@@ -71,11 +74,10 @@ VALIDATED_TYPED_COLUMNS = (
 )
 
 
-def _record(payload: Column) -> Column:
-    """The record as a variant object, or SQL NULL when the line is not one JSON object."""
+def _is_object(payload: Column) -> Column:
+    """Whether the line is one JSON object (UTF-8 aside): one value, an object, no repeated key."""
     wrapped = F.try_parse_json(F.concat(F.lit("["), payload, F.lit("," + _SENTINEL_JSON + "]")))
-    first = F.try_variant_get(wrapped, "$[0]", "variant")
-    is_object = (
+    return (
         F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
         # A JSON value that parsed is an object when its text opens with "{" (after JSON's
@@ -83,27 +85,48 @@ def _record(payload: Column) -> Column:
         # ignored field nested ~1,000 deep overflowed the task's stack, killing the JVM.
         & payload.rlike(r"^[ \t\r\n]*\{")
     )
-    return F.when(is_object, first)
+
+
+def _fields_as(payload: Column, type_name: str) -> Column:
+    """The contract's fields of a line known to be one JSON object, each read as ``type_name``."""
+    return F.from_json(payload, ", ".join(f"{name} {type_name}" for name in FIELDS))
+
+
+def _value(name: str) -> Column:
+    """The field's JSON value as a variant (JSON null a variant null); NULL when absent."""
+    return F.col("_values")[name]
 
 
 def _json_type(name: str) -> Column:
-    """schema_of_variant of a field: STRING, BIGINT, DECIMAL(p,s), DOUBLE, VOID (null), ...; NULL if
-    absent."""
-    return F.schema_of_variant(F.try_variant_get(F.col("_record"), f"$.{name}", "variant"))
+    """STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, VOID (JSON null), OBJECT or ARRAY; NULL
+    when absent. schema_of_variant only for a scalar: on an object or array it recurses through
+    the whole value (its stack overflow took the JVM down on a field nested ~1,000 deep)."""
+    value = _value(name)
+    # A cast to a map or array of booleans only looks one level down.
+    is_object = F.try_variant_get(value, "$", "map<string,boolean>").isNotNull()
+    is_array = F.try_variant_get(value, "$", "array<boolean>").isNotNull()
+    return (
+        F.when(is_object, F.lit("OBJECT"))
+        .when(is_array, F.lit("ARRAY"))
+        .otherwise(F.schema_of_variant(value))
+    )
 
 
 def _string(name: str) -> Column:
-    return F.try_variant_get(F.col("_record"), f"$.{name}", "string")
+    """The field's text when it is a JSON string."""
+    return F.col("_strings")[name]
 
 
 def _number_text(name: str) -> Column:
     """The text of a JSON number field as written in the line (value-matched to the variant)."""
-    value = F.try_variant_get(F.col("_record"), f"$.{name}", "decimal(38,10)")
+    value = F.try_variant_get(_value(name), "$", "decimal(38,10)")
     literals = F.regexp_extract_all(
         F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", name)), F.lit(1)
     )
     same_value = F.filter(literals, lambda text: text.try_cast("decimal(38,10)") == value)
-    return F.coalesce(F.try_element_at(same_value, F.lit(1)), _string(name))
+    # Not found (the key written with escapes): the number as the variant normalises it.
+    variant_text = F.try_variant_get(_value(name), "$", "string")
+    return F.coalesce(F.try_element_at(same_value, F.lit(1)), variant_text)
 
 
 def _is_missing(name: str) -> Column:
@@ -119,7 +142,10 @@ def _timestamp(name: str) -> Column:
     """A zoned ISO 8601 date-time string as a TIMESTAMP; NULL when the text breaks the rule."""
     text = _string(name)
     well_formed = (_json_type(name) == F.lit("STRING")) & text.rlike(TIMESTAMP_TEXT)
-    with_seconds = F.regexp_replace(text, _MINUTE_PRECISION, "$1:00$2")
+    # Only a text without seconds has no ":" as its 17th character (and needs the rewrite).
+    with_seconds = F.when(F.substring(text, 17, 1) == F.lit(":"), text).otherwise(
+        F.regexp_replace(text, _MINUTE_PRECISION, "$1:00$2")
+    )
     parsed = F.try_to_timestamp(with_seconds)
     in_range = F.unix_micros(parsed).between(_MIN_MICROS, _MAX_MICROS)
     return F.when(well_formed & in_range, parsed)
@@ -172,13 +198,19 @@ def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
     raw_columns = [F.col(name) for name in RAW_ORDERS.fieldNames()]
     # JSON text is UTF-8: a line whose bytes are not (flagged by the landing reader) is no object.
     utf8 = F.col(UTF8_COLUMN) if UTF8_COLUMN in raw.columns else F.lit(True)
-    parsed = raw.select(*raw_columns, F.when(utf8, _record(F.col("payload"))).alias("_record"))
+    objects = raw.select(*raw_columns, (utf8 & _is_object(F.col("payload"))).alias("_is_object"))
+    parsed = objects.select(
+        *raw_columns,
+        "_is_object",
+        F.when(F.col("_is_object"), _fields_as(F.col("payload"), "variant")).alias("_values"),
+        F.when(F.col("_is_object"), _fields_as(F.col("payload"), "string")).alias("_strings"),
+    )
     missing = F.lit(False)
     for name in FIELDS:
         missing = missing | _is_missing(name)
     typed = parsed.select(
         *raw_columns,
-        F.col("_record").isNotNull().alias("_is_object"),
+        "_is_object",
         missing.alias("_missing"),
         *_typed_fields(),
     ).withColumn("event_date", _utc_date(F.col("event_time")))

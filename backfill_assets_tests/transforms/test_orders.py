@@ -65,6 +65,17 @@ CASES = {
     ),
     "valid_surrounding_spaces": ("  " + record() + "\t", None),
     "valid_order_id_64": (record(order_id="x" * 64), None),
+    "valid_order_id_64_astral": (record(order_id="\U0001f600" * 64), None),
+    "valid_escaped_key": (record().replace('"order_id"', '"order\\u005fid"'), None),
+    "valid_escaped_amount_key_number": (
+        record(amount="@@").replace('"amount":"@@"', '"am\\u006funt":12345678.5'),
+        None,
+    ),
+    "valid_escapes_in_a_string": (record(customer_id='c\u00e9\n"x\\'), None),
+    "valid_escaped_zone": (
+        record().replace('"2024-01-09T10:00:00Z"', '"2024-01-09T10:00:00\\u005a"'),
+        None,
+    ),
     "valid_max_lateness": (record(event_time="2024-01-03T00:00:00Z"), None),
     "malformed_text": ("not json", "malformed_json"),
     "malformed_array": ('["20240109",12.5]', "malformed_json"),
@@ -78,10 +89,16 @@ CASES = {
     "malformed_single_quotes": ("{'order_id': 'o-1'}", "malformed_json"),
     "malformed_nan": (with_amount_literal("NaN"), "malformed_json"),
     "malformed_duplicate_key": (record()[:-1] + ',"status":"placed"}', "malformed_json"),
+    "malformed_raw_control_character": (
+        record(customer_id="c@@").replace("@@", "\u0001"),
+        "malformed_json",
+    ),
+    "malformed_byte_order_mark": ("\ufeff" + record(), "malformed_json"),
     "missing_absent": (record(order_id=DROP), "missing_field"),
     "missing_null": (record(customer_id=None), "missing_field"),
     "missing_empty": (record(status=""), "missing_field"),
     "missing_empty_amount": (record(amount=""), "missing_field"),
+    "missing_key_in_other_case": (record().replace('"order_id"', '"Order_id"'), "missing_field"),
     "missing_beats_invalid": (record(currency=None, amount="1e3"), "missing_field"),
     "invalid_exponent_number": (with_amount_literal("1e3"), "invalid_value"),
     "invalid_exponent_string": (record(amount="1e3"), "invalid_value"),
@@ -103,7 +120,9 @@ CASES = {
     "invalid_country_newline": (record(country="DE\n"), "invalid_value"),
     "invalid_status": (record(status="shipped"), "invalid_value"),
     "invalid_status_case": (record(status="PAID"), "invalid_value"),
+    "invalid_status_bool": (record(status=True), "invalid_value"),
     "invalid_order_id_65": (record(order_id="x" * 65), "invalid_value"),
+    "invalid_order_id_65_astral": (record(order_id="\U0001f600" * 65), "invalid_value"),
     "invalid_order_id_number": (record(order_id=123), "invalid_value"),
     "invalid_customer_number": (record(customer_id=48213), "invalid_value"),
     "invalid_customer_object": (record(customer_id={"id": "c"}), "invalid_value"),
@@ -338,3 +357,18 @@ def test_a_deeply_nested_extra_field_is_judged_not_a_crash(spark, depth):
     raw = spark.createDataFrame([(ARRIVAL, "deep", 1, line)], RAW_ORDERS)
     [row] = validate_orders(raw, 7).select("reason", "order_id").collect()
     assert (row["reason"], row["order_id"]) == (None, "o-1")
+
+
+@pytest.mark.parametrize("field", ["order_id", "amount", "event_time"])
+@pytest.mark.parametrize(("opener", "closer"), [('{"a":', "}"), ("[", "]")])
+def test_a_deeply_nested_contract_field_is_an_invalid_value_not_a_crash(
+    spark, field, opener, closer
+):
+    """A contract field holding an object or array nested ~1,000 deep is a value that breaks its
+    rule: the record is quarantined as invalid_value, and no rule recurses through the value
+    (schema_of_variant's did, and its StackOverflowError took the local JVM down)."""
+    depth = 990
+    line = record(**{field: "@@"}).replace('"@@"', opener * depth + "1" + closer * depth)
+    raw = spark.createDataFrame([(ARRIVAL, "deep", 1, line)], RAW_ORDERS)
+    [row] = validate_orders(raw, 7).select("reason", "order_id").collect()
+    assert row["reason"] == "invalid_value"
