@@ -144,21 +144,17 @@ def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[R
     return [r for r in requests if r is not None]
 
 
-def queued_run_covers(instance: dg.DagsterInstance, request: Request) -> bool:
+def queued_run_covers(in_flight: list[dg.DagsterRun], request: Request) -> bool:
     """Whether a run of the request's step over a range that holds the request's is still
     queued: it has read nothing yet, so it will build from what is published when it starts,
     and another run of the same days would only repeat it."""
     assets = set(STEP_ASSETS[request.step])
-    waiting = instance.get_runs(
-        filters=dg.RunsFilter(
-            statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
-        )
-    )
     return any(
-        set(run.asset_selection or ()) == assets
+        run.status in (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED)
+        and set(run.asset_selection or ()) == assets
         and run.tags.get(RANGE_START, "9999") <= request.start.isoformat()
         and run.tags.get(RANGE_END, "") >= request.end.isoformat()
-        for run in waiting
+        for run in in_flight
     )
 
 
@@ -176,12 +172,12 @@ IN_FLIGHT = [
 ]
 
 
-def upstream_in_flight(instance: dg.DagsterInstance) -> set[dg.AssetKey]:
+def upstream_in_flight(in_flight: list[dg.DagsterRun]) -> set[dg.AssetKey]:
     """The production assets that a queued or running run materializes: its selection, or
     every asset of the backfill job when it selected none. A correction's run writes beside
     production, and the maintenance job no asset: neither counts."""
     writing: set[dg.AssetKey] = set()
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
+    for run in in_flight:
         if run.job_name == BACKFILL_JOB:
             writing |= set(run.asset_selection or UPSTREAM.values())
     return writing
@@ -198,11 +194,12 @@ def build_downstream_sensor(
         days when the segment service is configured. On by default. Run keys make a re-evaluated
         tick request nothing twice."""
         stale = stale_downstream(settings, context.instance)
-        writing = upstream_in_flight(context.instance) if stale else set()
+        in_flight = (
+            context.instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)) if stale else []
+        )
+        writing = upstream_in_flight(in_flight)
         waiting = [r for r in stale if UPSTREAM[r.step] in writing]
-        requests = [
-            r for r in stale if r not in waiting and not queued_run_covers(context.instance, r)
-        ]
+        requests = [r for r in stale if r not in waiting and not queued_run_covers(in_flight, r)]
         if not requests:
             reason = "customer LTV and the monthly report are up to date"
             if waiting:
