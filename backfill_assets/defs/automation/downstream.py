@@ -27,6 +27,7 @@ what is published when it starts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 
 import dagster as dg
@@ -144,7 +145,7 @@ def stale_downstream(settings: Settings, instance: dg.DagsterInstance) -> list[R
     return [r for r in requests if r is not None]
 
 
-def queued_run_covers(in_flight: list[dg.DagsterRun], request: Request) -> bool:
+def queued_run_covers(in_flight: Sequence[dg.DagsterRun], request: Request) -> bool:
     """Whether a run of the request's step over a range that holds the request's is still
     queued: it has read nothing yet, so it will build from what is published when it starts,
     and another run of the same days would only repeat it."""
@@ -172,7 +173,7 @@ IN_FLIGHT = [
 ]
 
 
-def upstream_in_flight(in_flight: list[dg.DagsterRun]) -> set[dg.AssetKey]:
+def upstream_in_flight(in_flight: Sequence[dg.DagsterRun]) -> set[dg.AssetKey]:
     """The production assets that a queued or running run materializes: its selection, or
     every asset of the backfill job when it selected none. A correction's run writes beside
     production, and the maintenance job no asset: neither counts."""
