@@ -65,7 +65,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
     unicode = "orders/arrival_date=2024-01-04/unicode.jsonl"
     _write(tmp_path, crlf, '{"a":1}\r\n\r\n  \t\r\n {"b":2} \r\nx\r\r\n\u00a0\n')
     _write(tmp_path, odd, "first\n\nthird")  # no final newline
-    _write(tmp_path, later, "only\n")
+    _write(tmp_path, later, 'only\n{"z":1}\r')  # the last line, with no LF, loses its CR too
     _write(tmp_path, "orders/arrival_date=2024-01-04/empty.jsonl", "")
     _write(tmp_path, "orders/arrival_date=2024-01-04/blank.jsonl", "\n \n\r\n")
     # one line per character: the whitespace of str.isspace() (blank), then look-alikes that are not
@@ -89,6 +89,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
             (JAN3, odd, 1, "first"),
             (JAN3, odd, 3, "third"),
             (JAN4, later, 1, "only"),
+            (JAN4, later, 2, '{"z":1}'),
             (JAN4, unicode, 19, "\u200b"),
             (JAN4, unicode, 20, "\ufeff"),
             (JAN4, unicode, 21, "\x00"),

@@ -1,17 +1,21 @@
-"""Where raw's time goes inside the JVM: a Java Flight Recorder profile of the raw orders job.
+"""Where raw's time goes: a Java Flight Recorder profile of the raw orders job.
 
     .venv/bin/python bench/raw_profile.py --days 30 --orders-per-day 20000
 
 On a generated feed it runs, in a fresh process with the pipeline's own Spark settings, the job
 raw stages: the landing files read (``read_order_lines``), every record parsed and validated
-(``validate_orders``), its checksum, and the stored columns (``raw_rows``), written as Parquet
-(``--sink parquet``, what staging raw does less the Delta log) or thrown away (``--sink noop``:
-the compute alone). The driver's JVM, which in local mode also runs every task, records a Flight
-Recorder profile (the JDK's ``profile`` settings) while the job runs.
+(``validate_orders``), its checksum, and the stored columns (``raw_rows``), written as staging
+raw writes them (``--sink lake``, the default: ``write_files``, the lake's executor-side writer,
+which hands Arrow batches to Spark's Python workers for pyarrow to write, less the Delta log),
+by Spark's own Parquet writer (``--sink parquet``), or thrown away (``--sink noop``: the compute
+alone). The driver's JVM, which in local mode also runs every task, records a Flight Recorder
+profile (the JDK's ``profile`` settings) while the job runs; the Python workers are outside it,
+so the CPU time of the JVM and of the workers is printed beside it.
 
-It prints the job's wall time, then the executor threads' samples: by cost (the first frame
-from the top that one of ``COSTS`` claims; "other" otherwise) and the hottest methods by their
-own samples. The last line is ``PROFILE`` with the job's seconds and each cost's share.
+It prints the job's wall time, the CPU time of the JVM and of the workers, then the executor
+threads' samples: by cost (the first frame from the top that one of ``COSTS`` claims; "other"
+otherwise) and the hottest methods by their own samples. The last line is ``PROFILE`` with the
+job's seconds, the CPU seconds, and each cost's share.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ sys.path.insert(0, str(ROOT))
 JOB = r"""
 import sys, time
 from datetime import date, timedelta
+import psutil
+from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.spark_session import build_session, spark_config
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines
@@ -49,13 +55,18 @@ jvm = spark.sparkContext._jvm
 profile = jvm.jdk.jfr.Recording(jvm.jdk.jfr.Configuration.getConfiguration("profile"))
 profile.start()
 began = time.monotonic()
-writer = rows.write.mode("overwrite")
-if sink == "noop":
-    writer.format("noop").save()
+if sink == "lake":
+    write_files(rows, out, "arrival_date", days)
+elif sink == "noop":
+    rows.write.format("noop").mode("overwrite").save()
 else:
-    writer.partitionBy("arrival_date").parquet(out)
+    rows.write.mode("overwrite").partitionBy("arrival_date").parquet(out)
 took = time.monotonic() - began
 profile.stop()
+jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+workers = [p for p in psutil.Process(jvm_pid).children(recursive=True) if "python" in p.name()]
+print(f"JVM_CPU={sum(psutil.Process(jvm_pid).cpu_times()[:2]):.1f}")
+print(f"WORKERS_CPU={sum(sum(p.cpu_times()[:4]) for p in workers):.1f}")
 profile.dump(jvm.java.io.File(recording).toPath())
 print(f"JOB_SECONDS={took:.1f}")
 spark.stop()
@@ -99,6 +110,15 @@ COSTS = [
         ("org.apache.spark.sql.catalyst.expressions.XXH64", "org.apache.spark.unsafe.hash."),
     ),
     ("parquet write", ("org.apache.parquet.",)),
+    (
+        "arrow to the python workers",
+        (
+            "org.apache.arrow.",
+            "org.apache.spark.sql.execution.arrow.",
+            "org.apache.spark.sql.execution.python.",
+            "org.apache.spark.api.python.",
+        ),
+    ),
     ("compression", ("com.github.luben.zstd.", "org.xerial.snappy.", "io.airlift.compress.")),
     (
         "file read",
@@ -166,7 +186,7 @@ def main() -> None:
     )
     p.add_argument("--days", type=int, default=30)
     p.add_argument("--orders-per-day", type=int, default=20000)
-    p.add_argument("--sink", choices=("parquet", "noop"), default="parquet")
+    p.add_argument("--sink", choices=("lake", "parquet", "noop"), default="lake")
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--stack-depth", type=int, default=96)
@@ -200,8 +220,14 @@ def main() -> None:
     )
     if done.returncode != 0:
         sys.exit(f"the job failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    job_s = float(done.stdout.rsplit("JOB_SECONDS=", 1)[1].split()[0])
+    figures = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    job_s = float(figures["JOB_SECONDS"])
+    jvm_cpu, workers_cpu = float(figures["JVM_CPU"]), float(figures["WORKERS_CPU"])
     print(f"job: {job_s:.1f} s of {time.monotonic() - began:.1f} s with the JVM's start")
+    print(
+        f"CPU: the JVM {jvm_cpu:.1f} s (its start and the plan included), "
+        f"Spark's Python workers {workers_cpu:.1f} s"
+    )
 
     executor = [
         frames
@@ -228,7 +254,8 @@ def main() -> None:
     )
     print(
         f"PROFILE days={args.days} orders={args.orders_per_day} sink={args.sink} "
-        f"job_s={job_s:.1f} samples={total} {shares}"
+        f"job_s={job_s:.1f} jvm_cpu_s={jvm_cpu:.1f} workers_cpu_s={workers_cpu:.1f} "
+        f"samples={total} {shares}"
     )
 
 
