@@ -1,13 +1,14 @@
 """Order records: validation with the contract's rejection reasons, quarantine, dedupe.
 
-A line is parsed once as a variant to judge it (one JSON object, no repeated key, nothing
-after it). The contract's fields of a line that is one are read by ``from_json`` as strings:
-a JSON string's text, a number's or a literal's JSON text, NULL for null or absent. Most rules
-are patterns that only a JSON string's text can match (a time, a status, a currency code), so
-they need no JSON type; the type is asked of the variant only for the fields whose rule
-another value's text could pass: the ids (``123`` is no string) and the amount (a number is
-judged by its text as written). Typing every field out of the variant instead built a ``Cast``
-per row and field, a third of validation's time (bench/raw_profile.py).
+A line is parsed once as a variant to judge it (one JSON object, nothing after it), and its
+top-level keys are listed to find a repeated one. The contract's fields of a line that is one
+are read by ``from_json`` as strings: a JSON string's text, a number's or a literal's JSON text,
+NULL for null or absent. Most rules are patterns that only a JSON string's text can match (a
+time, a status, a currency code), so they need no JSON type; the type is asked of the variant
+only for the fields whose rule another value's text could pass: the ids (``123`` is no string)
+and the amount (a number is judged by its text as written). Typing every field out of the
+variant instead built a ``Cast`` per row and field, a third of validation's time
+(bench/raw_profile.py).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ MAX_ORDER_ID_LENGTH = 64
 _MIN_MICROS = -62_135_596_800_000_000
 _MAX_MICROS = 253_402_300_799_999_999
 
+ALLOW_DUPLICATE_KEYS = "spark.sql.variant.allowDuplicateKeys"
 # parse_json accepts trailing text after the first value ('{"a":1}x'). Parsing the
 # line as the first element of an array that ends with a sentinel string makes any
 # trailing text either a syntax error or a visible extra/missing element.
@@ -83,7 +85,9 @@ def _wrapped(payload: Column) -> Column:
 
 
 def _is_object(wrapped: Column, payload: Column) -> Column:
-    """Whether the line is one JSON object (UTF-8 aside): one value, an object, no repeated key."""
+    """Whether the line is one JSON object (UTF-8 aside): one value, an object, no key repeated
+    in it (a key repeated deeper down is allowed: the contract forbids it at the top only)."""
+    keys = F.json_object_keys(payload)
     return (
         F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
@@ -91,6 +95,8 @@ def _is_object(wrapped: Column, payload: Column) -> Column:
         # whitespace). Not schema_of_variant: it recurses through the whole value, and an
         # ignored field nested ~1,000 deep overflowed the task's stack, killing the JVM.
         & payload.rlike(r"^[ \t\r\n]*\{")
+        # The top-level keys, unescaped, as Jackson reads them, repeats included.
+        & F.coalesce(F.size(keys) == F.size(F.array_distinct(keys)), F.lit(False))
     )
 
 
@@ -204,6 +210,10 @@ def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
 
     ``raw`` may carry the landing reader's ``_utf8`` flag (False: the line's bytes are not UTF-8).
     """
+    # Parse each line keeping a key repeated anywhere (the last value wins): the contract
+    # forbids a repeat in the top-level object only, which ``_is_object`` finds. Spark reads this
+    # setting when the plan below is built.
+    raw.sparkSession.conf.set(ALLOW_DUPLICATE_KEYS, "true")
     raw_columns = [F.col(name) for name in RAW_ORDERS.fieldNames()]
     # JSON text is UTF-8: a line whose bytes are not (flagged by the landing reader) is no object.
     utf8 = F.col(UTF8_COLUMN) if UTF8_COLUMN in raw.columns else F.lit(True)

@@ -89,6 +89,21 @@ CASES = {
     "malformed_single_quotes": ("{'order_id': 'o-1'}", "malformed_json"),
     "malformed_nan": (with_amount_literal("NaN"), "malformed_json"),
     "malformed_duplicate_key": (record()[:-1] + ',"status":"placed"}', "malformed_json"),
+    "malformed_duplicate_ignored_key": ('{"x":1,' + record()[1:-1] + ',"x":1}', "malformed_json"),
+    "malformed_duplicate_key_escaped": (
+        record()[:-1] + ',"\\u0073tatus":"paid"}',
+        "malformed_json",
+    ),
+    # The contract forbids a repeated key in the line's top-level object only.
+    "valid_repeated_key_in_a_nested_object": (
+        record()[:-1] + ',"meta":{"k":1,"k":2,"deeper":{"j":[],"j":{}}}}',
+        None,
+    ),
+    "valid_repeated_key_in_an_array": (record()[:-1] + ',"items":[{"a":1,"a":"b"}]}', None),
+    "invalid_repeated_key_inside_a_contract_field": (
+        record(order_id="@@").replace('"@@"', '{"a":1,"a":2}'),
+        "invalid_value",
+    ),
     "malformed_raw_control_character": (
         record(customer_id="c@@").replace("@@", "\u0001"),
         "malformed_json",
