@@ -100,6 +100,17 @@ CASES = {
         None,
     ),
     "valid_repeated_key_in_an_array": (record()[:-1] + ',"items":[{"a":1,"a":"b"}]}', None),
+    # Past Jackson's default limit of 1,000 digits: JSON has none.
+    "valid_long_number_in_an_ignored_field": (record()[:-1] + ',"big":' + "9" * 1500 + "}", None),
+    "valid_long_fraction_in_an_ignored_field": (
+        record()[:-1] + ',"big":[0.' + "1" * 1500 + "]}",
+        None,
+    ),
+    "invalid_long_number_amount": (with_amount_literal("1" * 1500), "invalid_value"),
+    "invalid_long_number_order_id": (
+        record(order_id="@@").replace('"@@"', "7" * 1200),
+        "invalid_value",
+    ),
     "invalid_repeated_key_inside_a_contract_field": (
         record(order_id="@@").replace('"@@"', '{"a":1,"a":2}'),
         "invalid_value",
