@@ -67,6 +67,14 @@ _SENTINEL_JSON = '"\\u0000end-of-record"'
 # normalises 12.500 to 12.5, and JSON's -0 to 0).
 _NUMBER_UNDER_KEY = r'[{,]\s*"{key}"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
 
+
+def _key_pattern(name: str) -> str:
+    """A regular expression for ``name`` as a JSON key may spell it: each character as itself
+    or as a ``\\u`` escape (hex digits in either case). For names of letters, digits and ``_``,
+    which need no other escape."""
+    return "".join(f"(?:{c}|\\\\u(?i:{ord(c):04x}))" for c in name)
+
+
 VALIDATED_TYPED_COLUMNS = (
     "order_id",
     "customer_id",
@@ -161,12 +169,10 @@ def _number_text(name: str) -> Column:
     """The text of a JSON number field as written in the line (value-matched to the variant)."""
     value = F.try_variant_get(_value(name), "$", "decimal(38,10)")
     literals = F.regexp_extract_all(
-        F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", name)), F.lit(1)
+        F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", _key_pattern(name))), F.lit(1)
     )
     same_value = F.filter(literals, lambda text: text.try_cast("decimal(38,10)") == value)
-    # Not found (the key written with escapes): the number as the variant normalises it.
-    variant_text = F.try_variant_get(_value(name), "$", "string")
-    return F.coalesce(F.try_element_at(same_value, F.lit(1)), variant_text)
+    return F.try_element_at(same_value, F.lit(1))
 
 
 def _is_missing(name: str) -> Column:

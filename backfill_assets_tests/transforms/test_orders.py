@@ -71,6 +71,11 @@ CASES = {
         record(amount="@@").replace('"amount":"@@"', '"am\\u006funt":12345678.5'),
         None,
     ),
+    # Judged by its text as written, whatever escapes spell the key.
+    "invalid_escaped_amount_key_number_text": (
+        record(amount="@@").replace('"amount":"@@"', '"\\u0061m\\u006Funt":12.500'),
+        "invalid_value",
+    ),
     "valid_escapes_in_a_string": (record(customer_id='c\u00e9\n"x\\'), None),
     "valid_escaped_zone": (
         record().replace('"2024-01-09T10:00:00Z"', '"2024-01-09T10:00:00\\u005a"'),
