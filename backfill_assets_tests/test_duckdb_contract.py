@@ -285,3 +285,16 @@ def test_fuzzed_landing_files_get_the_reasons_the_contract_gives(tmp_path):
     assert {k: v[1] for k, v in found.items()} == {k: v[1] for k, v in rejected.items()}
     assert all(found[k][0] == p for k, (p, _) in rejected.items() if p is not None)
     assert summary.records == len(expected) > 100
+
+
+def test_a_file_whose_name_holds_backslashes_and_brackets_is_read(tmp_path):
+    """DuckDB globs its paths, and a backslash in a name defeated the escaping of ``[``: the
+    file was silently not read (found by the fuzzed files' names)."""
+    name = f"{ARRIVAL}2024-01-01/a (?![\\s\\S]) {{b}}.jsonl"
+    land(tmp_path, name, "not json\n")
+    summary = duckdb_contract.run(tmp_path, tmp_path / "out", D1, D1)
+    found = rows(tmp_path / "out", "quarantine", "arrival_date")
+    assert [(r["source_file"], r["line_number"], r["reason"]) for r in found] == [
+        (name, 1, "malformed_json")
+    ]
+    assert summary.records == 1
