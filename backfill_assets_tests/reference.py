@@ -27,6 +27,8 @@ FIELDS = (
     "country",
 )
 STATUSES = ("placed", "paid", "cancelled")
+# The contract's rejection reasons, in the order they are checked.
+REASONS = ("malformed_json", "missing_field", "invalid_value", "future_event", "too_late")
 RATE_HEADER = "currency,usd_per_unit"
 CENT = Decimal("0.01")
 RATE_QUANTUM = Decimal("0.00000001")
