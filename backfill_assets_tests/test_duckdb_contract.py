@@ -49,3 +49,16 @@ def test_an_amount_usd_beyond_decimal_18_2_holds_its_day(tmp_path):
 
 def test_fuzzed_landing_files_get_the_reasons_the_contract_gives(tmp_path):
     feed.check_fuzzed_files(job, tmp_path)
+
+
+def test_a_file_whose_name_holds_backslashes_and_brackets_is_read(tmp_path):
+    """DuckDB globs its paths, and a backslash in a name defeated the escaping of ``[``: the
+    file was silently not read (found by the fuzzed files' names)."""
+    name = f"{feed.ARRIVAL}2024-01-01/a (?![\\s\\S]) {{b}}.jsonl"
+    feed.land(tmp_path, name, "not json\n")
+    summary = duckdb_contract.run(tmp_path, tmp_path / "out", feed.D1, feed.D1)
+    found = feed.rows(tmp_path / "out", "quarantine", "arrival_date")
+    assert [(r["source_file"], r["line_number"], r["reason"]) for r in found] == [
+        (name, 1, "malformed_json")
+    ]
+    assert summary.records == 1

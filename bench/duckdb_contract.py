@@ -115,15 +115,18 @@ class Summary:
     seconds: float
 
 
-def _glob_escaped(path: str) -> str:
-    """DuckDB globs ``*``, ``?`` and ``[``: a landed name may hold any of them."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+# What DuckDB's glob reads as a pattern, or an escape, in a path it is given.
+_GLOB_SPECIAL = frozenset("*?[]{}\\")
 
 
 def _lines_view(con: duckdb.DuckDBPyConnection, name: str, root: Path, files: list) -> None:
     """View ``name``: (day, source_file, line_number, payload, utf8) of every record of
     ``files``: split on LF, one trailing CR dropped, blank lines numbered but skipped. A file
-    that is not UTF-8 is split as bytes; its lines that are not UTF-8 show U+FFFD."""
+    that is not UTF-8 is split as bytes; its lines that are not UTF-8 show U+FFFD.
+
+    DuckDB reads the files by path, and globs a path: escaping ``[`` as ``[[]`` failed on a name
+    that also held a backslash, and the file was silently not read. So a file whose path holds
+    any of ``_GLOB_SPECIAL`` is read here, the rest by DuckDB."""
     listing = pa.table(
         {
             "path": [str(root / f.relative_path) for f in files],
@@ -132,19 +135,27 @@ def _lines_view(con: duckdb.DuckDBPyConnection, name: str, root: Path, files: li
         }
     )
     con.register(f"{name}_files", listing)
-    paths = ", ".join(
-        "'" + _glob_escaped(str(root / f.relative_path)).replace("'", "''") + "'" for f in files
+    plain = [str(root / f.relative_path) for f in files]
+    odd = [p for p in plain if _GLOB_SPECIAL & set(p)]
+    plain = [p for p in plain if not _GLOB_SPECIAL & set(p)]
+    con.register(
+        f"{name}_odd",
+        pa.table(
+            {
+                "filename": pa.array(odd, pa.string()),
+                "content": pa.array([Path(p).read_bytes() for p in odd], pa.binary()),
+            }
+        ),
     )
-    blobs = (
-        f"read_blob([{paths}])"
-        if files
-        else "(SELECT NULL::VARCHAR AS filename, NULL::BLOB AS content WHERE false)"
+    paths = ", ".join("'" + p.replace("'", "''") + "'" for p in plain)
+    blobs = f"SELECT filename, content FROM {name}_odd" + (
+        f" UNION ALL SELECT filename, content FROM read_blob([{paths}])" if plain else ""
     )
     con.execute(f"""
     CREATE OR REPLACE TEMP VIEW {name} AS
     WITH texts AS (
         SELECT f.day, f.source_file, b.content, try(decode(b.content)) AS text
-        FROM {blobs} b JOIN {name}_files f ON f.path = b.filename
+        FROM ({blobs}) b JOIN {name}_files f ON f.path = b.filename
     ), pieces AS (
         SELECT day, source_file, string_split(text, chr(10)) AS parts, true AS utf8_file
         FROM texts WHERE text IS NOT NULL

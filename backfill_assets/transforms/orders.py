@@ -1,7 +1,8 @@
 """Order records: validation with the contract's rejection reasons, quarantine, dedupe.
 
-A line is parsed once as a variant to judge it (one JSON object, nothing after it), and its
-top-level keys are listed to find a repeated one. The contract's fields of a line that is one
+A line is parsed once as a variant to judge it (one JSON object, nothing after it; again,
+without Jackson's limits, where that parse fails), and its top-level keys are listed to find a
+repeated one. The contract's fields of a line that is one
 are read by ``from_json`` as strings: a JSON string's text, a number's or a literal's JSON text,
 NULL for null or absent. Most rules are patterns that only a JSON string's text can match (a
 time, a status, a currency code), so they need no JSON type; the type is asked of the variant
@@ -66,6 +67,14 @@ _SENTINEL_JSON = '"\\u0000end-of-record"'
 # normalises 12.500 to 12.5, and JSON's -0 to 0).
 _NUMBER_UNDER_KEY = r'[{,]\s*"{key}"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
 
+
+def _key_pattern(name: str) -> str:
+    """A regular expression for ``name`` as a JSON key may spell it: each character as itself
+    or as a ``\\u`` escape (hex digits in either case). For names of letters, digits and ``_``,
+    which need no other escape."""
+    return "".join(f"(?:{c}|\\\\u(?i:{ord(c):04x}))" for c in name)
+
+
 VALIDATED_TYPED_COLUMNS = (
     "order_id",
     "customer_id",
@@ -79,15 +88,40 @@ VALIDATED_TYPED_COLUMNS = (
 )
 
 
+# Strict JSON, as long as the line: Spark's JSON reader takes single quotes, NaN and Infinity
+# by default, and Jackson's stops at numbers of 1,000 digits and strings of 20 M characters.
+_STRICT_JSON = {
+    "allowSingleQuotes": "false",
+    "allowNonNumericNumbers": "false",
+    "maxNumLen": str(2**31 - 1),
+    "maxStringLen": str(2**31 - 1),
+}
+# Runs of digits longer than Jackson's default limit, which json_object_keys keeps.
+_LONG_DIGITS = r"[0-9]{1000,}"
+
+
 def _wrapped(payload: Column) -> Column:
-    """The line parsed as the first element of an array that ends with a sentinel string."""
-    return F.try_parse_json(F.concat(F.lit("["), payload, F.lit("," + _SENTINEL_JSON + "]")))
+    """The line parsed as the first element of an array that ends with a sentinel string.
+    Where ``parse_json`` fails (its parser has Jackson's limits), ``from_json`` into a variant
+    tries again without them: slower, so only there."""
+    text = F.concat(F.lit("["), payload, F.lit("," + _SENTINEL_JSON + "]"))
+    return F.coalesce(F.try_parse_json(text), F.from_json(text, "variant", _STRICT_JSON))
+
+
+def _top_level_keys(payload: Column) -> Column:
+    """The names of the line's top-level object, unescaped, repeats included. Where Jackson's
+    limit on a number's digits stops ``json_object_keys``, the names of the line with each long
+    run of digits cut to one (no name changes unless it holds such a run)."""
+    return F.coalesce(
+        F.json_object_keys(payload),
+        F.json_object_keys(F.regexp_replace(payload, _LONG_DIGITS, "0")),
+    )
 
 
 def _is_object(wrapped: Column, payload: Column) -> Column:
     """Whether the line is one JSON object (UTF-8 aside): one value, an object, no key repeated
     in it (a key repeated deeper down is allowed: the contract forbids it at the top only)."""
-    keys = F.json_object_keys(payload)
+    keys = _top_level_keys(payload)
     return (
         F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
@@ -103,7 +137,7 @@ def _is_object(wrapped: Column, payload: Column) -> Column:
 def _fields_as_text(payload: Column) -> Column:
     """The contract's fields of a line known to be one JSON object, each as its text: a JSON
     string's own text, another value's JSON text, NULL for null or absent."""
-    return F.from_json(payload, ", ".join(f"{name} string" for name in FIELDS))
+    return F.from_json(payload, ", ".join(f"{name} string" for name in FIELDS), _STRICT_JSON)
 
 
 def _value(name: str) -> Column:
@@ -135,12 +169,10 @@ def _number_text(name: str) -> Column:
     """The text of a JSON number field as written in the line (value-matched to the variant)."""
     value = F.try_variant_get(_value(name), "$", "decimal(38,10)")
     literals = F.regexp_extract_all(
-        F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", name)), F.lit(1)
+        F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", _key_pattern(name))), F.lit(1)
     )
     same_value = F.filter(literals, lambda text: text.try_cast("decimal(38,10)") == value)
-    # Not found (the key written with escapes): the number as the variant normalises it.
-    variant_text = F.try_variant_get(_value(name), "$", "string")
-    return F.coalesce(F.try_element_at(same_value, F.lit(1)), variant_text)
+    return F.try_element_at(same_value, F.lit(1))
 
 
 def _is_missing(name: str) -> Column:

@@ -71,6 +71,11 @@ CASES = {
         record(amount="@@").replace('"amount":"@@"', '"am\\u006funt":12345678.5'),
         None,
     ),
+    # Judged by its text as written, whatever escapes spell the key.
+    "invalid_escaped_amount_key_number_text": (
+        record(amount="@@").replace('"amount":"@@"', '"\\u0061m\\u006Funt":12.500'),
+        "invalid_value",
+    ),
     "valid_escapes_in_a_string": (record(customer_id='c\u00e9\n"x\\'), None),
     "valid_escaped_zone": (
         record().replace('"2024-01-09T10:00:00Z"', '"2024-01-09T10:00:00\\u005a"'),
@@ -100,6 +105,17 @@ CASES = {
         None,
     ),
     "valid_repeated_key_in_an_array": (record()[:-1] + ',"items":[{"a":1,"a":"b"}]}', None),
+    # Past Jackson's default limit of 1,000 digits: JSON has none.
+    "valid_long_number_in_an_ignored_field": (record()[:-1] + ',"big":' + "9" * 1500 + "}", None),
+    "valid_long_fraction_in_an_ignored_field": (
+        record()[:-1] + ',"big":[0.' + "1" * 1500 + "]}",
+        None,
+    ),
+    "invalid_long_number_amount": (with_amount_literal("1" * 1500), "invalid_value"),
+    "invalid_long_number_order_id": (
+        record(order_id="@@").replace('"@@"', "7" * 1200),
+        "invalid_value",
+    ),
     "invalid_repeated_key_inside_a_contract_field": (
         record(order_id="@@").replace('"@@"', '{"a":1,"a":2}'),
         "invalid_value",
