@@ -1,293 +1,63 @@
 """bench/duckdb_contract.py, the benchmark's DuckDB job: its staging, fact and quarantine
-equal the reference's, row for row, on a generated feed laced with adversarial records."""
+equal the reference's, row for row, on a generated feed laced with adversarial records
+(``contract_feed.py``, which holds the cases and their checks)."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
-from decimal import Decimal
+from datetime import date
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.dataset as pads
 import pytest
 
-from backfill_assets.generate import generate_feed
-from backfill_assets_tests.reference import REASONS, FactRow, QuarantineRow, Reference, StagingRow
-from bench import chaos, duckdb_contract
-
-D1 = date(2024, 1, 1)
-DAYS = [D1 + timedelta(days=i) for i in range(5)]  # D1..D5: D4, D5 have hand-written orders only
-RATES = "currency,usd_per_unit\n"
-ARRIVAL = "orders/arrival_date="
+from backfill_assets_tests import contract_feed as feed
+from bench import duckdb_contract
 
 
-def land(root: Path, rel: str, data: str | bytes) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-
-
-def order(
-    oid="H1",
-    *,
-    event="2024-01-01T10:00:00Z",
-    updated=None,
-    status="paid",
-    amount='"10.00"',
-    currency="EUR",
-    country="DE",
-    customer="C1",
-) -> str:
-    """A record with ``amount`` written as raw JSON text (a string needs its own quotes)."""
-    return (
-        f'{{"order_id":"{oid}","customer_id":"{customer}","event_time":"{event}",'
-        f'"updated_at":"{updated or event}","status":"{status}","amount":{amount},'
-        f'"currency":"{currency}","country":"{country}"}}'
-    )
-
-
-def rows(out: Path, table: str, partition: str) -> list[dict]:
-    """A Parquet table written partitioned by ``partition`` (hive folders), read by pyarrow."""
-    if not (out / table).exists():
-        return []
-    schema = pa.schema([(partition, pa.date32())])
-    dataset = pads.dataset(
-        out / table, format="parquet", partitioning=pads.partitioning(schema, flavor="hive")
-    )
-    return dataset.to_table().to_pylist()
-
-
-def as_rows(kind, found: list[dict]) -> list:
-    return sorted(kind(**{name: r[name] for name in kind.__dataclass_fields__}) for r in found)
-
-
-ODD_RECORDS = [
-    '{"order_id": "O1", "order_id": "O2"}',  # a repeated key
-    '{"order_id":"O1",',
-    '"placed"',
-    "[1]",
-    order(amount="NaN"),
-    order(amount="-Infinity"),  # DuckDB's JSON reader accepts both
-    order().replace("}", ",}"),
-    order().replace('"DE"', '["DE",]'),  # trailing commas, too
-    order("H2", customer="NaN, Infinity,]"),  # the same words inside a string: valid
-    order(oid=""),
-    order(amount="null"),
-    order().replace(',"country":"DE"', ""),
-    order(currency="eur", event="2024-01-09T00:00:00Z"),  # invalid wins over future
-    order(amount="12.500"),
-    order(amount="1e3"),
-    order("H3", amount="12.5"),
-    order("H4", amount='"007"'),
-    order(oid="X" * 65),
-    order("Y" * 64),
-    order(status="Paid"),
-    order(event="2024-02-30T10:00:00Z"),
-    order(event="2024-01-01T24:00:00Z"),
-    order(event="2024-01-01T10:00:00+18:01"),
-    order(event="0000-01-01T10:00:00Z"),
-    order(event="2024-01-01T10:00:00"),
-    order(event="2024-01-01t10:00:00z"),
-    order("H5", event="2024-01-01T10:05Z"),
-    order("H6", event="2024-01-01T23:30:00.1234567-00:29"),
-    order(event="2024-01-02T00:00:00Z"),  # arrives on the 1st: future
-    order(event="2023-12-24T23:59:59Z"),
-    order("H7", event="2023-12-25T00:00:00Z"),  # 8, 7 days
-    order("H8", customer=" "),  # whitespace is a non-empty string
-    '{"deep":' * 1200 + "1" + "}" * 1200,
-    order("H9").replace("}", ',"x":' + "[" * 50 + "]" * 50 + "}"),
-]
+def job(landing: Path, out: Path, start: date, end: date, lateness: int) -> feed.Summary:
+    return duckdb_contract.run(landing, out, start, end, max_lateness_days=lateness)
 
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory) -> Path:
-    """A generated feed (its own malformed, late and repeated records) plus hand-written
-    files: every rejection reason, dedupe ties, rate corrections and cut-offs, held days."""
-    root = tmp_path_factory.mktemp("duckdb") / "landing"
-    generate_feed(root, DAYS[0], DAYS[2], orders_per_day=60, seed=11)
-    land(
-        root,
-        f"{ARRIVAL}2024-01-01/zz odd.jsonl",
-        "\r\n".join(ODD_RECORDS) + "\n \t\n\u00a0\u2028\n\n",
-    )
-    land(root, f"{ARRIVAL}2024-01-01/_inflight.jsonl", order("GONE") + "\n")
-    land(root, f"{ARRIVAL}2024-01-01/.hidden.jsonl", order("GONE") + "\n")
-    ties = [  # event day D2, arriving on D2 and D3 in files with glob characters in their names
-        order("T1", event="2024-01-02T10:00:00Z", status="placed"),
-        order("T1", event="2024-01-02T10:00:00Z", updated="2024-01-02T11:00:00Z"),
-        order("T2", event="2024-01-02T10:00:00Z", updated="2024-01-02T12:00:00Z"),
-        order(
-            "T2", event="2024-01-02T10:00:00Z", updated="2024-01-02T12:00:00Z", status="cancelled"
-        ),
-        order("T4", event="2024-01-02T10:00:00Z", updated="2024-01-02T12:00:00Z"),
-        order(
-            "T4", event="2024-01-02T10:00:00Z", updated="2024-01-02T12:00:00Z", status="cancelled"
-        ),
-        order("T3", event="2024-01-02T10:00:00Z", updated="2024-01-02T12:00:00Z", currency="GBP"),
-    ]
-    land(root, f"{ARRIVAL}2024-01-02/a [x]*?.jsonl", "\n".join(ties))
-    land(
-        root,
-        f"{ARRIVAL}2024-01-02/b.jsonl",
-        order(
-            "T3", event="2024-01-02T10:00:00Z", updated="2024-01-02T17:30:00+05:30", status="placed"
-        ),
-    )
-    land(
-        root,
-        f"{ARRIVAL}2024-01-03/a.jsonl",
-        "\n".join(
-            [
-                order(
-                    "T1",
-                    event="2024-01-02T10:00:00Z",
-                    updated="2024-01-02T10:59:59Z",
-                    status="cancelled",
-                ),  # a later arrival, but older
-                order(
-                    "T2",
-                    event="2024-01-02T10:00:00Z",
-                    updated="2024-01-02T12:00:00Z",
-                    status="placed",
-                ),  # the same instant, a later arrival
-                order("R1", event="2024-01-03T02:00:00Z", amount='"0.05"'),  # half-up rounding
-                order(
-                    "R2", event="2024-01-03T02:00:00Z", amount="10.01", currency="SEK", country="SE"
-                ),
-            ]
-        ),
-    )
-    land(root, "fx_rates/rate_date=2024-01-03/zz.csv", RATES + "EUR,0.5\nSEK,0.1\nSEK,0.0999999\n")
-    land(root, "fx_rates/rate_date=2024-01-03/zzz.csv", "currency,rate\nEUR,5\n")  # not the header
-    land(root, "fx_rates/rate_date=2024-01-03/_zzzz.csv", RATES + "EUR,9\n")  # still being written
-    land(root, "fx_rates/rate_date=2024-01-02/zz.csv", RATES + "EUR,0\nGBP,1.2x\nGBP,1.5,1\n")
-    # D4: NOK from 7 days before D4 counts; D5: NOK from 8 days before does not, so D5 is held
-    land(root, "fx_rates/rate_date=2023-12-28/r.csv", RATES + "SEK,0.09\nNOK,0.095\n")
-    land(root, "fx_rates/rate_date=2023-12-27/r.csv", RATES + "NOK,0.09\n")
-    land(
-        root,
-        f"{ARRIVAL}2024-01-04/a.jsonl",
-        order("S1", event="2024-01-04T05:00:00Z", currency="NOK", country="NO"),
-    )
-    land(
-        root,
-        f"{ARRIVAL}2024-01-05/a.jsonl",
-        "\n".join(
-            [
-                order("S2", event="2024-01-05T05:00:00Z", currency="NOK", country="NO"),
-                order("S3", event="2024-01-05T05:00:00Z", currency="USD", country="US"),
-            ]
-        ),
-    )
-    return root
+    return feed.build_landing(tmp_path_factory.mktemp("duckdb") / "landing")
 
 
 @pytest.fixture(scope="module")
-def job(landing, tmp_path_factory) -> tuple[Path, duckdb_contract.Summary]:
-    out = tmp_path_factory.mktemp("duckdb-out")
-    return out, duckdb_contract.run(landing, out, DAYS[0], DAYS[-1], max_lateness_days=7)
+def ran(landing, tmp_path_factory) -> tuple[Path, feed.Summary]:
+    return feed.run_on_landing(job, landing, tmp_path_factory.mktemp("duckdb-out"))
 
 
-def test_staging_equals_the_reference_and_holds_the_same_days(landing, job):
-    out, summary = job
-    expected, held = Reference(landing, 7).staging(DAYS)
-    assert held == {date(2024, 1, 5)} and summary.held == [date(2024, 1, 5)]
-    assert as_rows(StagingRow, rows(out, "staging", "event_date")) == expected
-    by_id = {(r.event_date, r.order_id): r for r in expected}
-    # the hand-written cases are in what was compared, decided as the contract says
-    assert [by_id[(DAYS[1], t)].status for t in ("T1", "T2", "T3", "T4")] == [
-        "paid",
-        "placed",
-        "placed",
-        "cancelled",
-    ]
-    assert by_id[(DAYS[2], "R1")].amount_usd == Decimal("0.03")
-    assert by_id[(DAYS[2], "R2")].usd_per_unit == Decimal("0.0999999")
-    assert by_id[(DAYS[3], "S1")].usd_per_unit == Decimal("0.095")
-    assert {"H2", "H3", "H4", "H5", "H6", "H8", "H9", "Y" * 64} <= {
-        r.order_id for r in expected if r.event_date == D1
-    }
+def test_staging_equals_the_reference_and_holds_the_same_days(landing, ran):
+    feed.check_staging(landing, *ran)
 
 
-def test_fact_equals_the_reference(landing, job):
-    out, summary = job
-    expected = Reference(landing, 7).fact(DAYS)
-    assert as_rows(FactRow, rows(out, "fact", "event_date")) == expected
-    assert summary.fact_rows == len(expected) and sum(f.revenue_usd for f in expected) > 0
+def test_fact_equals_the_reference(landing, ran):
+    feed.check_fact(landing, *ran)
 
 
-def test_quarantine_equals_the_reference_with_every_reason(landing, job):
-    out, _ = job
-    expected = Reference(landing, 7).quarantine(DAYS)
-    assert as_rows(QuarantineRow, rows(out, "quarantine", "arrival_date")) == expected
-    assert {q.reason for q in expected} == set(REASONS)
-    odd = [q for q in expected if q.source_file.endswith("zz odd.jsonl")]
-    assert len(odd) == len(ODD_RECORDS) - 9  # the nine records named H* and Y... are valid
+def test_quarantine_equals_the_reference_with_every_reason(landing, ran):
+    feed.check_quarantine(landing, ran[0])
 
 
 def test_lines_that_are_not_utf8_are_malformed_json_shown_with_replacement_characters(tmp_path):
-    good = order("U1", currency="USD", country="US").encode()
-    bad = [
-        b'{"order_id":"\xff"}',
-        b'{"a":"\xe2\x82"}',
-        b"\xed\xa0\x80\xc0\xaf \xf4\x90\x80\x80",
-        b'{"caf\xc3\xa9":"\x80"}',
-    ]
-    land(tmp_path, f"{ARRIVAL}2024-01-01/x.jsonl", b"\r\n".join([good, *bad, good]) + b"\r\n")
-    out = tmp_path / "out"
-    summary = duckdb_contract.run(tmp_path, out, D1, D1)
-    found = sorted(
-        (r["line_number"], r["reason"], r["payload"])
-        for r in rows(out, "quarantine", "arrival_date")
-    )
-    assert found == [
-        (n, "malformed_json", line.decode("utf-8", errors="replace"))
-        for n, line in enumerate(bad, start=2)
-    ]
-    assert summary.staging_rows == 1  # U1, its later line winning the tie
+    feed.check_lines_not_utf8(job, tmp_path)
 
 
 def test_an_amount_usd_beyond_decimal_18_2_holds_its_day(tmp_path):
-    land(tmp_path, f"{ARRIVAL}2024-01-01/a.jsonl", order("BIG", amount='"999999999999.99"'))
-    land(tmp_path, f"{ARRIVAL}2024-01-02/a.jsonl", order("OK", event="2024-01-02T01:00:00Z"))
-    land(tmp_path, "fx_rates/rate_date=2024-01-01/a.csv", RATES + "EUR,999999.5\n")
-    summary = duckdb_contract.run(tmp_path, tmp_path / "out", D1, DAYS[1])
-    assert summary.held == [D1]
-    assert [
-        (r["event_date"], r["order_id"], r["amount_usd"])
-        for r in rows(tmp_path / "out", "staging", "event_date")
-    ] == [(DAYS[1], "OK", Decimal("9999995.00"))]
+    feed.check_overflow_holds_its_day(job, tmp_path)
 
 
 def test_fuzzed_landing_files_get_the_reasons_the_contract_gives(tmp_path):
-    """The fault harness's fuzzed files (random bytes, bad UTF-8, NUL, long and deep lines,
-    repeated keys, edge timestamps and amounts, odd names), judged by the reference."""
-    expected = {}
-    for i, (day, name, content) in enumerate(chaos.draw_fuzz_cases(150, seed=3)):
-        name = f"{i:04d} {name}"
-        land(tmp_path, f"{ARRIVAL}{day.isoformat()}/{name}", content)
-        if name.endswith(".jsonl") and not name.startswith(("_", ".")):
-            for number, payload, reason in chaos.classify(content, day):
-                expected[(day, f"{ARRIVAL}{day.isoformat()}/{name}", number)] = (payload, reason)
-    first, last = chaos.FUZZ_ARRIVALS[0], chaos.FUZZ_ARRIVALS[-1]
-    summary = duckdb_contract.run(tmp_path, tmp_path / "out", first, last, chaos.LATENESS)
-    found = {
-        (r["arrival_date"], r["source_file"], r["line_number"]): (r["payload"], r["reason"])
-        for r in rows(tmp_path / "out", "quarantine", "arrival_date")
-    }
-    rejected = {k: v for k, v in expected.items() if v[1] is not None}
-    assert {k: v[1] for k, v in found.items()} == {k: v[1] for k, v in rejected.items()}
-    assert all(found[k][0] == p for k, (p, _) in rejected.items() if p is not None)
-    assert summary.records == len(expected) > 100
+    feed.check_fuzzed_files(job, tmp_path)
 
 
 def test_a_file_whose_name_holds_backslashes_and_brackets_is_read(tmp_path):
     """DuckDB globs its paths, and a backslash in a name defeated the escaping of ``[``: the
     file was silently not read (found by the fuzzed files' names)."""
-    name = f"{ARRIVAL}2024-01-01/a (?![\\s\\S]) {{b}}.jsonl"
-    land(tmp_path, name, "not json\n")
-    summary = duckdb_contract.run(tmp_path, tmp_path / "out", D1, D1)
-    found = rows(tmp_path / "out", "quarantine", "arrival_date")
+    name = f"{feed.ARRIVAL}2024-01-01/a (?![\\s\\S]) {{b}}.jsonl"
+    feed.land(tmp_path, name, "not json\n")
+    summary = duckdb_contract.run(tmp_path, tmp_path / "out", feed.D1, feed.D1)
+    found = feed.rows(tmp_path / "out", "quarantine", "arrival_date")
     assert [(r["source_file"], r["line_number"], r["reason"]) for r in found] == [
         (name, 1, "malformed_json")
     ]
