@@ -16,6 +16,10 @@ On one generated feed, in one invocation, it measures:
 4. duckdb: the same contract in DuckDB (``bench/duckdb_contract.py``), in a fresh process, from
    the same landing files over the same range to staging, fact and quarantine as Parquet: what
    a single-machine user would pick instead;
+5. adversarial: on a second feed, ``--adversarial-days`` of the generated one with lines at
+   the contract's edges beside it (``bench/adversarial_feed.py``), ours on each engine against
+   an independent bare-Spark implementation of the contract (``bench/spark_contract.py``,
+   fresh process): what correctness on hostile input costs us over plain Spark;
 
 and the peak RSS of the driver (the Python process plus its local-mode JVM, which
 also hosts the executors, plus Spark's Python workers) for the full range and for a
@@ -320,6 +324,56 @@ def duckdb_job(work: Path, landing: Path, start: date, end: date) -> float:
     return seconds
 
 
+def spark_contract_job(work: Path, landing: Path, start: date, end: date) -> float:
+    """The contract in bare Spark over [start, end], in a fresh process, as the floor runs."""
+    out = work / "adversarial" / "spark-contract"
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "spark_contract.py"),
+        str(landing),
+        str(out),
+        "--start",
+        str(start),
+        "--end",
+        str(end),
+        "--max-lateness-days",
+        "7",
+    ]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    seconds, rss, code = timed(cmd, env, work / "spark-contract.log")
+    said = (work / "spark-contract.log").read_text().strip().splitlines()
+    print(
+        f"spark contract: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
+        f"{'; ' + said[-1].removeprefix('spark: ') if said else ''}",
+        flush=True,
+    )
+    if code != 0:  # a time to a failure is no figure
+        sys.exit(f"spark contract exited {code}: see {work / 'spark-contract.log'}")
+    return seconds
+
+
+def adversarial(
+    work: Path, days: int, orders_per_day: int, engines: list[str]
+) -> tuple[float, dict[str, float]]:
+    """Seconds of the bare-Spark contract job, and of ours on each engine, over ``days`` of an
+    adversarial feed."""
+    from bench.adversarial_feed import land_adversarial_feed
+
+    landing, start = work / "adversarial" / "landing", date(2024, 1, 1)
+    end = start + timedelta(days=days - 1)
+    made = land_adversarial_feed(landing, start, days, orders_per_day)
+    print(
+        f"adversarial feed: {made.feed.records} generated records, {made.lines} adversarial lines",
+        flush=True,
+    )
+    contract_s = spark_contract_job(work, landing, start, end)
+    ours_s = {
+        engine: ours(work, f"adversarial-ours-{engine}", landing, start, start, end, engine)[0]
+        for engine in engines
+    }
+    return contract_s, ours_s
+
+
 # The layers ``backfill`` builds (the floor's too), one run per layer: a raw step that publishes
 # nothing new yields no output, so in one run Dagster would skip staging after it.
 NAIVE_RUNS = (("raw_orders", "raw_fx_rates"), ("stg_orders", "fct_daily_revenue"))
@@ -371,6 +425,12 @@ def main() -> None:
         "--engines",
         default="delta-rs,delta-spark",
         help='the lake engines "ours" runs on, each over the range and over 30 days',
+    )
+    p.add_argument(
+        "--adversarial-days",
+        type=int,
+        default=20,
+        help="days of the adversarial feed ours and the bare-Spark contract job run on (0: none)",
     )
     p.add_argument(
         "--postgres-url",
@@ -435,15 +495,31 @@ def main() -> None:
         flush=True,
     )
 
-    per_engine = " ".join(
-        f"{engine}:ours_s={s:.1f},ours_over_floor={s / floor_s:.2f},"
-        f"ours_over_duckdb={s / duckdb_s:.2f},naive_over_ours={naive_s * args.days / s:.1f},"
-        f"rss_365_over_30={rss_ratio:.2f}"
-        for engine, (s, rss_ratio) in ours_by.items()
-    )
+    contract_s, adv_ours = 0.0, dict[str, float]()
+    if args.adversarial_days:
+        contract_s, adv_ours = adversarial(
+            work, args.adversarial_days, args.orders_per_day, engines
+        )
+
+    def figures(engine: str, s: float, rss_ratio: float) -> str:
+        text = (
+            f"{engine}:ours_s={s:.1f},ours_over_floor={s / floor_s:.2f},"
+            f"ours_over_duckdb={s / duckdb_s:.2f},naive_over_ours={naive_s * args.days / s:.1f},"
+            f"rss_365_over_30={rss_ratio:.2f}"
+        )
+        if engine in adv_ours:
+            text += (
+                f",adversarial_ours_s={adv_ours[engine]:.1f},"
+                f"adversarial_ours_over_contract={adv_ours[engine] / contract_s:.2f}"
+            )
+        return text
+
+    per_engine = " ".join(figures(engine, *measured) for engine, measured in ours_by.items())
+    adversarial_s = f" adversarial_contract_s={contract_s:.1f}" if adv_ours else ""
     print(
         f"RESULT days={args.days} orders={args.orders_per_day} floor_s={floor_s:.1f} "
-        f"duckdb_s={duckdb_s:.1f} naive_per_partition_s={naive_s:.1f} {per_engine}"
+        f"duckdb_s={duckdb_s:.1f} naive_per_partition_s={naive_s:.1f}{adversarial_s} "
+        f"{per_engine}"
     )
 
 
