@@ -1,15 +1,18 @@
 """Order records: validation with the contract's rejection reasons, quarantine, dedupe.
 
-A line is parsed once as a variant to judge it (one JSON object, nothing after it; again,
-without Jackson's limits, where that parse fails), and its top-level keys are listed to find a
-repeated one. The contract's fields of a line that is one
-are read by ``from_json`` as strings: a JSON string's text, a number's or a literal's JSON text,
-NULL for null or absent. Most rules are patterns that only a JSON string's text can match (a
-time, a status, a currency code), so they need no JSON type; the type is asked of the variant
-only for the fields whose rule another value's text could pass: the ids (``123`` is no string)
-and the amount (a number is judged by its text as written). Typing every field out of the
-variant instead built a ``Cast`` per row and field, a third of validation's time
-(bench/raw_profile.py).
+The contract's fields of every line are read by ``from_json`` as strings: a JSON string's
+text, a number's or a literal's JSON text, NULL for null or absent. A plain line (``PLAIN_LINE``:
+compact, the eight fields and at most one more, no escapes, no nesting), nearly every line a
+producer writes, is judged by that pattern and those fields alone. Any other line is parsed
+as a variant to judge it (one JSON object, nothing after it; again, without Jackson's limits,
+where that parse fails), and its top-level keys are listed to find a repeated one. Most rules
+are patterns that only a JSON string's text can match (a time, a status, a currency code), so
+they need no JSON type; the type is asked (of the pattern on a plain line, of the variant on
+another) only for the fields whose rule another value's text could pass: the ids (``123`` is no
+string) and the amount (a number is judged by its text as written). Typing every field out of
+the variant instead built a ``Cast`` per row and field, a third of validation's time
+(bench/raw_profile.py); the plain line's pattern costs less than the parse and the key listing
+it spares (docs/journal.md).
 """
 
 from __future__ import annotations
@@ -68,6 +71,27 @@ _SENTINEL_JSON = '"\\u0000end-of-record"'
 _NUMBER_UNDER_KEY = r'[{,]\s*"{key}"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
 
 
+# The common line, which needs no parse to be judged an object: one compact JSON object of the
+# contract's eight fields, in any order, then perhaps one field beyond them; every value a
+# string without an escape, the amount a string or a number the amount rule accepts, the other
+# field's a string, a number or a literal. Each such line is valid JSON, and ``from_json``
+# finding all eight fields proves that no name repeats.
+_PLAIN_STRING = r'"[^"\\\x00-\x1f]*+"'
+_CONTRACT_NAME = "(?:" + "|".join(FIELDS) + ")"
+_STRING_FIELDS = "(?:" + "|".join(f for f in FIELDS if f != "amount") + ")"
+_PLAIN_AMOUNT = r"(?:0|[1-9]\d{0,11})(?:\.\d{1,2})?"  # JSON numbers that AMOUNT_TEXT accepts
+_PLAIN_FIELD = rf'"{_STRING_FIELDS}":{_PLAIN_STRING}|"amount":(?:{_PLAIN_STRING}|{_PLAIN_AMOUNT})'
+_PLAIN_OTHER = (
+    rf'"(?!{_CONTRACT_NAME}")[^"\\\x00-\x1f]*+":'
+    + rf"(?:{_PLAIN_STRING}|-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
+)
+PLAIN_LINE = (
+    rf"^\{{(?:{_PLAIN_FIELD})(?:,(?:{_PLAIN_FIELD})){{{len(FIELDS) - 1}}}(?:,{_PLAIN_OTHER})?\}}\z"
+)
+_PLAIN_AMOUNT_STRING = '"amount":"'
+_PLAIN_AMOUNT_NUMBER = r'"amount":([0-9.]+)'
+
+
 def _key_pattern(name: str) -> str:
     """A regular expression for ``name`` as a JSON key may spell it: each character as itself
     or as a ``\\u`` escape (hex digits in either case). For names of letters, digits and ``_``,
@@ -118,10 +142,10 @@ def _top_level_keys(payload: Column) -> Column:
     )
 
 
-def _is_object(wrapped: Column, payload: Column) -> Column:
+def _is_object(wrapped: Column, keys: Column, payload: Column) -> Column:
     """Whether the line is one JSON object (UTF-8 aside): one value, an object, no key repeated
-    in it (a key repeated deeper down is allowed: the contract forbids it at the top only)."""
-    keys = _top_level_keys(payload)
+    in it (a key repeated deeper down is allowed: the contract forbids it at the top only).
+    ``keys``: ``_top_level_keys(payload)``."""
     return (
         F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
@@ -143,6 +167,16 @@ def _fields_as_text(payload: Column) -> Column:
 def _value(name: str) -> Column:
     """The field's JSON value as a variant (JSON null a variant null); NULL when absent."""
     return F.try_variant_get(F.col("_wrapped"), f"$[0].{name}", "variant")
+
+
+def _is_plain_line(strings: Column) -> Column:
+    """A line of ``PLAIN_LINE``'s shape whose fields ``from_json`` (``strings``) found, all
+    eight: one JSON object without a repeated key, every field a string (the amount perhaps a
+    number): judged without a parse into a variant."""
+    plain = F.col("_plain_shape")
+    for name in FIELDS:
+        plain = plain & strings[name].isNotNull()
+    return plain
 
 
 def _json_type(name: str) -> Column:
@@ -194,17 +228,24 @@ def _timestamp(name: str) -> Column:
 
 
 def _amount_text() -> Column:
+    """The amount's text: a JSON string's own, a JSON number's as written; else NULL."""
+    payload = F.col("payload")
+    plain = F.when(F.instr(payload, _PLAIN_AMOUNT_STRING) > 0, _string("amount")).otherwise(
+        F.regexp_extract(payload, _PLAIN_AMOUNT_NUMBER, 1)
+    )
     json_type = _json_type("amount")
     is_exact_number = (json_type == F.lit("BIGINT")) | json_type.startswith("DECIMAL")
-    return F.when(json_type == F.lit("STRING"), _string("amount")).when(
-        is_exact_number, _number_text("amount")
+    return (
+        F.when(F.col("_plain"), plain)
+        .when(json_type == F.lit("STRING"), _string("amount"))
+        .when(is_exact_number, _number_text("amount"))
     )
 
 
 def _string_field(name: str, rule: Column | None = None) -> Column:
     """The field's string value when it is a JSON string obeying ``rule``; else NULL."""
     text = _string(name)
-    valid = _json_type(name) == F.lit("STRING")
+    valid = F.col("_plain") | (_json_type(name) == F.lit("STRING"))
     if rule is not None:
         valid = valid & rule
     return F.when(valid, text)
@@ -247,16 +288,35 @@ def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
     # setting when the plan below is built.
     raw.sparkSession.conf.set(ALLOW_DUPLICATE_KEYS, "true")
     raw_columns = [F.col(name) for name in RAW_ORDERS.fieldNames()]
+    payload = F.col("payload")
     # JSON text is UTF-8: a line whose bytes are not (flagged by the landing reader) is no object.
     utf8 = F.col(UTF8_COLUMN) if UTF8_COLUMN in raw.columns else F.lit(True)
-    wrapped = raw.select(*raw_columns, F.when(utf8, _wrapped(F.col("payload"))).alias("_wrapped"))
-    is_object = _is_object(F.col("_wrapped"), F.col("payload"))
-    objects = wrapped.select(*raw_columns, "_wrapped", is_object.alias("_is_object"))
-    parsed = objects.select(
+    # Each step its own projection: Spark would evaluate a costly expression that a later one
+    # reads twice once per read, and the parse of a plain line not at all.
+    texts = raw.select(
         *raw_columns,
-        "_is_object",
-        F.when(F.col("_is_object"), F.col("_wrapped")).alias("_wrapped"),
-        F.when(F.col("_is_object"), _fields_as_text(F.col("payload"))).alias("_strings"),
+        utf8.alias("_utf8"),
+        (utf8 & payload.rlike(PLAIN_LINE)).alias("_plain_shape"),
+        _fields_as_text(payload).alias("_strings"),
+    )
+    plain = texts.select(
+        *raw_columns, "_utf8", "_strings", _is_plain_line(F.col("_strings")).alias("_plain")
+    )
+    strict = F.col("_utf8") & ~F.col("_plain")
+    wrapped = plain.select(
+        *raw_columns,
+        "_strings",
+        "_plain",
+        F.when(strict, _wrapped(payload)).alias("_wrapped"),
+        F.when(strict, _top_level_keys(payload)).alias("_keys"),
+    )
+    is_object = F.col("_plain") | _is_object(F.col("_wrapped"), F.col("_keys"), payload)
+    parsed = wrapped.select(
+        *raw_columns,
+        "_plain",
+        is_object.alias("_is_object"),
+        "_wrapped",
+        F.when(is_object, F.col("_strings")).alias("_strings"),
     )
     missing = F.lit(False)
     for name in FIELDS:

@@ -95,6 +95,15 @@ CASES = {
     "malformed_nan": (with_amount_literal("NaN"), "malformed_json"),
     "malformed_duplicate_key": (record()[:-1] + ',"status":"placed"}', "malformed_json"),
     "malformed_duplicate_ignored_key": ('{"x":1,' + record()[1:-1] + ',"x":1}', "malformed_json"),
+    # Eight plain fields, one of them twice: the shape validation reads without a parse.
+    "malformed_eight_fields_one_twice": (
+        record(currency=DROP)[:-1] + ',"status":"placed"}',
+        "malformed_json",
+    ),
+    "malformed_amount_with_a_leading_zero": (with_amount_literal("012.5"), "malformed_json"),
+    "valid_one_extra_number_field": (record()[:-1] + ',"n":-1.5e3}', None),
+    "valid_one_extra_literal_field": (record()[:-1] + ',"gift":null}', None),
+    "valid_extra_field_named_in_another_case": (record()[:-1] + ',"Status":"x"}', None),
     "malformed_duplicate_key_escaped": (
         record()[:-1] + ',"\\u0073tatus":"paid"}',
         "malformed_json",
