@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
+from backfill_assets_tests.contract_feed import order
 from backfill_assets_tests.reference import (
     FactRow,
     QuarantineRow,
@@ -22,25 +23,6 @@ def land(root, rel: str, text: str) -> None:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode("utf-8"))
-
-
-def order(
-    oid="O1",
-    *,
-    event="2024-01-01T10:00:00Z",
-    updated=None,
-    status="paid",
-    amount='"10.00"',
-    currency="EUR",
-    country="DE",
-    customer="C1",
-) -> str:
-    """A record with `amount` written as raw JSON text (a string needs its own quotes)."""
-    return (
-        f'{{"order_id":"{oid}","customer_id":"{customer}","event_time":"{event}",'
-        f'"updated_at":"{updated or event}","status":"{status}","amount":{amount},'
-        f'"currency":"{currency}","country":"{country}"}}'
-    )
 
 
 def reasons(root, arrival=D1, max_lateness_days=7) -> list[tuple[int, str | None]]:
@@ -146,7 +128,7 @@ def test_field_rules(tmp_path):
         order(currency="EURO"): "invalid_value",
         order(country="DEU"): "invalid_value",
         order().replace('"C1"', "12345"): "invalid_value",  # customer_id is a number
-        order().replace('"O1"', '["O1"]'): "invalid_value",
+        order().replace('"H1"', '["H1"]'): "invalid_value",
     }
     land(tmp_path, "orders/arrival_date=2024-01-01/x.jsonl", "\n".join(cases))
     assert [r for _, r in reasons(tmp_path)] == list(cases.values())
