@@ -22,8 +22,14 @@ os.environ.setdefault("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "2")
 # Every Spark driver JVM the tests start (this session's, and those of the pipeline's processes
 # they start, which inherit this) with the C1 compiler only and the serial collector, as
 # spark_servers.py starts its daemons: the tests' JVMs are short and their data small, and on a
-# busy 2-core box they start and run faster so (docs/benchmarks.md, "The test suite").
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# busy 2-core box they start and run faster so (docs/benchmarks.md, "The test suite"). C1 alone
+# reserves the JIT's code cache of a JVM without tiers, 48 MB; the session the whole suite shares
+# filled it, and a JVM out of code cache cannot link a method handle: its scheduler died with
+# "Out of space in CodeCache". So the cache of tiered compilation, 240 MB.
+os.environ.setdefault(
+    "SPARK_SUBMIT_OPTS",
+    "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC",
+)
 # And every session pyspark starts for them runs its queries without whole-stage code
 # generation: for the tests' few rows, compiling classes per query costs more than it saves
 # (docs/benchmarks.md, "The test suite"). The plans and results are the same; the
