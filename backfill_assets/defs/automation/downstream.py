@@ -6,7 +6,8 @@ correction's cutover or rollback (``corrections/events.py`` reports them). So on
 storage ids finds what is stale, whatever changed it:
 
 - customer LTV is cumulative: a change to staging[D] makes LTV[D .. latest] stale. The request
-  is one ranged run from the first stale day to the latest day whose staging is published;
+  is one ranged run from the first stale day to the last day it can build: the latest day
+  whose staging is published, or the day before the first that is not;
 - a month is stale when a day's fact was published after it (or it was never built) and every
   day of it has its fact published (a month missing days would only be held). The stale months
   are one ranged run of the monthly job from the first to the last;
@@ -28,7 +29,7 @@ what is published when it starts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, timedelta
 
 import dagster as dg
 
@@ -49,7 +50,7 @@ from backfill_assets.catalog import (
     STG_ORDERS_ENRICHED,
 )
 from backfill_assets.defs.automation.wiring import pipeline_sensor
-from backfill_assets.defs.downstream.customer_ltv import first_stale
+from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
 from backfill_assets.defs.partitions import days_of_month, monthly_partitions
 from backfill_assets.late_data import Request
 from backfill_assets.publishing.publication import latest_materializations
@@ -59,10 +60,14 @@ from backfill_assets.settings import AutomationSettings, Settings
 def ltv_request(
     settings: Settings, staging: dict[date, int], ltv: dict[date, int]
 ) -> Request | None:
-    """LTV from its first stale day to the latest published staging day, or None."""
+    """LTV from its first stale day to the last day it can build, or None. LTV is cumulative:
+    a day can be built when every staging day from the first partition up to it is published,
+    so the range ends at the latest published staging day, or the day before the first that is
+    not (a run past it would only hold the days after)."""
     if not staging:
         return None
-    last = max(staging)
+    gap = first_unpublished(settings.start_date, max(staging), staging)
+    last = max(staging) if gap is None else gap - timedelta(days=1)
     first = first_stale(settings.start_date, last, staging, ltv)
     if first is None:
         return None
