@@ -304,36 +304,15 @@ def print_event_costs(work: Path, pg: str | None) -> None:
         )
 
 
-def duckdb_job(work: Path, landing: Path, start: date, end: date) -> float:
-    """The contract in DuckDB over [start, end], in a fresh process, as the floor runs."""
+def contract_job(
+    label: str, script: str, landing: Path, out: Path, start: date, end: date, log: Path
+) -> float:
+    """The seconds of a job of the contract written apart from the project (``bench/<script>``)
+    over [start, end], in a fresh process, as the floor runs. A time to a failure is no figure:
+    the benchmark stops there."""
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / "duckdb_contract.py"),
-        str(landing),
-        str(work / "duckdb"),
-        "--start",
-        str(start),
-        "--end",
-        str(end),
-        "--max-lateness-days",
-        "7",
-    ]
-    seconds, rss, code = timed(cmd, dict(os.environ), work / "duckdb.log")
-    said = (work / "duckdb.log").read_text().strip().splitlines()
-    print(
-        f"duckdb: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
-        f"{'; ' + said[-1].removeprefix('duckdb: ') if said else ''}",
-        flush=True,
-    )
-    return seconds
-
-
-def spark_contract_job(work: Path, landing: Path, start: date, end: date) -> float:
-    """The contract in bare Spark over [start, end], in a fresh process, as the floor runs."""
-    out = work / "adversarial" / "spark-contract"
-    cmd = [
-        sys.executable,
-        str(ROOT / "bench" / "spark_contract.py"),
+        str(ROOT / "bench" / script),
         str(landing),
         str(out),
         "--start",
@@ -344,15 +323,15 @@ def spark_contract_job(work: Path, landing: Path, start: date, end: date) -> flo
         "7",
     ]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    seconds, rss, code = timed(cmd, env, work / "spark-contract.log")
-    said = (work / "spark-contract.log").read_text().strip().splitlines()
+    seconds, rss, code = timed(cmd, env, log)
+    said = log.read_text().strip().splitlines()
     print(
-        f"spark contract: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
-        f"{'; ' + said[-1].removeprefix('spark: ') if said else ''}",
+        f"{label}: {seconds:.1f}s (exit {code}), peak RSS {rss.peak / 2**20:.0f} MiB"
+        f"{'; ' + said[-1].split(': ', 1)[-1] if said else ''}",
         flush=True,
     )
-    if code != 0:  # a time to a failure is no figure
-        sys.exit(f"spark contract exited {code}: see {work / 'spark-contract.log'}")
+    if code != 0:
+        sys.exit(f"{label} exited {code}: see {log}")
     return seconds
 
 
@@ -371,7 +350,15 @@ def adversarial(
         f"adversarial feed: {made.feed.records} generated records, {made.lines} adversarial lines",
         flush=True,
     )
-    contract_s = spark_contract_job(work, landing, start, end)
+    contract_s = contract_job(
+        "spark contract",
+        "spark_contract.py",
+        landing,
+        work / "adversarial" / "spark-contract",
+        start,
+        end,
+        work / "spark-contract.log",
+    )
     ours_s = {
         engine: ours(work, f"adversarial-ours-{engine}", landing, FEED_START, start, end, engine)[0]
         for engine in engines
@@ -488,7 +475,9 @@ def main() -> None:
         seconds, rss = ours(work, name, landing, feed_start, start, end, engine)
         _, rss30 = ours(work, f"{name}-30", landing, feed_start, start, end30, engine)
         ours_by[engine] = (seconds, rss / rss30)
-    duckdb_s = duckdb_job(work, landing, start, end)
+    duckdb_s = contract_job(
+        "duckdb", "duckdb_contract.py", landing, work / "duckdb", start, end, work / "duckdb.log"
+    )
     with postgres_url(args.postgres_url) as pg:
         print_event_costs(work, pg)
 

@@ -130,45 +130,68 @@ class _FetchTexts:
                 )
 
 
+def _without_final_cr(line: Column) -> Column:
+    """The line without one trailing ``\\r``: a byte compared, the pattern only where it ends so."""
+    return F.when(line.endswith("\r"), F.regexp_replace(line, r"\r\z", "")).otherwise(line)
+
+
+def _is_blank(line: Column) -> Column:
+    """Whether the line is whitespace only, as Python's ``str.isspace`` knows it. A line opening
+    with a printable ASCII character (every record a producer writes) is not: one character
+    read, the pattern only for the others."""
+    return F.when(F.ascii(line).between(33, 126), F.lit(False)).otherwise(line.rlike(_BLANK_LINE))
+
+
 def _read_lines(
-    spark: SparkSession, landing_root: str | Path, files: list[LandingFile], suffix: str
+    spark: SparkSession,
+    landing_root: str | Path,
+    files: list[LandingFile],
+    suffix: str,
+    first_line: bool = False,
 ) -> DataFrame:
-    """Every non-blank line of ``files``: (partition, source_file, line_number, line, utf8,
-    is_first, first_line), the last two about the file's first non-blank line. ``utf8`` is
-    False for a line whose bytes are not UTF-8: ``line`` shows them as U+FFFD."""
+    """Every non-blank line of ``files``: (partition, source_file, line_number, line, utf8), and
+    with ``first_line`` (is_first, first_line), about the file's first non-blank line. ``utf8``
+    is False for a line whose bytes are not UTF-8: ``line`` shows them as U+FFFD.
+
+    Each line is cleaned and judged after the explode, where Spark generates the code; inside a
+    lambda over a file's lines it is interpreted, line by line. The first non-blank line, which
+    only a rate file's header needs, is found by such a lambda."""
     catalog = spark.createDataFrame(
         [(f.relative_path, f.partition) for f in files],
         "source_file string, partition date",
     )
     texts = _read_texts(spark, landing_root, files, suffix).select(
         "source_file",
-        F.transform(
-            F.split(F.col("value"), "\n", -1), lambda line: F.regexp_replace(line, r"\r\z", "")
-        ).alias("lines"),
+        F.split(F.col("value"), "\n", -1).alias("lines"),
         _not_utf8_positions(F.col("value")).alias("not_utf8"),
     )
-    blank_flags = F.transform(F.col("lines"), lambda line: line.rlike(_BLANK_LINE))
-    first_record = F.array_position(blank_flags, F.lit(False))
-    lines = texts.select(
-        "source_file",
-        first_record.alias("first_record"),
-        F.when(first_record > 0, F.get(F.col("lines"), first_record.cast("int") - 1)).alias(
-            "first_line"
-        ),
-        "not_utf8",
-        F.posexplode(F.col("lines")).alias("pos", "line"),
-    ).select(
-        "source_file",
-        (F.col("pos") + F.lit(1)).cast("bigint").alias("line_number"),
-        "line",
-        (~F.array_contains(F.col("not_utf8"), F.col("pos"))).alias("utf8"),
-        ((F.col("pos") + F.lit(1)) == F.col("first_record")).alias("is_first"),
-        "first_line",
+    firsts: list[Column] = []
+    if first_line:
+        cleaned = F.transform(F.col("lines"), _without_final_cr)
+        first_record = F.array_position(F.transform(cleaned, _is_blank), F.lit(False))
+        firsts = [
+            first_record.alias("first_record"),
+            F.when(first_record > 0, F.get(cleaned, first_record.cast("int") - 1)).alias(
+                "first_line"
+            ),
+        ]
+    exploded = texts.select(
+        "source_file", "not_utf8", *firsts, F.posexplode(F.col("lines")).alias("pos", "line")
     )
+    position = F.col("pos") + F.lit(1)
+    about_first = [(position == F.col("first_record")).alias("is_first"), F.col("first_line")]
+    lines = exploded.select(
+        F.col("source_file"),
+        position.cast("bigint").alias("line_number"),
+        _without_final_cr(F.col("line")).alias("line"),
+        (~F.array_contains(F.col("not_utf8"), F.col("pos"))).alias("utf8"),
+        *(about_first if first_line else []),
+    )
+    columns = ["partition", "source_file", "line_number", "line", "utf8"]
     return (
-        lines.filter(~F.col("line").rlike(_BLANK_LINE))
+        lines.filter(~_is_blank(F.col("line")))
         .join(F.broadcast(catalog), on="source_file", how="inner")
-        .select("partition", "source_file", "line_number", "line", "utf8", "is_first", "first_line")
+        .select(*columns, *(["is_first", "first_line"] if first_line else []))
     )
 
 
@@ -202,7 +225,9 @@ def read_rate_lines(
     """
     if not files:
         return spark.createDataFrame([], RAW_FX_RATES)
-    lines = _read_lines(spark, landing_root, files, DATASETS[FX_RATES_DATASET].suffix)
+    lines = _read_lines(
+        spark, landing_root, files, DATASETS[FX_RATES_DATASET].suffix, first_line=True
+    )
     has_header = F.col("first_line") == F.lit(FX_HEADER)
     comma = F.instr(F.col("line"), ",")
 

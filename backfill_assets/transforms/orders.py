@@ -88,7 +88,8 @@ _PLAIN_OTHER = (
 PLAIN_LINE = (
     rf"^\{{(?:{_PLAIN_FIELD})(?:,(?:{_PLAIN_FIELD})){{{len(FIELDS) - 1}}}(?:,{_PLAIN_OTHER})?\}}\z"
 )
-_PLAIN_AMOUNT_STRING = '"amount":"'
+# On a plain line ``"amount":`` is the amount's key (no value holds a quote): a number's text
+# follows it, or a string's opening quote.
 _PLAIN_AMOUNT_NUMBER = r'"amount":([0-9.]+)'
 
 
@@ -228,11 +229,11 @@ def _timestamp(name: str) -> Column:
 
 
 def _amount_text() -> Column:
-    """The amount's text: a JSON string's own, a JSON number's as written; else NULL."""
-    payload = F.col("payload")
-    plain = F.when(F.instr(payload, _PLAIN_AMOUNT_STRING) > 0, _string("amount")).otherwise(
-        F.regexp_extract(payload, _PLAIN_AMOUNT_NUMBER, 1)
-    )
+    """The amount's text: a JSON string's own, a JSON number's as written; else NULL. Its rule
+    reads it twice: ``validate_orders`` gives it a projection of its own, or Spark would build it
+    twice in every row."""
+    number = F.regexp_extract(F.col("payload"), _PLAIN_AMOUNT_NUMBER, 1)
+    plain = F.when(number == F.lit(""), _string("amount")).otherwise(number)
     json_type = _json_type("amount")
     is_exact_number = (json_type == F.lit("BIGINT")) | json_type.startswith("DECIMAL")
     return (
@@ -259,7 +260,7 @@ def _pattern_field(name: str, pattern: Column) -> Column:
 def _typed_fields() -> list[Column]:
     """Each contract field parsed to its type; NULL where the field is absent or breaks its rule."""
     order_id = _string("order_id")
-    amount_text = _amount_text()
+    amount_text = F.col("_amount_text")
     return [
         _string_field("order_id", F.length(order_id) <= MAX_ORDER_ID_LENGTH).alias("order_id"),
         _string_field("customer_id").alias("customer_id"),
@@ -273,9 +274,11 @@ def _typed_fields() -> list[Column]:
 
 
 def _utc_date(ts: Column) -> Column:
-    """The UTC calendar date of an instant, whatever the session time zone."""
-    micros = F.unix_micros(ts).cast("decimal(20,0)")
-    return F.date_from_unix_date(F.floor(micros / F.lit(86_400_000_000)).cast("int"))
+    """The UTC calendar date of an instant, whatever the session time zone: its whole seconds
+    (``unix_seconds`` rounds down, before 1970 too) divided by a day's. As doubles, which hold
+    every second of years 1-9999 exactly and never round a quotient up to the next whole day:
+    no decimal arithmetic in every row."""
+    return F.date_from_unix_date(F.floor(F.unix_seconds(ts) / F.lit(86_400)).cast("int"))
 
 
 def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
@@ -317,6 +320,7 @@ def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
         is_object.alias("_is_object"),
         "_wrapped",
         F.when(is_object, F.col("_strings")).alias("_strings"),
+        F.when(is_object, _amount_text()).alias("_amount_text"),
     )
     missing = F.lit(False)
     for name in FIELDS:

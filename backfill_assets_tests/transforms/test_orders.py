@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -50,6 +50,9 @@ CASES = {
     "valid_number_amount": (with_amount_literal("12.5"), None),
     "valid_integer_amount": (with_amount_literal("12"), None),
     "valid_two_decimals_number": (with_amount_literal("0.10"), None),
+    # from_json gives 1.00000005E7 and 9.9999999999999E11: the text as written must be read
+    "valid_eight_digit_number": (with_amount_literal("10000000.50"), None),
+    "valid_largest_number": (with_amount_literal("999999999999.99"), None),
     "valid_minute_precision": (record(event_time="2024-01-09T10:00Z"), None),
     "valid_fraction_and_offset": (record(event_time="2024-01-09T10:00:00.123+05:30"), None),
     "valid_nine_fraction_digits": (
@@ -235,6 +238,8 @@ def test_typed_columns_of_valid_records(validated_rows):
     assert number["amount"] == Decimal("12.50")
     assert validated_rows["valid_integer_amount"]["amount"] == Decimal("12.00")
     assert validated_rows["valid_two_decimals_number"]["amount"] == Decimal("0.10")
+    assert validated_rows["valid_eight_digit_number"]["amount"] == Decimal("10000000.50")
+    assert validated_rows["valid_largest_number"]["amount"] == Decimal("999999999999.99")
     offset = validated_rows["valid_fraction_and_offset"]
     assert offset["event_time_text"] == "2024-01-09 04:30:00.123"
     assert offset["event_date"] == date(2024, 1, 9)
@@ -415,3 +420,39 @@ def test_a_deeply_nested_contract_field_is_an_invalid_value_not_a_crash(
     raw = spark.createDataFrame([(ARRIVAL, "deep", 1, line)], RAW_ORDERS)
     [row] = validate_orders(raw, 7).select("reason", "order_id").collect()
     assert row["reason"] == "invalid_value"
+
+
+EDGE_INSTANTS = (
+    "1969-12-31T23:59:59.999999Z",
+    "1970-01-01T00:00:00Z",
+    "1969-12-31T22:00:00-02:00",
+    "1969-12-31T23:00:00.5-01:00",
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T23:59:59.999999Z",
+    "9999-12-31T00:00:00Z",
+    "9999-12-31T23:59:59.999999Z",
+    "2024-02-29T23:59:59.999999+00:00",
+)
+
+
+def test_event_date_at_the_edges_of_days_and_calendars(spark):
+    """The UTC date as Python's calendar gives it: on both sides of midnight, before 1970, at the
+    first and the last instants a calendar holds."""
+    raw = spark.createDataFrame(
+        [
+            (date(2024, 1, 1), "a.jsonl", n, record(event_time=text))
+            for n, text in enumerate(EDGE_INSTANTS)
+        ],
+        RAW_ORDERS,
+    )
+    dates = {
+        row["line_number"]: row["event_date"]
+        for row in validate_orders(raw, max_lateness_days=7)
+        .select("line_number", "event_date")
+        .collect()
+    }
+    expected = {
+        n: datetime.fromisoformat(text).astimezone(UTC).date()
+        for n, text in enumerate(EDGE_INSTANTS)
+    }
+    assert dates == expected
