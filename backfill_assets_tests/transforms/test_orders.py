@@ -19,6 +19,7 @@ from backfill_assets.transforms.orders import (
     validate_orders,
 )
 from backfill_assets.transforms.schemas import QUARANTINE_ORDERS, RAW_ORDERS
+from backfill_assets_tests.reference import parse_timestamp
 
 ARRIVAL = date(2024, 1, 10)
 BASE = {
@@ -456,3 +457,49 @@ def test_event_date_at_the_edges_of_days_and_calendars(spark):
         for n, text in enumerate(EDGE_INSTANTS)
     }
     assert dates == expected
+
+
+def _timestamp_texts(count: int, seed: int) -> list[str]:
+    """Texts of the timestamp's shape with each part drawn across and past its limits: months 0-13,
+    days 0-32 (February's 29th in leap and other years), hours to 25, minutes and seconds to 61,
+    seconds left out, fractions of 1-9 digits, offsets to 19:60 either way, and the years
+    where the calendar and the epoch end."""
+    draw = random.Random(seed)
+
+    def two(top: int) -> str:
+        return f"{draw.randint(0, top):02d}"
+
+    texts = []
+    for _ in range(count):
+        year = draw.choice(["0001", "0002", "1900", "1969", "1970", "2000", "2023", "2024", "9999"])
+        text = f"{year}-{two(13)}-{two(32)}T{two(25)}:{two(61)}"
+        if draw.random() < 0.8:
+            text += ":" + two(61)
+            if draw.random() < 0.5:
+                text += "." + "".join(draw.choices("0123456789", k=draw.randint(1, 9)))
+        zone = draw.choice(["Z", "+", "-"])
+        texts.append(text + (zone if zone == "Z" else f"{zone}{two(19)}:{two(60)}"))
+    return texts
+
+
+def test_timestamps_are_the_instants_the_reference_reads(spark):
+    """Every drawn text's instant, to the microsecond, as the reference's parser (Python's
+    calendar) reads it; NULL where the reference finds no instant in years 1-9999."""
+    texts = _timestamp_texts(3000, seed=7)
+    raw = spark.createDataFrame(
+        [(date(2024, 1, 1), "a.jsonl", n, record(event_time=text)) for n, text in enumerate(texts)],
+        RAW_ORDERS,
+    )
+    found = {
+        row["line_number"]: row["micros"]
+        for row in validate_orders(raw, max_lateness_days=7)
+        .select("line_number", F.unix_micros("event_time").alias("micros"))
+        .collect()
+    }
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    expected = {}
+    for n, text in enumerate(texts):
+        instant = parse_timestamp(text)
+        expected[n] = None if instant is None else (instant - epoch) // timedelta(microseconds=1)
+    assert sum(value is not None for value in expected.values()) > 300  # both kinds well drawn
+    assert found == expected
