@@ -49,14 +49,14 @@ start, end = date.fromisoformat(sys.argv[5]), date.fromisoformat(sys.argv[6])
 spark = build_session(spark_config())
 days = [start + timedelta(days=i) for i in range((end - start).days + 1)]
 files = list_landing_files(landing, "orders", days)
-validated = validate_orders(read_order_lines(spark, landing, files), 7)
+validated = validate_orders(read_order_lines(spark, landing, files, day_blocks=days), 7)
 rows = raw_rows(validated.withColumn("line_hash", line_hash()))
 jvm = spark.sparkContext._jvm
 profile = jvm.jdk.jfr.Recording(jvm.jdk.jfr.Configuration.getConfiguration("profile"))
 profile.start()
 began = time.monotonic()
 if sink == "lake":
-    write_files(rows, out, "arrival_date", days)
+    write_files(rows, out, "arrival_date", days, in_day_blocks=True)
 elif sink == "noop":
     rows.write.format("noop").mode("overwrite").save()
 else:
@@ -151,6 +151,11 @@ def claimed(frames: list[str]) -> tuple[str, str]:
     return "other", ""
 
 
+# A task's thread, running ("launch worker") or, once Spark has renamed it, idle ("idle worker"):
+# a thread's name in the recording is the last it had.
+EXECUTOR_THREADS = ("Executor task launch worker", "Executor task idle worker")
+
+
 def samples(recording: Path, depth: int) -> list[tuple[str, list[str]]]:
     """(thread, frames top first) of each execution sample, via the JDK's ``jfr`` tool."""
     printed = subprocess.run(
@@ -232,7 +237,7 @@ def main() -> None:
     executor = [
         frames
         for thread, frames in samples(recording, args.stack_depth)
-        if thread.startswith("Executor task launch worker")
+        if thread.startswith(EXECUTOR_THREADS)
     ]
     if not executor:
         sys.exit(f"no executor samples in {recording}")

@@ -59,7 +59,12 @@ class WrittenFile:
 
 
 def write_files(
-    df: DataFrame, table_dir: str, column: str, dates: list[dt.date], spread: int = 1
+    df: DataFrame,
+    table_dir: str,
+    column: str,
+    dates: list[dt.date],
+    spread: int = 1,
+    in_day_blocks: bool = False,
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them.
 
@@ -67,7 +72,10 @@ def write_files(
     sorts as much for a year as for a month; with ``spread`` > 1 each partition is written by up
     to that many (rows sent by partition and a hash of the row, into exactly ``spread`` tasks,
     which adaptive execution does not merge back): a salt for a partition much larger than the
-    rest."""
+    rest. With ``in_day_blocks`` the rows already arrive so, each task's sorted by partition
+    (sent by ``by_day_blocks`` upstream, then only narrow steps), and are written where they
+    are, with no shuffle or sort here. Only the file count rests on that: a partition whose rows
+    come apart in a task, or reach two tasks, is written as more than one file."""
     field = next((f for f in df.schema.fields if f.name == column), None)
     if field is None or not isinstance(field.dataType, DateType):
         raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
@@ -76,12 +84,15 @@ def write_files(
     task = _FileTask(
         table_dir, column, allowed, storage.settings if isinstance(storage, S3Storage) else None
     )
-    if spread > 1:
+    if spread > 1 and in_day_blocks:
+        raise LakeError("spread and in_day_blocks exclude each other: each arranges the rows")
+    if in_day_blocks:
+        ordered = df
+    elif spread > 1:
         salt = F.pmod(F.xxhash64(*[F.col(c) for c in df.columns]), F.lit(spread))
-        shuffled = df.repartition(spread, F.col(column), salt)
+        ordered = df.repartition(spread, F.col(column), salt).sortWithinPartitions(F.col(column))
     else:
-        shuffled = by_day_blocks(df, column, dates).drop(BLOCK)
-    ordered = shuffled.sortWithinPartitions(F.col(column))
+        ordered = by_day_blocks(df, column, dates).drop(BLOCK).sortWithinPartitions(F.col(column))
     rows = ordered.mapInArrow(task, FILE_SCHEMA).collect()
     written = [
         WrittenFile(
@@ -129,14 +140,18 @@ class _FileTask:
         outside: dict[str | None, int] = {}
         for batch in batches:
             keys = batch.column(self.column)
-            for value in pc.unique(keys).to_pylist():
+            values = pc.unique(keys).to_pylist()
+            for value in values:
                 text = None if value is None else value.isoformat()
-                mask = (
-                    pc.is_null(keys)
-                    if value is None
-                    else pc.equal(keys, pa.scalar(value, keys.type))
-                )
-                part = batch.filter(mask)
+                if len(values) == 1:  # the common case, rows sorted by partition: no copy
+                    part = batch
+                else:
+                    mask = (
+                        pc.is_null(keys)
+                        if value is None
+                        else pc.equal(keys, pa.scalar(value, keys.type))
+                    )
+                    part = batch.filter(mask)
                 if text not in self.allowed:
                     outside[text] = outside.get(text, 0) + part.num_rows
                     continue

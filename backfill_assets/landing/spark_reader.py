@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from datetime import date
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, is_s3, storage_for
 from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
 from backfill_assets.settings import S3Settings
@@ -148,10 +150,16 @@ def _read_lines(
     files: list[LandingFile],
     suffix: str,
     first_line: bool = False,
+    day_blocks: Collection[date] | None = None,
 ) -> DataFrame:
     """Every non-blank line of ``files``: (partition, source_file, line_number, line, utf8), and
     with ``first_line`` (is_first, first_line), about the file's first non-blank line. ``utf8``
     is False for a line whose bytes are not UTF-8: ``line`` shows them as U+FFFD.
+
+    With ``day_blocks`` (the range's days) the files, one row each, are sent by blocks of
+    their partitions' days (``by_day_blocks``) and sorted by partition within each task before
+    they are split into lines: the lines then arrive as a writer of day partitions wants them,
+    and no shuffle of the lines, each far wider than its share of a file row, is needed.
 
     Each line is cleaned and judged after the explode, where Spark generates the code; inside a
     lambda over a file's lines it is interpreted, line by line. The first non-blank line, which
@@ -160,7 +168,18 @@ def _read_lines(
         [(f.relative_path, f.partition) for f in files],
         "source_file string, partition date",
     )
-    texts = _read_texts(spark, landing_root, files, suffix).select(
+    # One row per file: the listing's join costs a lookup per file, not per line.
+    listed = _read_texts(spark, landing_root, files, suffix).join(
+        F.broadcast(catalog), on="source_file", how="inner"
+    )
+    if day_blocks is not None:
+        listed = (
+            by_day_blocks(listed, "partition", day_blocks)
+            .sortWithinPartitions("partition", "source_file")
+            .drop(BLOCK)
+        )
+    texts = listed.select(
+        "partition",
         "source_file",
         F.split(F.col("value"), "\n", -1).alias("lines"),
         _not_utf8_positions(F.col("value")).alias("not_utf8"),
@@ -176,35 +195,42 @@ def _read_lines(
             ),
         ]
     exploded = texts.select(
-        "source_file", "not_utf8", *firsts, F.posexplode(F.col("lines")).alias("pos", "line")
+        "partition",
+        "source_file",
+        "not_utf8",
+        *firsts,
+        F.posexplode(F.col("lines")).alias("pos", "line"),
     )
     position = F.col("pos") + F.lit(1)
     about_first = [(position == F.col("first_record")).alias("is_first"), F.col("first_line")]
     lines = exploded.select(
+        F.col("partition"),
         F.col("source_file"),
         position.cast("bigint").alias("line_number"),
         _without_final_cr(F.col("line")).alias("line"),
         (~F.array_contains(F.col("not_utf8"), F.col("pos"))).alias("utf8"),
         *(about_first if first_line else []),
     )
-    columns = ["partition", "source_file", "line_number", "line", "utf8"]
-    return (
-        lines.filter(~_is_blank(F.col("line")))
-        .join(F.broadcast(catalog), on="source_file", how="inner")
-        .select(*columns, *(["is_first", "first_line"] if first_line else []))
-    )
+    return lines.filter(~_is_blank(F.col("line")))
 
 
 def read_order_lines(
-    spark: SparkSession, landing_root: str | Path, files: list[LandingFile]
+    spark: SparkSession,
+    landing_root: str | Path,
+    files: list[LandingFile],
+    day_blocks: Collection[date] | None = None,
 ) -> DataFrame:
     """raw/orders rows (RAW_ORDERS schema) and ``_utf8``: one row per record of the given .jsonl
     files. ``_utf8`` is False where the line's bytes are not UTF-8 (its payload shows them as
     U+FFFD, a table's strings being UTF-8): validation rejects those as malformed JSON. It is
-    not a column of raw/orders."""
+    not a column of raw/orders. With ``day_blocks`` (the range's days) each task holds whole
+    blocks of arrival dates, its rows in date order: ``write_files(..., in_day_blocks=True)``
+    writes them without a shuffle."""
     if not files:
         return spark.createDataFrame([], RAW_ORDERS).withColumn(UTF8_COLUMN, F.lit(True))
-    lines = _read_lines(spark, landing_root, files, DATASETS[ORDERS_DATASET].suffix)
+    lines = _read_lines(
+        spark, landing_root, files, DATASETS[ORDERS_DATASET].suffix, day_blocks=day_blocks
+    )
     return lines.select(
         F.col("partition").alias("arrival_date"),
         F.col("source_file"),

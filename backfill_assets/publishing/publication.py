@@ -238,10 +238,17 @@ class Publication:
         ]
 
     def stage(
-        self, table: Table, df: DataFrame, days: list[date], commit: CommitInfo, spread: int = 1
+        self,
+        table: Table,
+        df: DataFrame,
+        days: list[date],
+        commit: CommitInfo,
+        spread: int = 1,
+        in_day_blocks: bool = False,
     ) -> StagedVersion:
         """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers
-        (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``)."""
+        (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``;
+        ``in_day_blocks``: the rows arrive by blocks of days already, ``write_files``)."""
         if table.path not in self._tables_seen:
             self._tables_seen.add(table.path)
             self.close_abandoned(table)
@@ -253,6 +260,7 @@ class Publication:
             commit,
             stage_id=f"{STEP_STAGE_PREFIX}{new_id()}",
             spread=spread,
+            in_day_blocks=in_day_blocks,
         )
         self._staged.append(staged)
         return staged

@@ -33,8 +33,10 @@ from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow
 
-# When the held-back folders land, relative to the range backfill's steps and the rebuild.
-LANDINGS = ["before_raw", "between_raw_and_staging", "after_staging", "after_rebuild"]
+# When the held-back folders land, relative to the range backfill's steps and the rebuild. Not
+# before raw: the range then reads every folder, and the rebuild leaves catch-up the same seven
+# stale days as after staging (the suite's time is counted).
+LANDINGS = ["between_raw_and_staging", "after_staging", "after_rebuild"]
 
 
 @dataclass
@@ -72,7 +74,6 @@ def race(request, tmp_path_factory, spark):
                 land_late_arrivals(landing, outbox)
 
         # the range backfill of FIRST .. LAST, step by step as `backfill` runs it
-        land_if("before_raw")
         execute(RunPlan((RAW_ORDERS,), FIRST, LAST_ARRIVAL), env.instance)
         execute(RunPlan((RAW_FX_RATES,), FIRST, LAST), env.instance)
         land_if("between_raw_and_staging")

@@ -76,15 +76,17 @@ def build_raw_orders(step: Publication, days: list[date], resources: Any) -> Non
     spark, pipeline = step.lake.spark, resources.pipeline
     files = list_landing_files(pipeline.landing, ORDERS_DATASET, days)
     listed = _listed(files)
+    # Read by blocks of days, the files sorted: raw's write takes the lines where they are.
     read = validate_orders(
-        read_order_lines(spark, pipeline.landing, files), pipeline.max_lateness_days
+        read_order_lines(spark, pipeline.landing, files, day_blocks=days),
+        pipeline.max_lateness_days,
     )
     in_flight = Observation("raw_orders_read")
     observed = read.withColumn("line_hash", line_hash()).observe(
         in_flight, F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum")
     )
     commit = commit_info(step.context, RAW_ORDERS, days, {})
-    raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit)
+    raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit, in_day_blocks=True)
     stored = parsed_view(step.read_staged(raw))
     quarantine = step.stage(QUARANTINE_TABLE, quarantine_rows(stored), days, commit)
 
