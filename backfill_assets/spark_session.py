@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backfill_assets import s3a
+from backfill_assets import plain_line_jar, s3a
 from backfill_assets.delta_jars import (
     DELTA_SESSION_CONF,
     S3A,
@@ -80,10 +80,13 @@ def spark_config(
         conf["spark.remote"] = s.remote
     else:
         conf["spark.master"] = master or s.master
+        # Raw's plain-line reader (plain_line_jar.py), while set-up has built it.
+        if jars := plain_line_jar.session_jars():
+            conf["spark.jars"] = ",".join(jars)
     engine = lake_engine or s.lake_engine
     # A Connect server's Delta is the server's own configuration, not the client's.
     if engine == "delta-spark" and not s.remote:
-        conf.update(delta_conf(jar_paths(s)))
+        conf.update(delta_conf(jar_paths(s) + plain_line_jar.session_jars()))
         if s.lake_on_s3:
             jars = conf["spark.jars"].split(",") + S3A.jar_paths(s)
             conf.update(s3a.session_conf(jars))

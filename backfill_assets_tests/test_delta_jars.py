@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from backfill_assets import delta_jars
+from backfill_assets import delta_jars, plain_line_jar
 from backfill_assets.delta_jars import JARS, DeltaJarsError, checked_jars, fetch
 from backfill_assets.s3a_jars import S3A_JARS
 from backfill_assets.spark_session import build_session, check_delta_jars, spark_config
@@ -57,11 +57,15 @@ def test_jars_already_there_are_checked_without_mvn(jar_folder, fake_mvn):
 
 def test_delta_session_conf_names_the_jars_extension_and_catalog(jar_folder):
     conf = spark_config(master="local[1]", lake_engine="delta-spark")
-    assert conf["spark.jars"].split(",") == [str(jar_folder / name) for name in sorted(JARS)]
+    # Delta's jars, then raw's plain-line reader once set-up has built it (every session's)
+    plain = plain_line_jar.session_jars()
+    delta = [str(jar_folder / name) for name in sorted(JARS)]
+    assert conf["spark.jars"].split(",") == delta + plain
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     for engine in ("auto", "delta-rs"):
-        assert "spark.jars" not in spark_config(master="local[1]", lake_engine=engine)
+        other = spark_config(master="local[1]", lake_engine=engine)
+        assert other.get("spark.jars", "").split(",") == (plain or [""])
 
 
 def test_missing_or_corrupt_jar_stops_the_session_naming_the_fix(jar_folder):
@@ -111,7 +115,8 @@ def test_a_delta_spark_session_on_s3_gets_the_s3a_jars_and_checks_them(
     conf = spark_config(master="local[1]", lake_engine="delta-spark")
     jars = conf["spark.jars"].split(",")
     assert jars[: len(JARS)] == [str(jar_folder / name) for name in sorted(JARS)]
-    assert jars[len(JARS) :] == [str(tmp_path / "s3a" / name) for name in sorted(S3A_JARS)]
+    s3a = [str(tmp_path / "s3a" / name) for name in sorted(S3A_JARS)]
+    assert jars[len(JARS) :] == plain_line_jar.session_jars() + s3a
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     assert conf["spark.delta.logStore.s3.impl"] == "io.delta.storage.S3SingleDriverLogStore"
     assert "the-secret-never-in-the-conf" not in repr(conf)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from backfill_assets import plain_line_jar
 from backfill_assets.resources import code_version
 from backfill_assets.settings import (
     AutomationSettings,
@@ -273,7 +274,9 @@ def test_spark_conf_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("BACKFILL_SPARK_CLASS_ARCHIVE", "off")  # test_spark_class_archive.py's
     plain = spark_config()
     assert plain["spark.master"] == "local[*]" and plain["spark.driver.memory"] == "2g"
-    assert plain["spark.sql.shuffle.partitions"] == "8" and "spark.jars" not in plain
+    # no Delta: the only jar is raw's plain-line reader, once set-up has built it
+    assert plain["spark.sql.shuffle.partitions"] == "8"
+    assert plain.get("spark.jars", "").split(",") == (plain_line_jar.session_jars() or [""])
     assert plain["spark.driver.extraJavaOptions"] == "-Duser.timezone=UTC -XX:+UseSerialGC"
     monkeypatch.setenv("BACKFILL_SPARK_MASTER", "spark://h:7077")
     monkeypatch.setenv("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "3")
@@ -282,7 +285,8 @@ def test_spark_conf_from_the_environment(monkeypatch, tmp_path):
     conf = spark_config(driver_memory="1g")  # an argument still wins over the environment
     assert conf["spark.master"] == "spark://h:7077" and conf["spark.driver.memory"] == "1g"
     assert conf["spark.databricks.delta.snapshotPartitions"] == "3"
-    assert all(jar.startswith(str(tmp_path)) for jar in conf["spark.jars"].split(","))
+    delta = [jar for jar in conf["spark.jars"].split(",") if jar.startswith(str(tmp_path))]
+    assert delta and conf["spark.jars"].split(",") == delta + plain_line_jar.session_jars()
     monkeypatch.setenv("BACKFILL_SPARK_REMOTE", "sc://h:15002")
     remote = spark_config()
     assert remote["spark.remote"] == "sc://h:15002" and "spark.master" not in remote

@@ -2,6 +2,7 @@
 # Prepare a machine for `make demo` / `make test`: uv, the locked .venv, Java 17+, and Delta's
 # jars for the native engine (fetched once with mvn into .jars/delta; optional, see docs/engines-and-deployment.md),
 # with Hadoop's s3a jars (.jars/s3a) when BACKFILL_LAKE_DIR or BACKFILL_LANDING_DIR is s3://...,
+# raw's plain-line reader (.jars/plain-line-fields.jar, compiled with javac; optional, faster),
 # and the driver JVM's class-data archive (.jars/spark-classes.jsa; optional, a faster start).
 # Installs what it can (uv from PyPI; Java with apt-get when root on Debian),
 # otherwise says exactly what is missing and exits non-zero.
@@ -49,5 +50,12 @@ fi
 "$UV" sync --frozen --quiet --compile-bytecode
 .venv/bin/python -m compileall -q -j 0 backfill_assets >/dev/null
 .venv/bin/python -m backfill_assets.delta_jars
+# Raw's plain-line reader, compiled with the JDK's javac (optional: from_json reads them, slower).
+if ! command -v javac >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing the JDK's compiler (openjdk-17-jdk-headless) with apt-get"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null \
+    || say "could not install javac: raw's plain lines will be read by from_json (slower)"
+fi
+.venv/bin/python -m backfill_assets.plain_line_jar
 # Spark's classes for the driver JVM, archived once: every session starts in about half the time.
 .venv/bin/python -m backfill_assets.spark_class_archive

@@ -1,11 +1,13 @@
 """Order records: validation with the contract's rejection reasons, quarantine, dedupe.
 
-The contract's fields of every line are read by ``from_json`` as strings: a JSON string's
-text, a number's or a literal's JSON text, NULL for null or absent. A plain line (``PLAIN_LINE``:
-compact, the eight fields and at most one more, no escapes, no nesting), nearly every line a
-producer writes, is judged by that pattern and those fields alone. Any other line is parsed
-as a variant to judge it (one JSON object, nothing after it; again, without Jackson's limits,
-where that parse fails), and its top-level keys are listed to find a repeated one. Most rules
+The contract's fields of a line are read as strings: a JSON string's text, a number's or a
+literal's JSON text, NULL for null or absent. A plain line (``PLAIN_LINE``: compact, the eight
+fields and at most one more, no escapes, no nesting), nearly every line a producer writes, is
+judged by that pattern and those fields alone, which a JVM function takes in one pass where the
+session has it (``plain_line_jar``), ``from_json`` elsewhere. Any other line is read by
+``from_json`` and parsed as a variant to judge it (one JSON object, nothing after it; again,
+without Jackson's limits, where that parse fails), and its top-level keys are listed to find a
+repeated one. Most rules
 are patterns that only a JSON string's text can match (a time, a status, a currency code), so
 they need no JSON type; the type is asked (of the pattern on a plain line, of the variant on
 another) only for the fields whose rule another value's text could pass: the ids (``123`` is no
@@ -22,7 +24,9 @@ from datetime import date
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from backfill_assets import plain_line_jar
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.transforms.schemas import (
     MONEY,
@@ -159,10 +163,36 @@ def _is_object(wrapped: Column, keys: Column, payload: Column) -> Column:
     )
 
 
+FIELD_TEXTS = T.StructType([T.StructField(name, T.StringType()) for name in FIELDS])
+
+
 def _fields_as_text(payload: Column) -> Column:
     """The contract's fields of a line known to be one JSON object, each as its text: a JSON
     string's own text, another value's JSON text, NULL for null or absent."""
-    return F.from_json(payload, ", ".join(f"{name} string" for name in FIELDS), _STRICT_JSON)
+    return F.from_json(payload, FIELD_TEXTS, _STRICT_JSON)
+
+
+def _with_plain_fields(shaped: DataFrame, in_jvm: bool | None) -> DataFrame:
+    """``shaped`` (with ``payload`` and ``_plain_shape``) and ``_plain_fields``: where the line
+    has the plain shape, its eight fields as text (a number amount's as written), else NULL.
+    Read by ``plain_line_jar``'s JVM function where the session can load it (an error when
+    ``in_jvm`` and it cannot), by ``from_json`` elsewhere or when ``in_jvm`` is False."""
+    payload, shape = F.col("payload"), F.col("_plain_shape")
+    if in_jvm is not False and plain_line_jar.register(shaped.sparkSession, FIELD_TEXTS):
+        read = F.call_function(plain_line_jar.FUNCTION, payload)
+        return shaped.withColumn("_plain_fields", F.when(shape, read))
+    if in_jvm:
+        raise RuntimeError(
+            f"this Spark session cannot load {plain_line_jar.CLASS_NAME}: "
+            f"{plain_line_jar.jar_path()} is not on its class path (`make setup` builds it)"
+        )
+    # from_json gives a number's value as text (12.50 as 12.5): the amount as written instead,
+    # in a projection of its own, or Spark would parse the line once per field read.
+    by_json = shaped.withColumn("_plain_fields", F.when(shape, _fields_as_text(payload)))
+    fields = F.col("_plain_fields")
+    number = F.regexp_extract(payload, _PLAIN_AMOUNT_NUMBER, 1)
+    amount = F.when(number == F.lit(""), fields["amount"]).otherwise(number)
+    return by_json.withColumn("_plain_fields", fields.withField("amount", amount))
 
 
 def _value(name: str) -> Column:
@@ -170,13 +200,14 @@ def _value(name: str) -> Column:
     return F.try_variant_get(F.col("_wrapped"), f"$[0].{name}", "variant")
 
 
-def _is_plain_line(strings: Column) -> Column:
-    """A line of ``PLAIN_LINE``'s shape whose fields ``from_json`` (``strings``) found, all
-    eight: one JSON object without a repeated key, every field a string (the amount perhaps a
-    number): judged without a parse into a variant."""
+def _is_plain_line(fields: Column) -> Column:
+    """A line of ``PLAIN_LINE``'s shape whose eight fields were all found (``fields``: read
+    where the shape matched): one JSON object without a repeated key (the shape has eight
+    contract names), every field a string (the amount perhaps a number): judged without a parse
+    into a variant."""
     plain = F.col("_plain_shape")
     for name in FIELDS:
-        plain = plain & strings[name].isNotNull()
+        plain = plain & fields[name].isNotNull()
     return plain
 
 
@@ -231,13 +262,11 @@ def _timestamp(name: str) -> Column:
 def _amount_text() -> Column:
     """The amount's text: a JSON string's own, a JSON number's as written; else NULL. Its rule
     reads it twice: ``validate_orders`` gives it a projection of its own, or Spark would build it
-    twice in every row."""
-    number = F.regexp_extract(F.col("payload"), _PLAIN_AMOUNT_NUMBER, 1)
-    plain = F.when(number == F.lit(""), _string("amount")).otherwise(number)
+    twice in every row. A plain line's fields hold a number amount's text as written."""
     json_type = _json_type("amount")
     is_exact_number = (json_type == F.lit("BIGINT")) | json_type.startswith("DECIMAL")
     return (
-        F.when(F.col("_plain"), plain)
+        F.when(F.col("_plain"), _string("amount"))
         .when(json_type == F.lit("STRING"), _string("amount"))
         .when(is_exact_number, _number_text("amount"))
     )
@@ -281,10 +310,13 @@ def _utc_date(ts: Column) -> Column:
     return F.date_from_unix_date(F.floor(F.unix_seconds(ts) / F.lit(86_400)).cast("int"))
 
 
-def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
+def validate_orders(
+    raw: DataFrame, max_lateness_days: int, plain_in_jvm: bool | None = None
+) -> DataFrame:
     """raw/orders rows + ``reason`` (NULL when valid) + the typed fields of each record.
 
     ``raw`` may carry the landing reader's ``_utf8`` flag (False: the line's bytes are not UTF-8).
+    ``plain_in_jvm``: how plain lines' fields are read (``_with_plain_fields``).
     """
     # Parse each line keeping a key repeated anywhere (the last value wins): the contract
     # forbids a repeat in the top-level object only, which ``_is_object`` finds. Spark reads this
@@ -296,14 +328,22 @@ def validate_orders(raw: DataFrame, max_lateness_days: int) -> DataFrame:
     utf8 = F.col(UTF8_COLUMN) if UTF8_COLUMN in raw.columns else F.lit(True)
     # Each step its own projection: Spark would evaluate a costly expression that a later one
     # reads twice once per read, and the parse of a plain line not at all.
-    texts = raw.select(
-        *raw_columns,
-        utf8.alias("_utf8"),
-        (utf8 & payload.rlike(PLAIN_LINE)).alias("_plain_shape"),
-        _fields_as_text(payload).alias("_strings"),
+    shaped = raw.select(
+        *raw_columns, utf8.alias("_utf8"), (utf8 & payload.rlike(PLAIN_LINE)).alias("_plain_shape")
     )
+    texts = _with_plain_fields(shaped, plain_in_jvm)
     plain = texts.select(
-        *raw_columns, "_utf8", "_strings", _is_plain_line(F.col("_strings")).alias("_plain")
+        *raw_columns,
+        "_utf8",
+        "_plain_fields",
+        _is_plain_line(F.col("_plain_fields")).alias("_plain"),
+    ).select(
+        *raw_columns,
+        "_utf8",
+        "_plain",
+        F.when(F.col("_plain"), F.col("_plain_fields"))
+        .otherwise(_fields_as_text(payload))
+        .alias("_strings"),
     )
     strict = F.col("_utf8") & ~F.col("_plain")
     wrapped = plain.select(

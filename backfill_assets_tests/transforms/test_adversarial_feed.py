@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import date
 
+import pytest
+
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines
 from backfill_assets.transforms.orders import validate_orders
@@ -18,7 +20,11 @@ D1 = date(2024, 1, 1)
 LATENESS = 7
 
 
-def test_every_record_of_the_adversarial_feed_gets_the_reason_the_contract_gives(spark, tmp_path):
+# Plain lines' fields read by the JVM function set-up builds (plain_line_jar), and by from_json.
+@pytest.mark.parametrize("plain_in_jvm", [True, False], ids=["plain-in-jvm", "plain-by-json"])
+def test_every_record_of_the_adversarial_feed_gets_the_reason_the_contract_gives(
+    spark, tmp_path, plain_in_jvm
+):
     made = land_adversarial_feed(tmp_path, D1, 2, 200, seed=5, max_lateness_days=LATENESS)
     # every arrival folder the feed has, early and late deliveries included
     arrivals = sorted(
@@ -36,7 +42,8 @@ def test_every_record_of_the_adversarial_feed_gets_the_reason_the_contract_gives
         )
     }
 
-    validated = validate_orders(read_order_lines(spark, str(tmp_path), files), LATENESS)
+    lines = read_order_lines(spark, str(tmp_path), files)
+    validated = validate_orders(lines, LATENESS, plain_in_jvm=plain_in_jvm)
     found = {
         (r["arrival_date"], r["source_file"], r["line_number"]): r["reason"]
         for r in validated.select("arrival_date", "source_file", "line_number", "reason").collect()

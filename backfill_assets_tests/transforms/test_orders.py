@@ -201,10 +201,14 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def validated(spark):
+# Plain lines' fields read by the JVM function set-up builds (plain_line_jar), and by from_json,
+# which a session without it uses: the same verdicts and values either way.
+@pytest.fixture(scope="module", params=[True, False], ids=["plain-in-jvm", "plain-by-json"])
+def validated(spark, request):
     rows = [(ARRIVAL, case, 1, payload) for case, (payload, _) in CASES.items()]
-    return validate_orders(spark.createDataFrame(rows, RAW_ORDERS), max_lateness_days=7)
+    return validate_orders(
+        spark.createDataFrame(rows, RAW_ORDERS), max_lateness_days=7, plain_in_jvm=request.param
+    )
 
 
 @pytest.fixture(scope="module")
