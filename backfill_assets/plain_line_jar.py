@@ -1,5 +1,6 @@
-"""Raw's plain-line reader in the JVM: a Spark function that takes a plain line's eight fields in
-one pass (``transforms/jvm/PlainLineFields.java``), instead of ``from_json``'s parser.
+"""Raw's plain-line reader in the JVM: a Spark function that judges a line's plain shape and takes
+its eight fields in one pass (``transforms/jvm/PlainLineFields.java``), instead of a pattern and
+``from_json``'s parser.
 
 ``from_json`` builds a reader and an 8 KB buffer for every line it parses: over a year of the
 feed that and Jackson's work were a fifth of raw's time (docs/journal.md). A line of the plain
@@ -9,8 +10,8 @@ Set-up (``make setup``) runs ``python -m backfill_assets.plain_line_jar``, which
 source with the JDK's ``javac`` against pyspark's jars into ``.jars/plain-line-fields.jar``
 (again when the source, the Java or pyspark changed). ``spark_session.spark_config`` adds the jar
 to a session's ``spark.jars`` while it is there (a cluster's executors get it from the driver),
-and ``validate_orders`` calls the function where the session can load it, ``from_json``
-elsewhere (no JDK at set-up, a Spark Connect server without the jar): the same verdicts, slower.
+and ``validate_orders`` calls the function where the session can load it, the pattern and
+``from_json`` elsewhere (no JDK at set-up, a Spark Connect client): the same verdicts, slower.
 """
 
 from __future__ import annotations

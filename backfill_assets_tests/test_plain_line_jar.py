@@ -1,18 +1,26 @@
 """Raw's plain-line reader in the JVM (``plain_line_jar.py``): set-up compiles it from its source
-and builds it again when the source changes; a pipeline session loads it; a session without it
-reads plain lines by from_json, with the same verdicts."""
+and builds it again when the source changes; a pipeline session loads it; the lines it takes as
+plain are exactly those ``PLAIN_LINE`` matches; a session without it reads plain lines by the
+pattern and from_json, with the same verdicts."""
 
 from __future__ import annotations
 
 import json
+import random
+import re
 import shutil
 import zipfile
+from collections import Counter
+from datetime import date
 
 import pytest
+from pyspark.sql import functions as F
 
 from backfill_assets import plain_line_jar
-from backfill_assets.transforms.orders import FIELD_TEXTS
+from backfill_assets.generate import generate_feed
+from backfill_assets.transforms.orders import FIELD_TEXTS, FIELDS, PLAIN_LINE
 from backfill_assets_tests.test_spark_smoke import session_child
+from backfill_assets_tests.transforms.test_orders import CASES
 
 needs_javac = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK compiler here")
 
@@ -45,12 +53,70 @@ def test_a_pipeline_session_loads_the_function(spark):
     if not plain_line_jar.jar_path().is_file():
         pytest.fail("set-up built no jar: `python -m backfill_assets.plain_line_jar` says why")
     assert plain_line_jar.register(spark, FIELD_TEXTS)
-    line = '{"order_id":"o-1","amount":12.50,"country":"DE","x":null,"status":"paid"}'
+    texts = {name: f"{name}-1" for name in FIELDS}
+    line = json.dumps({**texts, "amount": 0, "x": None}, separators=(",", ":"))
+    line = line.replace('"amount":0', '"amount":12.50')  # a number's text as written
     [row] = spark.sql(f"SELECT {plain_line_jar.FUNCTION}('{line}') AS f").collect()
-    assert row["f"].asDict() == {
-        **dict.fromkeys(FIELD_TEXTS.fieldNames()),
-        **{"order_id": "o-1", "amount": "12.50", "country": "DE", "status": "paid"},
-    }
+    assert row["f"].asDict() == {**texts, "amount": "12.50"}
+
+
+def _mutations(lines: list[str], count: int, seed: int) -> list[str]:
+    """``count`` lines, each a line of ``lines`` changed once or twice where a plain line's shape
+    is decided: a character deleted, inserted or replaced, a name renamed, a pair added."""
+    rng = random.Random(seed)
+    alphabet = '"\\{}[],:0123456789.-+eE \t\x01\x1f\x7faé\U0001f600'
+    names = [*FIELDS, "x", "", "amount ", "Amount"]
+    extras = [',"x":1', ',"x":-0.5e+3', ',"x":true', ',"x":"a"', ',"x":nul', ',"x":01', ',"n":1.']
+    amounts = ["0", "00", "12", "012", "1.5", "1.50", "1.505", "1.", ".5", "-1", "1e3"]
+    amounts += ["123456789012", "1234567890123", "123456789012.99", '"1"', "true"]
+    out = []
+    for _ in range(count):
+        line = rng.choice(lines)
+        for _ in range(rng.choice((1, 1, 2))):
+            kind, at = rng.randrange(6), rng.randrange(len(line) + 1)
+            if kind == 0:
+                line = line[:at] + line[at + 1 :]
+            elif kind == 1:
+                line = line[:at] + rng.choice(alphabet) + line[at:]
+            elif kind == 2:
+                line = line[:at] + rng.choice(alphabet) + line[at + 1 :]
+            elif kind == 3:
+                old = rng.choice(FIELDS)
+                line = line.replace(f'"{old}":', f'"{rng.choice(names)}":', 1)
+            elif kind == 4:
+                line = line[:-1] + rng.choice(extras) + "}" if line.endswith("}") else line
+            else:
+                line = re.sub(
+                    r'"amount":("[^"]*"|[0-9.]+)', f'"amount":{rng.choice(amounts)}', line
+                )
+        out.append(line)
+    return out
+
+
+def test_the_functions_plain_lines_are_exactly_the_pattern_s(spark, tmp_path):
+    generate_feed(tmp_path, date(2024, 1, 1), date(2024, 1, 1), orders_per_day=100, seed=3)
+    generated = [
+        line
+        for path in sorted((tmp_path / "orders").rglob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    with_other = [
+        line[:-1] + extra + "}"
+        for line in generated[:50]
+        for extra in (',"n":-1.5e3', ',"t":null', ',"s":"x"')
+    ]
+    cases = [payload for payload, _ in CASES.values()]
+    lines = generated + with_other + cases + _mutations(generated + with_other, 20_000, seed=11)
+    assert plain_line_jar.register(spark, FIELD_TEXTS)
+    rows = spark.createDataFrame([(line,) for line in lines], "payload string").select(
+        "payload",
+        F.col("payload").rlike(PLAIN_LINE).alias("pattern"),
+        F.call_function(plain_line_jar.FUNCTION, "payload").isNotNull().alias("function"),
+    )
+    differ = rows.filter(F.col("pattern") != F.col("function")).limit(5).collect()
+    assert differ == []
+    counts = Counter(row["pattern"] for row in rows.select("pattern").collect())
+    assert counts[True] > 2_000 and counts[False] > 5_000  # both kinds, plenty of each
 
 
 # A session whose spark.jars lacks the jar: validation falls back to from_json, and asking for the

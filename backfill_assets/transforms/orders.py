@@ -3,8 +3,9 @@
 The contract's fields of a line are read as strings: a JSON string's text, a number's or a
 literal's JSON text, NULL for null or absent. A plain line (``PLAIN_LINE``: compact, the eight
 fields and at most one more, no escapes, no nesting), nearly every line a producer writes, is
-judged by that pattern and those fields alone, which a JVM function takes in one pass where the
-session has it (``plain_line_jar``), ``from_json`` elsewhere. Any other line is read by
+judged by that pattern and those fields alone: a JVM function judges the shape and takes the
+fields in one pass where the session has it (``plain_line_jar``), the pattern and ``from_json``
+elsewhere. Any other line is read by
 ``from_json`` and parsed as a variant to judge it (one JSON object, nothing after it; again,
 without Jackson's limits, where that parse fails), and its top-level keys are listed to find a
 repeated one. Most rules
@@ -172,15 +173,16 @@ def _fields_as_text(payload: Column) -> Column:
     return F.from_json(payload, FIELD_TEXTS, _STRICT_JSON)
 
 
-def _with_plain_fields(shaped: DataFrame, in_jvm: bool | None) -> DataFrame:
-    """``shaped`` (with ``payload`` and ``_plain_shape``) and ``_plain_fields``: where the line
-    has the plain shape, its eight fields as text (a number amount's as written), else NULL.
-    Read by ``plain_line_jar``'s JVM function where the session can load it (an error when
-    ``in_jvm`` and it cannot), by ``from_json`` elsewhere or when ``in_jvm`` is False."""
-    payload, shape = F.col("payload"), F.col("_plain_shape")
-    if in_jvm is not False and plain_line_jar.register(shaped.sparkSession, FIELD_TEXTS):
+def _with_plain_fields(rows: DataFrame, in_jvm: bool | None) -> DataFrame:
+    """``rows`` (with ``payload`` and ``_utf8``) and ``_plain_fields``: where the line has the
+    plain shape (``PLAIN_LINE``), its eight fields as text (a number amount's as written), else
+    NULL. Judged and read in one pass by ``plain_line_jar``'s JVM function where the session can
+    load it (an error when ``in_jvm`` and it cannot); by the pattern and ``from_json`` elsewhere,
+    or when ``in_jvm`` is False."""
+    payload, utf8 = F.col("payload"), F.col("_utf8")
+    if in_jvm is not False and plain_line_jar.register(rows.sparkSession, FIELD_TEXTS):
         read = F.call_function(plain_line_jar.FUNCTION, payload)
-        return shaped.withColumn("_plain_fields", F.when(shape, read))
+        return rows.withColumn("_plain_fields", F.when(utf8, read))
     if in_jvm:
         raise RuntimeError(
             f"this Spark session cannot load {plain_line_jar.CLASS_NAME}: "
@@ -188,7 +190,8 @@ def _with_plain_fields(shaped: DataFrame, in_jvm: bool | None) -> DataFrame:
         )
     # from_json gives a number's value as text (12.50 as 12.5): the amount as written instead,
     # in a projection of its own, or Spark would parse the line once per field read.
-    by_json = shaped.withColumn("_plain_fields", F.when(shape, _fields_as_text(payload)))
+    shape = utf8 & payload.rlike(PLAIN_LINE)
+    by_json = rows.withColumn("_plain_fields", F.when(shape, _fields_as_text(payload)))
     fields = F.col("_plain_fields")
     number = F.regexp_extract(payload, _PLAIN_AMOUNT_NUMBER, 1)
     amount = F.when(number == F.lit(""), fields["amount"]).otherwise(number)
@@ -201,11 +204,11 @@ def _value(name: str) -> Column:
 
 
 def _is_plain_line(fields: Column) -> Column:
-    """A line of ``PLAIN_LINE``'s shape whose eight fields were all found (``fields``: read
-    where the shape matched): one JSON object without a repeated key (the shape has eight
+    """A line of ``PLAIN_LINE``'s shape whose eight fields were all found (``fields``: NULL where
+    the line has not that shape): one JSON object without a repeated key (the shape has eight
     contract names), every field a string (the amount perhaps a number): judged without a parse
     into a variant."""
-    plain = F.col("_plain_shape")
+    plain = F.lit(True)
     for name in FIELDS:
         plain = plain & fields[name].isNotNull()
     return plain
@@ -328,10 +331,7 @@ def validate_orders(
     utf8 = F.col(UTF8_COLUMN) if UTF8_COLUMN in raw.columns else F.lit(True)
     # Each step its own projection: Spark would evaluate a costly expression that a later one
     # reads twice once per read, and the parse of a plain line not at all.
-    shaped = raw.select(
-        *raw_columns, utf8.alias("_utf8"), (utf8 & payload.rlike(PLAIN_LINE)).alias("_plain_shape")
-    )
-    texts = _with_plain_fields(shaped, plain_in_jvm)
+    texts = _with_plain_fields(raw.select(*raw_columns, utf8.alias("_utf8")), plain_in_jvm)
     plain = texts.select(
         *raw_columns,
         "_utf8",
