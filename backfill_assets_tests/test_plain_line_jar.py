@@ -20,7 +20,7 @@ from backfill_assets import plain_line_jar
 from backfill_assets.generate import generate_feed
 from backfill_assets.transforms.orders import FIELD_TEXTS, FIELDS, PLAIN_LINE
 from backfill_assets_tests.test_spark_smoke import session_child
-from backfill_assets_tests.transforms.test_orders import CASES
+from backfill_assets_tests.transforms.test_orders import BASE, CASES
 
 needs_javac = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK compiler here")
 
@@ -146,17 +146,7 @@ print(json.dumps([[r["reason"], str(r["amount"])] for r in rows] + [error]))
 
 @pytest.mark.slow
 def test_a_session_without_the_jar_reads_plain_lines_by_from_json():
-    base = {
-        "order_id": "o-1",
-        "customer_id": "c-1",
-        "event_time": "2024-01-09T10:00:00Z",
-        "updated_at": "2024-01-09T10:05:00Z",
-        "status": "paid",
-        "amount": "12.50",
-        "currency": "EUR",
-        "country": "DE",
-    }
-    plain = json.dumps(base, separators=(",", ":"))
+    plain = json.dumps(BASE, separators=(",", ":"))  # its amount the string "12.50"
     number = plain.replace('"12.50"', "12.50")
     repeated = plain.replace('"country":"DE"', '"status":"paid"')
     printed = session_child(WITHOUT_THE_JAR.format(lines=json.dumps([plain, number, repeated])), {})
