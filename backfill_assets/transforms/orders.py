@@ -5,17 +5,15 @@ literal's JSON text, NULL for null or absent. A plain line (``PLAIN_LINE``: comp
 fields and at most one more, no escapes, no nesting), nearly every line a producer writes, is
 judged by that pattern and those fields alone: a JVM function judges the shape and takes the
 fields in one pass where the session has it (``plain_line_jar``), the pattern and ``from_json``
-elsewhere. Any other line is read by
-``from_json`` and parsed as a variant to judge it (one JSON object, nothing after it; again,
-without Jackson's limits, where that parse fails), and its top-level keys are listed to find a
-repeated one. Most rules
-are patterns that only a JSON string's text can match (a time, a status, a currency code), so
-they need no JSON type; the type is asked (of the pattern on a plain line, of the variant on
-another) only for the fields whose rule another value's text could pass: the ids (``123`` is no
-string) and the amount (a number is judged by its text as written). Typing every field out of
-the variant instead built a ``Cast`` per row and field, a third of validation's time
-(bench/raw_profile.py); the plain line's pattern costs less than the parse and the key listing
-it spares (docs/journal.md).
+elsewhere. Any other line is read by ``from_json`` and parsed as a variant to judge it (one
+JSON object, nothing after it; again, without Jackson's limits, where that parse fails), and its
+top-level keys are listed to find a repeated one. Most rules are patterns that only a JSON
+string's text can match (a time, a status, a currency code), so they need no JSON type; the
+type is asked (of the shape on a plain line, of the variant on another) only for the fields whose
+rule another value's text could pass: the ids (``123`` is no string) and the amount (a number is
+judged by its text as written). Typing every field out of the variant instead built a ``Cast``
+per row and field, a third of validation's time (bench/raw_profile.py); judging the plain shape
+costs less than the parse and the key listing it spares (docs/journal.md).
 """
 
 from __future__ import annotations
