@@ -104,3 +104,18 @@ def test_schema_level_errors_name_missing_and_mistyped_columns(spark):
     errors = staging_schema_errors(wrong)
     assert {e.split(": ")[1] for e in errors} == {"country", "status"}
     assert all(e.startswith("SCHEMA/") for e in errors)
+
+
+def test_the_schema_level_check_runs_no_spark_job(spark):
+    """The schema-level check reads the frame's schema only: no Spark job (pandera's own
+    not-null check would run one per column, even on no rows)."""
+    df = spark.createDataFrame([_row(), _row("o-2", day=2)], STAGING_ORDERS)
+    group = "staging-schema-errors"
+    context = spark.sparkContext
+    context.setJobGroup(group, "the schema-level check alone")
+    try:
+        assert staging_schema_errors(df) == []
+        assert staging_schema_errors(df.drop("country")) != []
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert list(context.statusTracker().getJobIdsForGroup(group)) == []
