@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import os
+
 import dagster as dg
 
 from backfill_assets.catalog import (
@@ -91,7 +94,14 @@ def build_definitions(settings: Settings) -> dg.Definitions:
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    return build_definitions(Settings.from_env())
+    return _definitions(Settings.from_env(), frozenset(os.environ.items()))
+
+
+@functools.lru_cache(maxsize=4)
+def _definitions(settings: Settings, environment: frozenset[tuple[str, str]]) -> dg.Definitions:
+    """The definitions of these settings, built once per environment they are read from: each
+    run a process executes reconstructs its job from ``defs()`` (a test process runs hundreds)."""
+    return build_definitions(settings)
 
 
 def backfill_job() -> dg.JobDefinition:

@@ -145,3 +145,19 @@ def test_definitions_snapshot(monkeypatch):
         "the definitions' wiring changed; if intended, regenerate with UPDATE_SNAPSHOT=1 "
         f"(see this module's docstring) and review the diff:\n{diff}"
     )
+
+
+def test_the_definitions_are_built_once_per_environment(monkeypatch):
+    """A process executes many runs: each reconstructs its job from ``defs()``, which builds the
+    definitions again only when the environment they are read from changed."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    first = defs()
+    assert defs() is first
+    monkeypatch.setenv("BACKFILL_MAX_LATENESS_DAYS", "6")
+    changed = defs()
+    assert changed.resources is not None and first.resources is not None
+    assert changed.resources["pipeline"].max_lateness_days == 6
+    assert first.resources["pipeline"].max_lateness_days == 5
+    monkeypatch.setenv("BACKFILL_MAX_LATENESS_DAYS", ENV["BACKFILL_MAX_LATENESS_DAYS"])
+    assert defs() is first
