@@ -322,12 +322,11 @@ def _child(step_name: str) -> None:
     """The step, run through Dagster on the parent's instance (``pipeline_env``'s, whose home
     this process inherits): the killed run stays started there, as in production, until the
     next run's start releases it (``publishing.run_workers``)."""
-    import dagster as dg
-
     from backfill_assets.settings import Settings
+    from backfill_assets_tests.pipeline_env import dagster_test_instance
 
     step = next(s for s in STEPS if s.name == step_name)
-    with dg.instance_for_test(temp_dir=os.environ["DAGSTER_HOME"]) as instance:
+    with dagster_test_instance(Path(os.environ["DAGSTER_HOME"])) as instance:
         _execute(SimpleNamespace(settings=Settings.from_env(), instance=instance), step)
 
 

@@ -14,6 +14,7 @@ import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from backfill_assets.event_log import EngineReusingSqliteEventLogStorage
 from backfill_assets.settings import RETRY_DELAY_ENV, Settings
 from backfill_assets_tests.reference import Reference
 
@@ -140,8 +141,19 @@ def pipeline_env(
     with contextlib.ExitStack() as stack:
         mp = stack.enter_context(_patched_env(env))
         del mp
-        instance = stack.enter_context(dg.instance_for_test(temp_dir=str(root / "dagster_home")))
+        instance = stack.enter_context(dagster_test_instance(root / "dagster_home"))
         yield PipelineEnv(Settings.from_env(), instance, root / "dagster_home")
+
+
+def dagster_test_instance(home: Path) -> contextlib.AbstractContextManager[dg.DagsterInstance]:
+    """Dagster's test instance at ``home``, its event log stored as the CLI's instance on SQLite
+    stores it (``cli/instance.py``: each file's engine kept, ``event_log.py``)."""
+    event_log = {
+        "module": EngineReusingSqliteEventLogStorage.__module__,
+        "class": EngineReusingSqliteEventLogStorage.__name__,
+        "config": {"base_dir": str(home / "history" / "runs")},
+    }
+    return dg.instance_for_test(temp_dir=str(home), overrides={"event_log_storage": event_log})
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import yaml
 from dagster._core.events import DagsterEventType
 
 from backfill_assets.automation.state import load_cursor
+from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets_tests.automation.landing_files import order, write_orders
 from backfill_assets_tests.automation.test_daemon_e2e import (
     PROJECT,
@@ -83,6 +84,7 @@ def test_daemon_releases_the_slot_of_a_killed_run(tmp_path):
     config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
     config["run_monitoring"].update(poll_interval_seconds=5, free_slots_after_run_end_seconds=5)
     (tmp_path / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
+    prepare_instance_yaml(tmp_path / "home", PROJECT / "dagster.yaml")  # its storage section
     (tmp_path / "landing" / "orders").mkdir(parents=True)
     pause = tmp_path / "pause"
     pause.mkdir()

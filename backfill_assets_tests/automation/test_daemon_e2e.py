@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 from backfill_assets.automation.state import load_cursor
+from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,
@@ -180,7 +180,7 @@ def table(root: Path, name: str) -> list[dict]:
 @pytest.mark.e2e
 def test_daemon_sensor_folds_late_files_into_the_fact(tmp_path):
     (tmp_path / "home").mkdir()
-    shutil.copy(PROJECT / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    prepare_instance_yaml(tmp_path / "home", PROJECT / "dagster.yaml")  # as `make setup` does
     (tmp_path / "landing" / "orders").mkdir(parents=True)
     stage_late_folder(tmp_path / "outbox")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import shutil
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
 )
 from backfill_assets.cli.backfill import run_backfill
+from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.cli.runner import execute
 from backfill_assets.late_data import LandingCursor
 from backfill_assets.settings import Settings
@@ -86,7 +86,7 @@ class Settled:
 def test_the_daemon_settles_a_raced_range_backfill_and_its_rebuild(tmp_path, spark, monkeypatch):
     home, landing = tmp_path / "home", tmp_path / "landing"
     home.mkdir()
-    shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+    prepare_instance_yaml(home, PROJECT / "dagster.yaml")  # as `make setup` prepares one
     env = daemon_env(tmp_path)
     for name in SHARED:  # the CLI's runs, in this process, share the daemon's instance and lake
         monkeypatch.setenv(name, env[name])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
+from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.cli.runner import execute
 from backfill_assets.settings import FIRST_PARTITION_FILE
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path
@@ -96,7 +96,7 @@ def scenario(tmp_path_factory) -> Scenario:
     assert reference.staging(DAYS)[1] == {HELD}
     home = root / "dagster_home"
     home.mkdir()
-    shutil.copy(PROJECT_DIR / "dagster.yaml", home / "dagster.yaml")
+    prepare_instance_yaml(home, PROJECT_DIR / "dagster.yaml")  # as `make setup` prepares one
     return Scenario(landing, root / "lake", home, reference)
 
 

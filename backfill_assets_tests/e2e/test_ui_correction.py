@@ -30,6 +30,7 @@ from backfill_assets.catalog import (
     PLAN_TAG,
 )
 from backfill_assets.cli.backfill import run_backfill
+from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.settings import Settings
 from backfill_assets_tests.e2e import queries
@@ -59,7 +60,7 @@ def tour(tmp_path_factory) -> Scenario:
     shutil.copytree(landing, root / "original_landing")
     home = root / "dagster_home"
     home.mkdir()
-    shutil.copy(PROJECT_DIR / "dagster.yaml", home / "dagster.yaml")
+    prepare_instance_yaml(home, PROJECT_DIR / "dagster.yaml")  # as `make setup` prepares one
     return Scenario(landing, root / "lake", home, Reference(landing), FEED_START)
 
 
