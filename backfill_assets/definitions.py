@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 
 import dagster as dg
 
@@ -31,7 +30,7 @@ from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets
 from backfill_assets.publishing.correcting import CORRECTION_JOB_DESCRIPTION
 from backfill_assets.resources import build_resources
-from backfill_assets.settings import Settings
+from backfill_assets.settings import Settings, environment_key
 
 # The correction-pending checks are reported by the corrections' lifecycle, never run by a job.
 NOT_IN_JOBS = dg.AssetSelection.checks(*CHECK_KEYS)
@@ -94,7 +93,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    return _definitions(Settings.from_env(), frozenset(os.environ.items()))
+    return _definitions(Settings.from_env(), environment_key())
 
 
 @functools.lru_cache(maxsize=4)

@@ -45,6 +45,12 @@ def _environ(env: Env | None) -> Env:
     return os.environ if env is None else env
 
 
+def environment_key() -> frozenset[tuple[str, str]]:
+    """This process's whole environment, hashable: what every setting is read from, so a key
+    for what is built from them (``definitions.defs``)."""
+    return frozenset(os.environ.items())
+
+
 def dagster_home(env: Env | None = None) -> Path:
     """``DAGSTER_HOME``, the Dagster instance's folder (default ``.dagster_home``)."""
     return Path(_environ(env).get("DAGSTER_HOME", ".dagster_home"))
