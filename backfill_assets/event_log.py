@@ -12,7 +12,9 @@ This subclass:
 
 - keeps one engine per file (the most recently used ``MAX_ENGINES``), each with a pool that keeps
   one SQLite connection; a second thread that writes at the same moment gets a connection of its
-  own, closed when it is done. Dagster's lock and its busy timeout are unchanged.
+  own, closed when it is done. Dagster's lock and its busy timeout are unchanged; the engines
+  are looked up under a lock of their own, since Dagster holds its lock for a whole connection
+  and asks ``has_table`` inside one (reading the pools' slots).
 - commits with ``PRAGMA synchronous=NORMAL``: Dagster opens these files in WAL mode, where a
   commit is then written to the log without an fsync, and the log is synced at each checkpoint.
   A process that is killed loses nothing it committed; a power cut or an operating system crash
@@ -31,6 +33,7 @@ instance is on SQLite.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -73,6 +76,9 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines: OrderedDict[str, Engine] = OrderedDict()
+        # Guards ``_engines`` alone, held for no statement: Dagster's ``_db_lock`` is held for
+        # a whole connection, and Dagster asks ``has_table`` while holding one.
+        self._engines_lock = threading.Lock()
         super().__init__(base_dir, inst_data=inst_data)
         _STORAGES.add(self)
 
@@ -83,6 +89,10 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
         return cls(inst_data=inst_data, **config_value)
 
     def _engine(self, shard: str) -> Engine:
+        with self._engines_lock:
+            return self._kept_engine(shard)
+
+    def _kept_engine(self, shard: str) -> Engine:
         engine = self._engines.pop(shard, None)
         if engine is None:
             # One connection kept; any number more while threads overlap, closed on return.
@@ -111,19 +121,19 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
                 yield conn
 
     def has_table(self, table_name: str) -> bool:
-        # Asked of the index before each check evaluation is stored.
-        with self._db_lock:
-            engine = self._engine(INDEX_SHARD_NAME)
+        # Asked of the index before each check evaluation is stored, and while Dagster holds a
+        # connection (so under its ``_db_lock``: not taken here, as Dagster's own class does not)
+        engine = self._engine(INDEX_SHARD_NAME)
         with engine.connect() as conn:
             return bool(engine.dialect.has_table(conn, table_name))
 
     def wipe(self) -> None:
-        with self._db_lock:
+        with self._db_lock, self._engines_lock:
             self._drop_engines()
         super().wipe()
 
     def dispose(self) -> None:
-        with self._db_lock:
+        with self._db_lock, self._engines_lock:
             self._drop_engines()
         super().dispose()
 
@@ -132,6 +142,8 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
             self._engines.popitem()[1].dispose()
 
     def _forget_engines(self) -> None:
-        # In a forked child: leave the parent's connections to the parent, unclosed.
+        # In a forked child: leave the parent's connections to the parent, unclosed. A lock a
+        # parent's thread held at the fork stays held in the child: a new one.
+        self._engines_lock = threading.Lock()
         while self._engines:
             self._engines.popitem()[1].dispose(close=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import threading
 import warnings
 from pathlib import Path
 from typing import Self
@@ -233,3 +234,26 @@ def test_a_forked_process_opens_its_own_connections_and_its_events_are_stored(ho
     db = sqlite3.connect(homes / "history" / "runs" / f"{run_id}.db")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     db.close()
+
+
+def test_the_pools_slots_are_read_while_a_connection_is_open(homes):
+    """Dagster asks whether the index has a table while it holds a connection of its own (the
+    pools' limits, read as the daemon and a run's steps claim slots): that must not wait for the
+    connection it holds. Read in a thread, so a deadlock fails the test instead of hanging it."""
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        instance.event_log_storage.set_concurrency_slots("spark", 2)
+    instance = dg.DagsterInstance.from_config(str(homes))  # it has not asked yet
+    storage = instance.event_log_storage
+    assert isinstance(storage, EngineReusingSqliteEventLogStorage)
+    found: list = []
+    reader = threading.Thread(
+        target=lambda: found.append(storage.get_concurrency_info("spark")), daemon=True
+    )
+    reader.start()
+    reader.join(timeout=60)
+    stuck = reader.is_alive()
+    if not stuck:  # disposing of a storage whose lock a thread keeps would wait forever too
+        instance.dispose()
+    assert not stuck, "reading the pool's slots waited on the connection it holds"
+    [info] = found
+    assert (info.slot_count, info.active_slot_count) == (2, 0)
