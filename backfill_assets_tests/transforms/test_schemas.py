@@ -117,5 +117,6 @@ def test_the_schema_level_check_runs_no_spark_job(spark):
         assert staging_schema_errors(df) == []
         assert staging_schema_errors(df.drop("country")) != []
     finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
+        for name in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            context.setLocalProperty(name, None)  # the shared session's later jobs: no group
     assert list(context.statusTracker().getJobIdsForGroup(group)) == []
