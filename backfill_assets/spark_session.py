@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -148,3 +150,26 @@ def build_session(conf: dict[str, str]) -> SparkSession:
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+@contextmanager
+def listing_on_driver(spark: SparkSession, paths: int) -> Iterator[None]:
+    """Stat ``paths`` paths on the driver instead of in a Spark job, while a reader is built.
+
+    Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
+    distributed job just to stat them, one task per path: for a year of daily files or folders
+    that job costs more than the read it prepares (2.5-4.7 s against 0.3-0.5 s for the year's
+    375 landing folders here). The paths are the lake's files from its log or the landing's
+    day folders, so a serial listing is cheap. The index is built while the reader's
+    ``parquet()`` or ``text()`` runs, so the setting is restored right after.
+    """
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, str(max(paths + 1, int(previous or 32))))
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)

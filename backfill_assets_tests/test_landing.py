@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 from backfill_assets.landing.layout import (
@@ -17,6 +17,7 @@ from backfill_assets.late_data.scan import scan_dataset
 from backfill_assets.transforms.orders import validate_orders
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets_tests.reference import judge
+from backfill_assets_tests.spark_jobs import jobs_started
 
 JAN2, JAN3, JAN4, JAN5 = date(2024, 1, 2), date(2024, 1, 3), date(2024, 1, 4), date(2024, 1, 5)
 
@@ -56,6 +57,23 @@ def test_listing_skips_unfinished_and_foreign_files(tmp_path):
     ]
     assert landed_partitions(tmp_path, "orders") == [JAN2, JAN3, JAN5]
     assert landed_partitions(tmp_path / "nowhere", "fx_rates") == []
+
+
+def test_a_year_of_day_folders_is_listed_without_a_spark_job(spark, tmp_path):
+    """Spark lists more than 32 folders in a job of its own, one task per folder, unless told
+    to list them on the driver: building the reader of 40 days' folders starts no job, and the
+    rows are every file's."""
+    days = [JAN2 + timedelta(days=n) for n in range(40)]
+    for n, day in enumerate(days):
+        _write(tmp_path, f"orders/arrival_date={day}/part-{n}.jsonl", f'{{"n": {n}}}\n')
+    files = list_landing_files(tmp_path, "orders", days)
+    with jobs_started(spark) as jobs:
+        lines = read_order_lines(spark, tmp_path, files)
+    assert jobs == []
+    rows = lines.collect()
+    assert sorted((r["arrival_date"], r["payload"]) for r in rows) == [
+        (day, f'{{"n": {n}}}') for n, day in enumerate(days)
+    ]
 
 
 def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):

@@ -11,8 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,6 +20,7 @@ from pyspark.sql.types import StructField, StructType
 
 from backfill_assets.lake.keys import LakeError, date_text
 from backfill_assets.lake.storage import is_s3
+from backfill_assets.spark_session import listing_on_driver
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -82,7 +82,7 @@ def read_files(
         from backfill_assets.lake.s3_files import read_s3_files
 
         return read_s3_files(spark, table_dir, schema, column, files)
-    with _listing_on_driver(spark, len(files)):
+    with listing_on_driver(spark, len(files)):
         if column is None:
             return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
         if all(
@@ -98,28 +98,6 @@ def read_files(
             )
             return frame.select(*names)
         return _read_by_partition(spark, table_dir, schema, column, files).select(*names)
-
-
-@contextmanager
-def _listing_on_driver(spark: SparkSession, paths: int) -> Iterator[None]:
-    """Stat the listed files on the driver instead of in a Spark job.
-
-    Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
-    distributed job just to stat them, one task per path: for a year of daily files
-    that job costs more than the read it prepares. The paths are exact files from the
-    log, so a serial stat is cheap. The index is built while ``parquet()`` runs, so
-    the setting is restored right after.
-    """
-    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, str(max(paths + 1, int(previous or 32))))
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
 
 
 def _read_by_partition(

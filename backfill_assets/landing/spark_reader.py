@@ -23,6 +23,7 @@ from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, is_s3, storage_for
 from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
 from backfill_assets.settings import S3Settings
+from backfill_assets.spark_session import listing_on_driver
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS, UTF8_COLUMN
 
 if TYPE_CHECKING:
@@ -78,9 +79,10 @@ def _read_texts(
     """(source_file, value): the whole text of each file's folder's ``*suffix`` files, with the
     path of each relative to the landing root.
 
-    Spark is given the partition folders, not the files: listing thousands of
-    file paths makes it start a distributed listing job far slower than the
-    read itself. Files the listing did not select are dropped later by a join.
+    Spark is given the partition folders, not the files, and lists them on the driver
+    (``listing_on_driver``): a distributed listing job of thousands of paths, or of a year's
+    folders, is far slower than the listing itself. Files the listing did not select are
+    dropped later by a join.
     """
     if is_s3(landing_root):
         return _read_s3_texts(spark, os.fspath(landing_root), files)
@@ -89,9 +91,10 @@ def _read_texts(
     paths = [_GLOB_CHARS.sub(r"\\\1", folder) for folder in folders]
     # recursiveFileLookup: a stray sub-folder named like `x=1` must not turn into a
     # partition column (or a "conflicting directory structures" failure).
-    texts = spark.read.text(
-        paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
-    )
+    with listing_on_driver(spark, len(paths)):
+        texts = spark.read.text(
+            paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
+        )
     return texts.select(_relative_path_of_input().alias("source_file"), "value")
 
 

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from backfill_assets.lake import CommitInfo, Lake, LakeError
+from backfill_assets_tests.spark_jobs import jobs_started
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 
@@ -90,13 +91,8 @@ def test_lake_read_of_many_files_runs_no_listing_job(lake):
     days = [D1 + dt.timedelta(days=n) for n in range(40)]
     df = lake.spark.createDataFrame([(day, n) for n, day in enumerate(days)], "d date, id bigint")
     lake.replace_partitions("raw/t", df, "d", days, CommitInfo("r", "c"))
-    context = lake.spark.sparkContext
-    context.setJobGroup("lake-read-probe", "listing probe")
-    try:
+    with jobs_started(lake.spark) as jobs:
         frame, _ = lake.read_partitions("raw/t", "d", days)
-        jobs = context.statusTracker().getJobIdsForGroup("lake-read-probe")
-    finally:
-        context.setJobGroup("", "")
-    assert list(jobs) == []
+    assert jobs == []
     assert frame.count() == 40
     assert frame.agg({"id": "sum"}).collect()[0][0] == sum(range(40))

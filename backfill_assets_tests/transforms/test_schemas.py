@@ -16,6 +16,7 @@ from backfill_assets.transforms.schemas import (
     STAGING_ORDERS,
     staging_schema_errors,
 )
+from backfill_assets_tests.spark_jobs import jobs_started
 
 DAYS = [date(2024, 1, day) for day in (1, 2, 3)]
 
@@ -110,13 +111,7 @@ def test_the_schema_level_check_runs_no_spark_job(spark):
     """The schema-level check reads the frame's schema only: no Spark job (pandera's own
     not-null check would run one per column, even on no rows)."""
     df = spark.createDataFrame([_row(), _row("o-2", day=2)], STAGING_ORDERS)
-    group = "staging-schema-errors"
-    context = spark.sparkContext
-    context.setJobGroup(group, "the schema-level check alone")
-    try:
+    with jobs_started(spark) as jobs:
         assert staging_schema_errors(df) == []
         assert staging_schema_errors(df.drop("country")) != []
-    finally:
-        for name in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
-            context.setLocalProperty(name, None)  # the shared session's later jobs: no group
-    assert list(context.statusTracker().getJobIdsForGroup(group)) == []
+    assert jobs == []
