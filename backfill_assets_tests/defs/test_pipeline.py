@@ -256,6 +256,16 @@ def test_written_tables_have_the_contracts_columns_types_and_partitioning(env, f
         assert written.metadata().partition_columns == [partitioned_by], table
 
 
+def test_staging_writes_each_published_day_as_one_file(env, first_backfill):
+    """Staging's write takes the rows where its dedupe left them (by blocks of days, each
+    task's sorted by day): a day in two pieces of a task, or in two tasks, would be two files."""
+    from deltalake import DeltaTable
+
+    files = DeltaTable(str(env.settings.lake_dir / "staging/orders")).file_uris()
+    per_day = Counter(f.split("event_date=")[1][:10] for f in files)
+    assert per_day == Counter({str(d): 1 for d in GOOD})
+
+
 def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, first_backfill):
     expected, held = reference.staging(GOOD)
     assert held == set()
