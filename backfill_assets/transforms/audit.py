@@ -9,12 +9,13 @@ rate and rule violations per event day. Fact: totals per event day.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import date
 from decimal import Decimal
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
@@ -24,28 +25,47 @@ from backfill_assets.transforms.schemas import staging_row_rules
 FileKey = tuple[date, str]
 
 
-def line_hash():
+def _hash64() -> Column:
+    return F.xxhash64(F.col("line_number"), F.col("payload"))
+
+
+def line_hash() -> Column:
     """A record's hash: its line number and payload (summed per file, order-independent)."""
-    return F.xxhash64(F.col("line_number"), F.col("payload")).cast("decimal(20,0)")
+    return _hash64().cast("decimal(20,0)")
 
 
-def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tuple[int, Decimal]]:
+def checksum_sums(hashes: Column, name: str) -> list[Column]:
+    """The exact sum of the 64-bit ``hashes`` as two BIGINT sums: ``<name>_high``, of each
+    hash's upper 32 bits (signed), and ``<name>_low``, of its lower 32 bits. Spark adds longs
+    in its generated code, where a DECIMAL(20,0) sum adds a BigDecimal per row; ``checksum_of``
+    joins the two. Exact for fewer than 2^31 rows per group."""
+    bits = hashes.cast("bigint")
+    return [
+        F.sum(F.shiftright(bits, 32)).alias(f"{name}_high"),
+        F.sum(bits.bitwiseAND(F.lit(0xFFFFFFFF))).alias(f"{name}_low"),
+    ]
+
+
+def checksum_of(sums: Row | Mapping[str, int | None], name: str) -> int:
+    """The sum ``checksum_sums`` took as ``name``, from a row or an observation (0: no rows)."""
+    return (sums[f"{name}_high"] or 0) * 2**32 + (sums[f"{name}_low"] or 0)
+
+
+def line_fingerprints(df: DataFrame, partition_column: str) -> dict[FileKey, tuple[int, int]]:
     """(partition, source_file) -> (records, order-free checksum of line numbers and payloads)."""
     rows = (
         df.groupBy(F.col(partition_column).alias("partition"), F.col("source_file"))
-        .agg(F.count(F.lit(1)).alias("records"), F.sum(line_hash()).alias("checksum"))
+        .agg(F.count(F.lit(1)).alias("records"), *checksum_sums(_hash64(), "checksum"))
         .collect()
     )
-    return {(r["partition"], r["source_file"]): (r["records"], r["checksum"]) for r in rows}
+    return {
+        (r["partition"], r["source_file"]): (r["records"], checksum_of(r, "checksum")) for r in rows
+    }
 
 
 def stored_fingerprints(
     df: DataFrame, partition_column: str, column: str
-) -> tuple[
-    dict[FileKey, tuple[int, Decimal | int]],
-    dict[date, dict],
-    dict[FileKey, tuple[int, Decimal | int]],
-]:
+) -> tuple[dict[FileKey, tuple[int, int]], dict[date, dict], dict[FileKey, tuple[int, int]]]:
     """From rows read back that carry the ``line_hash`` their line had when it was read, in one
     pass: the fingerprints of the lines as read (the stored hashes), ``counts_by(column)``, and
     the fingerprints of the lines as stored (``line_hash()`` of the payloads read back)."""
@@ -53,19 +73,19 @@ def stored_fingerprints(
         df.groupBy(F.col(partition_column).alias("partition"), "source_file", column)
         .agg(
             F.count(F.lit(1)).alias("records"),
-            F.sum("line_hash").alias("read"),
-            F.sum(line_hash()).alias("stored"),
+            *checksum_sums(F.col("line_hash"), "read"),
+            *checksum_sums(_hash64(), "stored"),
         )
         .collect()
     )
-    read: dict[FileKey, tuple[int, Decimal | int]] = {}
-    stored: dict[FileKey, tuple[int, Decimal | int]] = {}
+    read: dict[FileKey, tuple[int, int]] = {}
+    stored: dict[FileKey, tuple[int, int]] = {}
     counts: dict[date, dict] = defaultdict(lambda: defaultdict(int))
     for r in rows:
         key = (r["partition"], r["source_file"])
-        for side, checksum in ((read, r["read"]), (stored, r["stored"])):
+        for side, name in ((read, "read"), (stored, "stored")):
             records, total = side.get(key, (0, 0))
-            side[key] = (records + r["records"], total + int(checksum))  # exact ints
+            side[key] = (records + r["records"], total + checksum_of(r, name))
         counts[r["partition"]][r[column]] += r["records"]
     return read, {day: dict(by_value) for day, by_value in counts.items()}, stored
 
@@ -79,7 +99,7 @@ def counts_by(df: DataFrame, partition_column: str, column: str) -> dict[date, d
 
 
 def rows_per_partition(
-    fingerprints: dict[FileKey, tuple[int, Decimal | int]],
+    fingerprints: dict[FileKey, tuple[int, int]],
 ) -> dict[date, int]:
     totals: dict[date, int] = defaultdict(int)
     for (partition, _), (records, _) in fingerprints.items():
@@ -97,56 +117,88 @@ def staging_stats(
     same as by order id on a day whose ids are unique, and a day whose are not is held).
 
     Two aggregations Spark runs hash-based, each a pass over the narrow columns it reads: the
-    distinct ids per day (``ids_per_day``), and the rest per (day, status, currency), folded
-    per day here. Not a distinct count beside the other figures,
-    which makes Spark expand and shuffle every row twice, nor one aggregation per order id
-    carrying its status, whose string maximum makes Spark sort every row instead of hashing.
+    distinct ids per day (``ids_per_day``), and the rest per (day, status, currency, the rules
+    the row breaks), folded per day here. The rules a row breaks are one number, a bit per rule
+    (``broken_rules``), so the aggregation keeps a row count and one sum, not a count per rule.
+    Not a distinct count beside the other figures, which makes Spark expand and shuffle every
+    row twice, nor one aggregation per order id carrying its status, whose string maximum
+    makes Spark sort every row instead of hashing, nor the unpriced orders' ids collected in
+    the pass, which makes Spark keep every group's list as an object: a day with an order
+    lacking a rate, which is held, has them read by a query of its own (``_unpriced_orders``).
     ``history``, published staging rows of other days (the warning checks' trailing days),
     joins the same passes."""
     if history is not None:
         staging = staging.unionByName(history.select(*staging.columns))
-    no_rate = F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
-    paid = F.col("status") == F.lit("paid")
     rules = staging_row_rules()
+    paid = F.col("status") == F.lit("paid")
     rows = (
-        staging.groupBy("event_date", "status", "currency")
+        staging.groupBy("event_date", "status", "currency", broken_rules(rules).alias("broken"))
         .agg(
             F.count(F.lit(1)).alias("rows"),
-            F.sum(F.when(no_rate, 1).otherwise(0)).alias("without_rate"),
-            F.slice(
-                F.sort_array(
-                    F.collect_list(F.when(no_rate, F.concat_ws(":", "order_id", "currency")))
-                ),
-                1,
-                5,
-            ).alias("first_without_rate"),
             F.sum(F.when(paid, F.col("amount_usd"))).alias("paid_usd"),
-            *[
-                F.sum(F.when(~no_rate & broken, 1).otherwise(0)).alias(f"_rule_{i}")
-                for i, broken in enumerate(rules.values())
-            ],
         )
         .collect()
     )
     stats: dict[date, dict] = {}
     for day, (ids, _) in ids_per_day(staging, days).items():
         stats.setdefault(day, _empty_stats())["distinct_ids"] = ids
+    unpriced: set[date] = set()
     for r in rows:
         s = stats.setdefault(r["event_date"], _empty_stats())
-        for k in ("rows", "without_rate"):
-            s[k] += r[k]
-        s["first_without_rate"] = sorted(s["first_without_rate"] + list(r["first_without_rate"]))[
-            :5
-        ]
-        for i, name in enumerate(rules):
-            if r[f"_rule_{i}"]:
-                s["rule_violations"][name] = s["rule_violations"].get(name, 0) + r[f"_rule_{i}"]
+        s["rows"] += r["rows"]
+        if r["broken"] == UNPRICED:
+            s["without_rate"] += r["rows"]
+            unpriced.add(r["event_date"])
+        else:
+            for i, name in enumerate(rules):
+                if r["broken"] >> i & 1:
+                    s["rule_violations"][name] = s["rule_violations"].get(name, 0) + r["rows"]
         s["statuses"][r["status"]] = s["statuses"].get(r["status"], 0) + r["rows"]
         s["currencies"][r["currency"]] = s["currencies"].get(r["currency"], 0) + r["rows"]
         if r["status"] == "paid":
             s["paid_orders"] += r["rows"]
             s["paid_usd"] += r["paid_usd"] or 0
+    for day, first in _unpriced_orders(staging, unpriced).items():
+        stats[day]["first_without_rate"] = first
     return stats
+
+
+# ``broken_rules`` of a row without a rate: the data rules judge priced rows only.
+UNPRICED = -1
+
+
+def _without_rate() -> Column:
+    return F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
+
+
+def broken_rules(rules: dict[str, Column]) -> Column:
+    """The rules of ``rules`` a row breaks, as a number whose bit i is rule i (0: none);
+    ``UNPRICED`` for a row without a rate, whose rules are not counted (an order without a rate
+    is fx_rate_present's to report, not the schema's)."""
+    if len(rules) > 62:
+        raise ValueError(f"{len(rules)} rules do not fit the bits of one BIGINT")
+    bits = [
+        F.when(rule, F.lit(1 << i)).otherwise(F.lit(0)) for i, rule in enumerate(rules.values())
+    ]
+    broken = functools.reduce(Column.bitwiseOR, bits, F.lit(0)).cast("bigint")
+    return F.when(_without_rate(), F.lit(UNPRICED).cast("bigint")).otherwise(broken)
+
+
+def _unpriced_orders(staging: DataFrame, days: set[date], first: int = 5) -> dict[date, list[str]]:
+    """Per day of ``days``: the ``first`` "order_id:currency" of its rows without a rate, sorted."""
+    if not days:
+        return {}
+    found = (
+        staging.filter(F.col("event_date").isin(sorted(days)) & _without_rate())
+        .groupBy("event_date")
+        .agg(
+            F.slice(
+                F.sort_array(F.collect_list(F.concat_ws(":", "order_id", "currency"))), 1, first
+            ).alias("first")
+        )
+        .collect()
+    )
+    return {r["event_date"]: list(r["first"]) for r in found}
 
 
 def _empty_stats() -> dict:

@@ -10,6 +10,8 @@ from pyspark.sql import functions as F
 
 from backfill_assets.days import days_between
 from backfill_assets.transforms.audit import (
+    checksum_of,
+    checksum_sums,
     counts_by,
     fact_totals,
     ids_per_day,
@@ -39,6 +41,28 @@ def test_fingerprints_count_records_per_file_and_ignore_row_order(spark):
     assert forward == backward
     assert {k: v[0] for k, v in forward.items()} == dict(Counter((r[0], r[1]) for r in LINES))
     assert rows_per_partition(forward) == {A: 3, B: 1}
+
+
+def test_checksums_are_the_exact_sums_of_the_hashes_at_the_edges_of_64_bits(spark):
+    """The checksum is carried as two BIGINT sums; joined, it is the exact integer sum, however
+    the hashes' signs and magnitudes mix (a sum of the extremes overflows 64 bits)."""
+    edges = [-(2**63), 2**63 - 1, -1, 0, 1, 2**32, 2**32 - 1, -(2**32), 2**62 + 12345]
+    groups = {"a": edges * 3, "b": [2**63 - 1] * 5, "c": [-(2**63)] * 5}
+    rows = [(g, h) for g, hs in groups.items() for h in hs]
+    sums = (
+        spark.createDataFrame(rows, "g string, h bigint")
+        .groupBy("g")
+        .agg(*checksum_sums(F.col("h"), "sum"))
+        .collect()
+    )
+    assert {r["g"]: checksum_of(r, "sum") for r in sums} == {g: sum(hs) for g, hs in groups.items()}
+
+
+def test_fingerprints_sum_spark_hashes_of_the_lines_exactly(spark):
+    df = spark.createDataFrame(LINES, SCHEMA)
+    hashes = [int(r[0]) for r in df.select(line_hash()).collect()]
+    prints = line_fingerprints(df, "arrival_date")
+    assert sum(total for _, total in prints.values()) == sum(hashes)
 
 
 def test_fingerprints_change_with_a_payload_or_a_line_number(spark):
@@ -116,6 +140,39 @@ def test_staging_stats_count_rows_ids_and_orders_without_a_rate(spark):
         assert stats[day]["distinct_ids"] == len({o[0] for o in rows})
         assert stats[day]["without_rate"] == sum(1 for o in rows if o[9] is None)
     assert list(stats[A]["first_without_rate"]) == ["o-4:EUR"]
+
+
+def test_the_first_orders_without_a_rate_are_the_days_smallest_across_statuses_and_currencies(
+    spark,
+):
+    """Seven unpriced orders of one day in three (status, currency) groups: the five smallest
+    "order_id:currency" of the day, and the rules broken by priced rows counted per rule, each
+    row once per rule it breaks, however the rows share their groups."""
+    unpriced = [
+        _order(
+            f"u-{n}",
+            status=("paid", "placed")[n % 2],
+            currency=("EUR", "GBP")[n % 3 == 0],
+            rate=None,
+            usd=None,
+        )
+        for n in (9, 3, 7, 1, 8, 2, 5)
+    ]
+    broken = [
+        _order("b-1", country="de"),  # country pattern
+        _order("b-2", country="de", status="lost"),  # country pattern and status
+        _order("b-3", status="lost", currency="GBP"),  # status
+    ]
+    rows = [*unpriced, *broken, _order("ok-1"), _order("ok-2", day=B)]
+    stats = staging_stats(spark.createDataFrame(rows, STAGING_ORDERS), [A, B])
+    labels = sorted(f"{o[0]}:{o[7]}" for o in unpriced)
+    assert list(stats[A]["first_without_rate"]) == labels[:5]
+    assert stats[A]["without_rate"] == 7 and stats[B]["without_rate"] == 0
+    assert list(stats[B]["first_without_rate"]) == []
+    violations = {rule.split(":")[0]: n for rule, n in stats[A]["rule_violations"].items()}
+    assert violations == {"country": 2, "status": 2}
+    assert stats[B]["rule_violations"] == {}
+    assert stats[A]["statuses"] == dict(Counter(o[5] for o in rows if o[3] == A))
 
 
 def test_an_amount_usd_that_does_not_fit_counts_as_an_order_without_a_rate(spark):

@@ -4,7 +4,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import date
-from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -43,6 +42,7 @@ from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.audit import (
     FileKey,
+    checksum_sums,
     counts_by,
     line_fingerprints,
     line_hash,
@@ -83,7 +83,9 @@ def build_raw_orders(step: Publication, days: list[date], resources: Any) -> Non
     )
     in_flight = Observation("raw_orders_read")
     observed = read.withColumn("line_hash", line_hash()).observe(
-        in_flight, F.count(F.lit(1)).alias("records"), F.sum("line_hash").alias("checksum")
+        in_flight,
+        F.count(F.lit(1)).alias("records"),
+        *checksum_sums(F.col("line_hash"), "checksum"),
     )
     commit = commit_info(step.context, RAW_ORDERS, days, {})
     raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit, in_day_blocks=True)
@@ -169,8 +171,8 @@ def build_raw_fx_rates(
 
 
 def _by_partition(
-    found: dict[FileKey, tuple[int, Decimal]], first: date
-) -> dict[FileKey, tuple[int, Decimal]]:
+    found: dict[FileKey, tuple[int, int]], first: date
+) -> dict[FileKey, tuple[int, int]]:
     """Fingerprints keyed by the raw_fx_rates partition that holds each file's rate date; no two
     keys merge, since a file's path names its rate date."""
     return {(rate_partition(d, first), path): v for (d, path), v in found.items()}

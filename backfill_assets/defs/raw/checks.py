@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import date
-from decimal import Decimal
 
 import dagster as dg
 
 from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.publishing.publication import CheckOutcome
-from backfill_assets.transforms.audit import FileKey
+from backfill_assets.transforms.audit import FileKey, checksum_of
 
 RAW_MATCHES_LANDING = "raw_matches_landing"
 QUARANTINE_RECONCILES = "quarantine_reconciles"
@@ -64,7 +63,7 @@ def landing_outcomes(
     stored = (sum(v[0] for v in expected.values()), sum(int(v[1]) for v in expected.values()))
     lost = read_totals is not None and stored != (
         read_totals["records"],
-        int(read_totals["checksum"] or 0),
+        checksum_of(read_totals, "checksum"),
     )
     outcomes = []
     for day in days:
@@ -112,8 +111,8 @@ def quarantine_outcomes(
 def compare_files(
     day: date,
     listed_files: set[str],
-    expected: dict[FileKey, tuple[int, Decimal | int]],
-    actual: dict[FileKey, tuple[int, Decimal | int]],
+    expected: dict[FileKey, tuple[int, int]],
+    actual: dict[FileKey, tuple[int, int]],
 ) -> tuple[bool, dict]:
     """Raw[day] against the landing files of ``day``: same files, same counts, same payloads."""
     exp = {f: v for (d, f), v in expected.items() if d == day}
