@@ -65,6 +65,7 @@ def write_files(
     dates: list[dt.date],
     spread: int = 1,
     in_day_blocks: bool = False,
+    nulls_apart: str | None = None,
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them.
 
@@ -75,14 +76,23 @@ def write_files(
     rest. With ``in_day_blocks`` the rows already arrive so, each task's sorted by partition
     (sent by ``by_day_blocks`` upstream, then only narrow steps), and are written where they
     are, with no shuffle or sort here. Only the file count rests on that: a partition whose rows
-    come apart in a task, or reach two tasks, is written as more than one file."""
+    come apart in a task, or reach two tasks, is written as more than one file. With
+    ``nulls_apart``, a column's NULL rows and its other rows go to row groups of their own, so
+    a reader that wants only one kind skips the other's row groups by their statistics (raw's
+    ``_reason``: the quarantine's split reads the rejected records' groups alone)."""
     field = next((f for f in df.schema.fields if f.name == column), None)
     if field is None or not isinstance(field.dataType, DateType):
         raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
     allowed = frozenset(date_text(day) for day in dates)
     storage = storage_for(table_dir)
+    if nulls_apart is not None and nulls_apart not in df.columns:
+        raise LakeError(f"nulls_apart: {nulls_apart!r} is not a column of the DataFrame")
     task = _FileTask(
-        table_dir, column, allowed, storage.settings if isinstance(storage, S3Storage) else None
+        table_dir,
+        column,
+        allowed,
+        storage.settings if isinstance(storage, S3Storage) else None,
+        nulls_apart,
     )
     if spread > 1 and in_day_blocks:
         raise LakeError("spread and in_day_blocks exclude each other: each arranges the rows")
@@ -125,18 +135,24 @@ def remove_files(table_dir: str, paths: list[str]) -> None:
 
 
 class _FileTask:
-    """The mapInArrow function; a class so Spark pickles only these four fields."""
+    """The mapInArrow function; a class so Spark pickles only these five fields."""
 
     def __init__(
-        self, table_dir: str, column: str, allowed: frozenset[str], s3: S3Settings | None
+        self,
+        table_dir: str,
+        column: str,
+        allowed: frozenset[str],
+        s3: S3Settings | None,
+        nulls_apart: str | None = None,
     ) -> None:
         self.table_dir, self.column, self.allowed, self.s3 = table_dir, column, allowed, s3
+        self.nulls_apart = nulls_apart
 
     def __call__(self, batches):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        sink = _PartitionSink(self.table_dir, self.column, self.s3)
+        sink = _PartitionSink(self.table_dir, self.column, self.s3, self.nulls_apart)
         outside: dict[str | None, int] = {}
         for batch in batches:
             keys = batch.column(self.column)
@@ -191,8 +207,14 @@ def _result_schema():
 class _PartitionSink:
     """One open Parquet file at a time; input arrives sorted by partition, so this suffices."""
 
-    def __init__(self, table_dir: str, column: str, s3: S3Settings | None = None) -> None:
-        self.table_dir, self.column = table_dir, column
+    def __init__(
+        self,
+        table_dir: str,
+        column: str,
+        s3: S3Settings | None = None,
+        nulls_apart: str | None = None,
+    ) -> None:
+        self.table_dir, self.column, self.nulls_apart = table_dir, column, nulls_apart
         # on S3, pyarrow's filesystem and the table as it names it (bucket/prefix/table)
         self.filesystem = None if s3 is None else arrow_s3(s3)
         self.base = table_dir.removeprefix(S3_SCHEME) if s3 is not None else table_dir
@@ -230,9 +252,21 @@ class _PartitionSink:
             self.writer = pq.ParquetWriter(
                 target, table.schema, compression="snappy", filesystem=self.filesystem
             )
-        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        for group in self._row_groups(table):
+            self.writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
         self.file_rows += table.num_rows
         self.pending, self.pending_rows = [], 0
+
+    def _row_groups(self, table: pa.Table) -> list[pa.Table]:
+        """``table``, or its rows with a ``nulls_apart`` value and its rows without, each kind
+        then written as row groups of its own (one ``write_table`` each)."""
+        import pyarrow.compute as pc
+
+        if self.nulls_apart is None:
+            return [table]
+        missing = pc.is_null(table.column(self.nulls_apart))
+        parts = [table.filter(pc.invert(missing)), table.filter(missing)]
+        return [part for part in parts if part.num_rows]
 
     def _close_file(self) -> None:
         from backfill_assets.testing.faults import pause_point

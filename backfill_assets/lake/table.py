@@ -343,11 +343,13 @@ class Lake:
         stage_id: str | None = None,
         spread: int = 1,
         in_day_blocks: bool = False,
+        nulls_apart: str | None = None,
     ) -> StagedVersion:
         """Write ``df``'s rows of ``partitions`` into the table's storage without committing
         them: no reader of the table sees them until ``publish``; ``spread`` > 1 writes each
         partition from up to that many tasks, ``in_day_blocks`` takes the rows as they are
-        arranged already (``write_files``). Rows outside the set raise
+        arranged already, ``nulls_apart`` writes a column's NULL rows and its others in row
+        groups of their own (``write_files``). Rows outside the set raise
         LakeError before anything is recorded."""
         dates = self._dates(partitions)
         column = check_column_name(partition_column)
@@ -361,7 +363,7 @@ class Lake:
         pause_point("before_files")
         self.storage.makedirs(table_dir)
         io_step("files.write")
-        written = write_files(df, table_dir, column, dates, spread, in_day_blocks)
+        written = write_files(df, table_dir, column, dates, spread, in_day_blocks, nulls_apart)
         pause_point("after_files")
         staged = StagedVersion(
             table=table,

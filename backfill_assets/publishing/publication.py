@@ -245,10 +245,12 @@ class Publication:
         commit: CommitInfo,
         spread: int = 1,
         in_day_blocks: bool = False,
+        nulls_apart: str | None = None,
     ) -> StagedVersion:
         """Write ``df``'s rows of ``days`` beside ``table``'s data, invisible to its readers
         (each day from up to ``spread`` tasks: the skew mitigation, ``transforms.skew``;
-        ``in_day_blocks``: the rows arrive by blocks of days already, ``write_files``)."""
+        ``in_day_blocks``: the rows arrive by blocks of days already; ``nulls_apart``: a
+        column's NULL rows in row groups of their own; ``write_files``)."""
         if table.path not in self._tables_seen:
             self._tables_seen.add(table.path)
             self.close_abandoned(table)
@@ -261,6 +263,7 @@ class Publication:
             stage_id=f"{STEP_STAGE_PREFIX}{new_id()}",
             spread=spread,
             in_day_blocks=in_day_blocks,
+            nulls_apart=nulls_apart,
         )
         self._staged.append(staged)
         return staged

@@ -266,6 +266,28 @@ def test_staging_writes_each_published_day_as_one_file(env, first_backfill):
     assert per_day == Counter({str(d): 1 for d in GOOD})
 
 
+def test_raw_keeps_its_rejected_records_in_row_groups_of_their_own(env, first_backfill):
+    """The quarantine's split filters raw on ``_reason``: each row group of raw's files holds
+    either rejected records alone or valid ones alone, so the filter skips the others."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    kinds = Counter()
+    for uri in DeltaTable(str(env.settings.lake_dir / "raw/orders")).file_uris():
+        meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
+        index = meta.schema.names.index("_reason")
+        for g in range(meta.num_row_groups):
+            rows, nulls = meta.row_group(g).num_rows, meta.row_group(g).column(index).statistics
+            kinds[
+                "valid"
+                if nulls.null_count == rows
+                else "rejected"
+                if not nulls.null_count
+                else "mixed"
+            ] += 1
+    assert kinds["mixed"] == 0 and kinds["valid"] and kinds["rejected"], kinds
+
+
 def test_staging_equals_the_contract_and_skips_the_held_day(env, reference, first_backfill):
     expected, held = reference.staging(GOOD)
     assert held == set()

@@ -88,7 +88,15 @@ def build_raw_orders(step: Publication, days: list[date], resources: Any) -> Non
         *checksum_sums(F.col("line_hash"), "checksum"),
     )
     commit = commit_info(step.context, RAW_ORDERS, days, {})
-    raw = step.stage(RAW_ORDERS_TABLE, raw_rows(observed), days, commit, in_day_blocks=True)
+    # The rejected records in row groups of their own: the quarantine's split reads only those.
+    raw = step.stage(
+        RAW_ORDERS_TABLE,
+        raw_rows(observed),
+        days,
+        commit,
+        in_day_blocks=True,
+        nulls_apart="_reason",
+    )
     stored = parsed_view(step.read_staged(raw))
     quarantine = step.stage(QUARANTINE_TABLE, quarantine_rows(stored), days, commit)
 
