@@ -22,6 +22,8 @@ This subclass:
   corrupts the file. The lake's tables do not depend on it: a partition's publish is its Delta
   commit, and a lost event only makes Dagster show a built partition as not built yet.
 - drops its connections in a forked child, which opens its own, as SQLite requires.
+- remembers which of the index's tables and asset-key columns it found, which Dagster asks
+  about before storing every check evaluation and materialization (a schema query each).
 
 The files and their layout are Dagster's own, and so are the schema migrations. An instance can
 switch to or from this class at any time; the webserver and the daemon may use either.
@@ -79,6 +81,10 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
         # Guards ``_engines`` alone, held for no statement: Dagster's ``_db_lock`` is held for
         # a whole connection, and Dagster asks ``has_table`` while holding one.
         self._engines_lock = threading.Lock()
+        # The index's tables and asset-key columns found there: once there, they stay (only a
+        # wipe drops them, and forgets these).
+        self._tables_found: set[str] = set()
+        self._asset_key_columns_found: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
         _STORAGES.add(self)
 
@@ -123,13 +129,29 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
     def has_table(self, table_name: str) -> bool:
         # Asked of the index before each check evaluation is stored, and while Dagster holds a
         # connection (so under its ``_db_lock``: not taken here, as Dagster's own class does not)
+        if table_name in self._tables_found:
+            return True
         engine = self._engine(INDEX_SHARD_NAME)
         with engine.connect() as conn:
-            return bool(engine.dialect.has_table(conn, table_name))
+            found = bool(engine.dialect.has_table(conn, table_name))
+        if found:
+            self._tables_found.add(table_name)
+        return found
+
+    def _has_asset_key_col_on_connection(self, conn: Connection, column_name: str) -> bool:
+        # Asked before each materialization is indexed: the asset keys table's columns, read.
+        if column_name in self._asset_key_columns_found:
+            return True
+        found = super()._has_asset_key_col_on_connection(conn, column_name)
+        if found:
+            self._asset_key_columns_found.add(column_name)
+        return found
 
     def wipe(self) -> None:
         with self._db_lock, self._engines_lock:
             self._drop_engines()
+            self._tables_found.clear()
+            self._asset_key_columns_found.clear()
         super().wipe()
 
     def dispose(self) -> None:

@@ -109,6 +109,28 @@ class ConnectionsOpened:
         event.remove(Pool, "connect", self._connected)
 
 
+class SchemaQuestions:
+    """How many statements asked the event log's index (``history/runs/index.db``) about its
+    schema (a table's columns, or whether it exists) while counting. (A new run's own file is
+    asked about each table once, as it is created.)"""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _executed(self, conn, _cursor, statement: str, *_args) -> None:
+        asks = (
+            "table_info" in statement or "table_xinfo" in statement or "sqlite_master" in statement
+        )
+        self.count += asks and str(conn.engine.url.database).endswith("/history/runs/index.db")
+
+    def __enter__(self) -> Self:
+        event.listen(Engine, "before_cursor_execute", self._executed)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        event.remove(Engine, "before_cursor_execute", self._executed)
+
+
 def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], dict[str, bool]]:
     """The run's materialized partitions and each one's check verdict, as Dagster reads them."""
     materialized: list[str] = []
@@ -184,6 +206,14 @@ def test_a_run_opens_a_handful_of_sqlite_connections_where_dagsters_class_opens_
     ours, dagsters = counted_on_both_classes(homes, ConnectionsOpened)
     assert dagsters.count >= 2 * 2 * len(KEYS)
     assert ours.count <= 3  # the new run's file, and at most one more for a thread's overlap
+
+
+def test_a_run_asks_the_index_about_its_schema_once_where_dagsters_class_asks_per_event(homes):
+    ours, dagsters = counted_on_both_classes(homes, SchemaQuestions)
+    # Before each check evaluation (whether the index has its table) and materialization (the
+    # asset keys table's columns): 20 per-partition events.
+    assert dagsters.count >= 2 * len(KEYS)
+    assert ours.count == 0  # answered by the first run's questions
 
 
 def sqlite_index(instance: dg.DagsterInstance) -> SqliteEventLogStorage:
