@@ -54,6 +54,12 @@ class StagingBuild:
     hot_keys: list[str] = field(default_factory=list)  # the range's hot keys (auto mode finds them)
     spread: int = 1  # tasks per day of the write: > 1 is the skew mitigation (transforms.skew)
 
+    @property
+    def in_day_blocks(self) -> bool:
+        """Whether ``staging``'s rows arrive by blocks of days, each task's sorted by day (an
+        unsalted dedupe's window leaves them so): the write then takes them where they are."""
+        return self.spread == 1
+
     def audit(self, days: list[date], staged: DataFrame) -> list[CheckOutcome]:
         """The staging checks, on ``staged``: the rows as staged, not as computed; then the
         warning checks, from the same aggregations (which read the trailing days too)."""
@@ -166,7 +172,8 @@ def build_staging(
     # aggregations read two or three of them again).
     valid = valid_orders(parsed_view(raw)).filter(F.col("event_date").isin(days))
     valid_ids, hot, spread = skew_plan(valid, settings, days)
-    # A salted write means a hot day: its dedupe goes by (day, id) too, not to one task.
+    # A salted write means a hot day: its dedupe goes by (day, id) too, not to one task; an
+    # unsalted one goes by blocks of days, where the write takes the rows (``in_day_blocks``).
     deduped = latest_wins(valid, days if spread == 1 else None)
     staging = convert_to_usd(deduped, rates_on(rates, days, settings.rate_max_age_days))
 

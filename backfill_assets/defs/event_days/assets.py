@@ -66,7 +66,7 @@ def publish_staging(
         days,
         commit_info(step.context, STG_ORDERS, days, build.input_versions),
         spread=build.spread,
-        in_day_blocks=build.spread == 1,
+        in_day_blocks=build.in_day_blocks,
     )
     outcomes = build.audit(days, step.read_staged(staged))
     good = step.audit(days, outcomes)
