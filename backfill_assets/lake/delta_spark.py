@@ -13,10 +13,11 @@ error is first checked against the log for the write's id: when it is there, the
 commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
 the write succeeded and is neither retried nor reported as failed.
 Publish and restore swap files in one metadata-only commit through Delta's
-transaction API (``delta_spark_swap``): no data is copied. They copy instead (a
-replaceWhere of the staged rows, or of a ``versionAsOf`` read) only where a swap
-is not safe: a Delta version the swap was not tested with, a table that does not
-exist yet, or one whose writes Delta must check (constraints, generated columns).
+transaction API (``delta_spark_swap``): no data is copied. A publish into a table
+that does not exist yet first creates it empty (Delta's writer, no files), then swaps.
+They copy instead (a replaceWhere of the staged rows, or of a ``versionAsOf`` read) only
+where a swap is not safe: a Delta version the swap was not tested with, or a table
+whose writes Delta must check (constraints, generated columns).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from backfill_assets.lake.commit import (
     Compaction,
     WriteResult,
     encode_metadata,
+    new_write_id,
     write_id_of,
 )
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
@@ -48,7 +50,7 @@ from backfill_assets.lake.log import (
     newest_commit,
     touched_after,
 )
-from backfill_assets.lake.spark_files import read_files
+from backfill_assets.lake.spark_files import nullable, read_files
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
@@ -133,8 +135,9 @@ class DeltaSparkEngine:
         restored_from: int | None = None,
     ) -> WriteResult:
         pause_point("before_files")
-        if self.version(table_dir) is not None:
-            self._check_target(name, table_dir, df, column)
+        latest = self.version(table_dir)
+        if latest is not None:
+            self._check_target(name, table_dir, latest, df, column)
         # One counting pass (rows per partition, and any row outside the set), then the write.
         counts = {row[column]: row["count"] for row in df.groupBy(column).count().collect()}
         outside = sorted(
@@ -194,7 +197,7 @@ class DeltaSparkEngine:
         pinned = self._pinned(name, table_dir, version)
         frame = self.spark.read.format("delta").option("versionAsOf", pinned).load(table_dir)
         if column is not None:
-            partitioned_by = self._partition_columns(table_dir)
+            partitioned_by = self._partition_columns(table_dir, pinned)
             if partitioned_by != [column]:
                 raise LakeError(
                     f"table {name} is partitioned by {partitioned_by}, not [{column!r}]"
@@ -242,9 +245,36 @@ class DeltaSparkEngine:
 
         Refused with LakeConflict when a commit after the version the staged data was staged
         (and audited) against changed one of ``dates``: its data would be replaced unseen."""
-        if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "publish"):
-            return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
+        if self.swaps_files:
+            self._create_empty(table_dir, staged, commit)
+            if swaps.can_swap(self.spark, name, table_dir, "publish"):
+                return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
         return self._publish_by_copy(name, table_dir, staged, dates, commit)
+
+    def _create_empty(self, table_dir: str, staged: StagedVersion, commit: CommitInfo) -> None:
+        """A table that does not exist yet created with no files, in a commit of its own
+        (Delta's writer, the staged schema, every column nullable as a copy would make it), so
+        that the staged files are swapped in like every later publish's: created by a copy,
+        a year's first publish would write the year again. A crash between the two commits
+        leaves an empty table, which the publish run again fills; a creator that lost the race
+        to another finds the table there."""
+        if newest_commit(table_dir) is not None:
+            return
+        schema = nullable(StructType.fromJson(json.loads(staged.schema_json)))
+        metadata = encode_metadata(commit, self.name, "create_table", {}, write_id=new_write_id())
+        try:
+            with commit_lock.held(table_dir, "create_table"):
+                (
+                    self.spark.createDataFrame([], schema)
+                    .write.format("delta")
+                    .mode("errorifexists")
+                    .option("userMetadata", metadata)
+                    .partitionBy(staged.column)
+                    .save(table_dir)
+                )
+        except Exception:
+            if newest_commit(table_dir) is None:
+                raise
 
     def _publish_by_copy(
         self,
@@ -379,16 +409,18 @@ class DeltaSparkEngine:
             log.write_checkpoint(self.spark, table_dir, version)
         return version
 
-    def _partition_columns(self, table_dir: str) -> list[str]:
-        detail = self.spark.sql(f"DESCRIBE DETAIL {_sql_path(table_dir)}").collect()[0]
-        return list(detail["partitionColumns"])
+    def _partition_columns(self, table_dir: str, version: int) -> list[str]:
+        """The partition columns of ``version``, from its snapshot's metadata: ``DESCRIBE
+        DETAIL`` would also count every file, a reconstruction of the whole table's state in
+        Spark jobs (3.8 s for a year of raw, against 0.3 s)."""
+        return txns.table_shape(log.snapshot_at(self.spark, table_dir, version))[1]
 
-    def _check_target(self, name: str, table_dir: str, df: DataFrame, column: str) -> None:
-        if self._partition_columns(table_dir) != [column]:
-            raise LakeError(
-                f"table {name} is partitioned by "
-                f"{self._partition_columns(table_dir)}, not [{column!r}]"
-            )
+    def _check_target(
+        self, name: str, table_dir: str, version: int, df: DataFrame, column: str
+    ) -> None:
+        partitioned_by = self._partition_columns(table_dir, version)
+        if partitioned_by != [column]:
+            raise LakeError(f"table {name} is partitioned by {partitioned_by}, not [{column!r}]")
         have = {
             f.name: f.dataType
             for f in self.spark.read.format("delta").load(table_dir).schema.fields

@@ -216,6 +216,16 @@ def test_lake_missing_table_is_reported(lake):
         lake.read_partitions("raw/nothing", "d", [D1])
 
 
+def test_lake_read_by_a_column_it_is_not_partitioned_by_is_refused(lake):
+    write(lake, [(D1, 1, "a")], [D1])
+    write(lake, [(D2, 2, "b")], [D2])
+    for version in (0, None):
+        with pytest.raises(LakeError, match=r"partitioned by \['d'\], not \['tag'\]"):
+            lake.read_partitions(TABLE, "tag", [D1], version=version)
+    found, _ = lake.read_partitions(TABLE, "d", [D1], version=0)
+    assert [tuple(r) for r in found.collect()] == [(D1, 1, "a")]
+
+
 def test_lake_schema_mismatch_refused(lake):
     write(lake, [(D1, 1, "a")], [D1])
     other = lake.spark.createDataFrame([(D1, "1")], "d date, id string")

@@ -76,6 +76,22 @@ def test_publish_is_one_commit_of_file_actions_and_writes_no_data(lake):
     assert content(lake) == sorted([*NEW, (D3, 3, "old")])
 
 
+@NATIVE
+def test_publishing_a_new_table_swaps_the_staged_files_in_without_a_copy(lake):
+    """The first publish of a year into a new table must not write the year again: the table is
+    created empty, and its files are swapped in like any later publish's."""
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("first"))
+    on_disk = parquet_files(lake)
+    assert on_disk == {f.path for f in staged.files} and not lake.exists(TABLE)
+    result = lake.publish(staged)
+    assert parquet_files(lake) == on_disk  # not one data file written
+    assert paths(lake, result.version, "add") == on_disk
+    assert all(kind != "add" for v in range(result.version) for kind, _ in actions(lake, v))
+    assert lake.version(TABLE) == result.version
+    assert result.rows_by_partition == {D1: 1, D2: 1}
+    assert content(lake) == sorted(NEW)
+
+
 def test_restore_is_one_commit_that_puts_the_old_files_back(lake):
     write_old(lake)
     old_d1, old_d2 = files_of_day(lake, D1), files_of_day(lake, D2)
