@@ -235,16 +235,34 @@ def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     return proc
 
 
-def stop_started() -> None:
-    """SIGTERM every process group the harness started and is still running, SIGKILL what is
-    left after ``STOP_GRACE_SECONDS``; descendants that left their group go the same way."""
-    running = [p for p in STARTED if p.poll() is None]
-    tree: list[psutil.Process] = []
-    for proc in running:
+def group_members(pgid: int) -> list[psutil.Process]:
+    """The live processes of process group ``pgid``: its leader may have exited before the rest
+    (a daemon before its code server and the runs that server started)."""
+    members = []
+    for process in psutil.process_iter():
         try:
-            tree += [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process)
+        except (ProcessLookupError, psutil.NoSuchProcess):
             pass
+    return members
+
+
+def stop_started() -> None:
+    """SIGTERM every process group the harness started that still has a process, SIGKILL what
+    is left after ``STOP_GRACE_SECONDS``; descendants that left their group go the same way."""
+    for proc in STARTED:
+        proc.poll()
+    running = [p for p in STARTED if p.returncode is None or group_members(p.pid)]
+    found: set[psutil.Process] = set()
+    for proc in running:
+        for member in group_members(proc.pid):
+            found.add(member)
+            try:
+                found.update(member.children(recursive=True))
+            except psutil.NoSuchProcess:
+                pass
+    tree = list(found)
     for proc in running:
         signal_group(proc, signal.SIGTERM)
     _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_SECONDS)
@@ -441,16 +459,18 @@ def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen:
 
 
 def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM ``proc``'s process group, then SIGKILL it if any of it is left after the grace:
+    stopped when every process of the group has gone, not only its leader."""
     for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if proc.poll() is not None and not group_members(proc.pid):
+                return
+            time.sleep(0.2)
 
 
 def wait_quiet(home: Path, daemon: subprocess.Popen, quiet_s: float, timeout_s: float) -> bool:
