@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -287,3 +289,38 @@ def test_the_pools_slots_are_read_while_a_connection_is_open(homes):
     assert not stuck, "reading the pool's slots waited on the connection it holds"
     [info] = found
     assert (info.slot_count, info.active_slot_count) == (2, 0)
+
+
+WRITE_OBSERVATION = """
+import sys
+import dagster as dg
+with dg.DagsterInstance.from_config(sys.argv[1]) as instance:
+    instance.report_runless_asset_event(
+        dg.AssetObservation(asset_key="marked", partition="2024-01-04", metadata={"n": 1})
+    )
+"""
+
+
+def test_an_event_another_process_stores_is_read_at_once_through_a_kept_connection(homes):
+    """The webserver's shape: a long-lived process reads the index through the connection it
+    keeps, another process (a run) stores an event, the first reads it at once. (A statement
+    left unfinished on a kept connection would hold its snapshot of the file, and every later
+    read through it would miss what others commit.)"""
+    with dg.DagsterInstance.from_config(str(homes)) as reader:
+        storage = reader.event_log_storage
+        assert isinstance(storage, EngineReusingSqliteEventLogStorage)
+
+        def observed() -> list:
+            found = reader.fetch_observations(dg.AssetKey("marked"), limit=10).records
+            return [r.event_log_entry.asset_observation.metadata["n"].value for r in found]
+
+        assert observed() == []
+        assert not storage.has_pending_step("spark", "a-run", "a-step")
+        written = subprocess.run(
+            [sys.executable, "-c", WRITE_OBSERVATION, str(homes)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert written.returncode == 0, written.stderr
+        assert observed() == [1]

@@ -28,7 +28,7 @@ from backfill_assets.catalog import (
     FACT_TABLE,
     FCT_DAILY_REVENUE,
 )
-from backfill_assets.corrections import pending
+from backfill_assets.corrections import pending, runless_events
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
 from backfill_assets.corrections.registry import Correction, LakeRoot, load_report
@@ -42,7 +42,8 @@ ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}
 def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None:
     cid = diff.correction.id
     for d in diff.days:
-        instance.report_runless_asset_event(
+        runless_events.report(
+            instance,
             dg.AssetObservation(
                 asset_key=FCT_DAILY_REVENUE,
                 partition=d.day.isoformat(),
@@ -56,13 +57,14 @@ def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None
                     "orders_before": d.fact_before["orders"],
                     "orders_after": d.fact_after["orders"],
                 },
-            )
+            ),
         )
-    instance.report_runless_asset_event(
+    runless_events.report(
+        instance,
         dg.AssetObservation(
             asset_key=FCT_DAILY_REVENUE,
             metadata={"correction": cid, "correction_report": dg.MetadataValue.md(markdown)},
-        )
+        ),
     )
 
 
@@ -70,7 +72,8 @@ def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) 
     c, fact = outcome.correction, FACT_TABLE.path
     for table, write in outcome.writes.items():
         for day in outcome.days:
-            instance.report_runless_asset_event(
+            runless_events.report(
+                instance,
                 dg.AssetMaterialization(
                     asset_key=ASSET_OF_TABLE[table],
                     partition=day.isoformat(),
@@ -81,7 +84,7 @@ def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) 
                         "correction_action": action,
                         "reason": c.reason,
                     },
-                )
+                ),
             )
 
 
@@ -114,7 +117,8 @@ def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correctio
     last = c.history[-1] if c.history else {}
     ready = {d for t in c.tables.values() for d in t.ready_days()}
     held = sorted({d for t in c.tables.values() for d in t.held})
-    instance.report_runless_asset_event(
+    runless_events.report(
+        instance,
         dg.AssetObservation(
             asset_key=CORRECTIONS,
             partition=c.id,
@@ -134,6 +138,6 @@ def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correctio
                     load_report(lake_root, c.id) or "No diff yet: run correction_diff_job."
                 ),
             },
-        )
+        ),
     )
     pending.report(instance, lake_root, c)

@@ -32,6 +32,7 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
+from backfill_assets.corrections import runless_events
 from backfill_assets.corrections.registry import Correction, LakeRoot, State, all_corrections
 
 CHECK = "correction_pending"
@@ -167,7 +168,7 @@ def report(instance: dg.DagsterInstance, lake_root: LakeRoot, changed: Correctio
     each partition ``changed`` changes."""
     corrections = all_corrections(lake_root)
     for evaluation in evaluations(corrections):
-        instance.report_runless_asset_event(evaluation)
+        runless_events.report(instance, evaluation)
     materialized = {FCT_CUSTOMER_LTV: instance.get_materialized_partitions(FCT_CUSTOMER_LTV)}
     for mark in partition_marks(corrections, changed, materialized):
-        instance.report_runless_asset_event(mark)
+        runless_events.report(instance, mark)

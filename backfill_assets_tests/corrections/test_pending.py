@@ -13,7 +13,7 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.corrections import pending
+from backfill_assets.corrections import pending, registry
 from backfill_assets.corrections.registry import Correction, State, TableRecord
 from backfill_assets.definitions import defs
 
@@ -127,3 +127,22 @@ def test_each_partition_a_correction_changes_names_the_corrections_pending_on_it
 def test_a_correction_with_nothing_ready_marks_no_partition():
     held = correction("h", State.STAGED, ["2024-01-02"], held={"2024-01-02": ["row_count_band"]})
     assert marked_partitions([held], held, ["2024-01-02"]) == {}
+
+
+def test_each_marker_a_correction_reports_is_an_event_of_its_own_on_the_events_page(tmp_path):
+    """The UI's Events page takes two events of one kind, from one run, stored in one
+    millisecond, for one event (it keys them by run id, millisecond and kind): runless markers
+    reported one after the other must each be stored at a millisecond of their own, or a day's
+    latest marker goes missing from its page."""
+    days = [f"2024-03-{d:02d}" for d in range(1, 31)]
+    fix = correction("fix-30", State.STAGED, days)
+    registry.save(tmp_path, fix, create=True)
+    with dg.DagsterInstance.ephemeral() as instance:
+        pending.report(instance, tmp_path, fix)
+        for asset in (STG_ORDERS, FCT_DAILY_REVENUE, STG_ORDERS_ENRICHED):
+            records = instance.fetch_observations(asset, limit=1000).records
+            assert sorted(str(r.partition_key) for r in records) == days
+            page_keys = {
+                (r.event_log_entry.run_id, int(r.timestamp * 1000)) for r in records
+            }  # as the page keys them: run id and millisecond (one kind here)
+            assert len(page_keys) == len(records), f"{asset}: markers share a millisecond"
