@@ -28,11 +28,12 @@ from backfill_assets.catalog import (
     FACT_TABLE,
     FCT_DAILY_REVENUE,
 )
-from backfill_assets.corrections import pending, runless_events
+from backfill_assets.corrections import pending
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
 from backfill_assets.corrections.registry import Correction, LakeRoot, load_report
 from backfill_assets.event_days.fact import fact_metadata
+from backfill_assets.publishing.event_times import report_runless
 from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
@@ -42,7 +43,7 @@ ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}
 def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None:
     cid = diff.correction.id
     for d in diff.days:
-        runless_events.report(
+        report_runless(
             instance,
             dg.AssetObservation(
                 asset_key=FCT_DAILY_REVENUE,
@@ -59,7 +60,7 @@ def report_diff(instance: dg.DagsterInstance, diff: Diff, markdown: str) -> None
                 },
             ),
         )
-    runless_events.report(
+    report_runless(
         instance,
         dg.AssetObservation(
             asset_key=FCT_DAILY_REVENUE,
@@ -72,7 +73,7 @@ def report_commits(instance: dg.DagsterInstance, outcome: Outcome, action: str) 
     c, fact = outcome.correction, FACT_TABLE.path
     for table, write in outcome.writes.items():
         for day in outcome.days:
-            runless_events.report(
+            report_runless(
                 instance,
                 dg.AssetMaterialization(
                     asset_key=ASSET_OF_TABLE[table],
@@ -117,7 +118,7 @@ def report_state(instance: dg.DagsterInstance, lake_root: LakeRoot, c: Correctio
     last = c.history[-1] if c.history else {}
     ready = {d for t in c.tables.values() for d in t.ready_days()}
     held = sorted({d for t in c.tables.values() for d in t.held})
-    runless_events.report(
+    report_runless(
         instance,
         dg.AssetObservation(
             asset_key=CORRECTIONS,

@@ -32,8 +32,8 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.corrections import runless_events
 from backfill_assets.corrections.registry import Correction, LakeRoot, State, all_corrections
+from backfill_assets.publishing.event_times import report_runless
 
 CHECK = "correction_pending"
 PENDING_STATES = (State.STAGED, State.DIFFED, State.ROLLED_BACK)
@@ -168,7 +168,7 @@ def report(instance: dg.DagsterInstance, lake_root: LakeRoot, changed: Correctio
     each partition ``changed`` changes."""
     corrections = all_corrections(lake_root)
     for evaluation in evaluations(corrections):
-        runless_events.report(instance, evaluation)
+        report_runless(instance, evaluation)
     materialized = {FCT_CUSTOMER_LTV: instance.get_materialized_partitions(FCT_CUSTOMER_LTV)}
     for mark in partition_marks(corrections, changed, materialized):
-        runless_events.report(instance, mark)
+        report_runless(instance, mark)

@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame
 from backfill_assets.catalog import Table
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
 from backfill_assets.lake.staged import new_id
+from backfill_assets.publishing.event_times import Pace, paced
 from backfill_assets.publishing.run_workers import record_worker
 
 STEP_STAGE_PREFIX = "step-"  # the staged versions of asset steps, which a later step may close
@@ -192,6 +193,7 @@ class Publication:
         self.lake = lake
         self.held: dict[date, list[str]] = {}
         self._events: list = []
+        self._pace = Pace()
         self._staged: list[StagedVersion] = []
         self._tables_seen: set[str] = set()
 
@@ -317,7 +319,7 @@ class Publication:
     def drain(self) -> Iterator:
         """The evaluations and materializations so far, for Dagster to record now."""
         events, self._events = self._events, []
-        yield from events
+        yield from paced(events, self._pace)
 
     def finish(self) -> Iterator:
         """The other events, the check outputs, then ``end``: a failure naming each held day."""
