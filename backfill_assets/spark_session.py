@@ -8,8 +8,10 @@ spills to disk instead of growing the driver, so its memory does not depend on t
 The driver's JVM collects with the serial collector (``settings.DRIVER_GC``). Java's default,
 G1, sizes its heap by the share of time it spends collecting rather than by what is live: it grew a
 30-day run's heap to 1.7 GiB with under 250 MiB live, and a year's to the cap. The serial
-collector grows the heap as the live data needs, and the shuffles by blocks of days
-(``day_blocks``) keep that the same for a month and a year. In local mode the driver's JVM
+collector grows the heap as the live data needs (by default until 40% of it is free after a full
+collection; 20% here, so a range's transient peak of Spark's execution pages leaves less
+headroom behind), and the shuffles by blocks of days (``day_blocks``) keep that the same for a
+month and a year. In local mode the driver's JVM
 runs the tasks; a cluster's executors keep their own collector. It maps Spark's classes from
 set-up's class-data archive when there is one (``spark_class_archive``): a session starts
 sooner (docs/benchmarks.md).

@@ -277,7 +277,9 @@ def test_spark_conf_from_the_environment(monkeypatch, tmp_path):
     # no Delta: the only jar is raw's plain-line reader, once set-up has built it
     assert plain["spark.sql.shuffle.partitions"] == "8"
     assert plain.get("spark.jars", "").split(",") == (plain_line_jar.session_jars() or [""])
-    assert plain["spark.driver.extraJavaOptions"] == "-Duser.timezone=UTC -XX:+UseSerialGC"
+    assert plain["spark.driver.extraJavaOptions"] == (
+        "-Duser.timezone=UTC -XX:+UseSerialGC -XX:MinHeapFreeRatio=20"
+    )
     monkeypatch.setenv("BACKFILL_SPARK_MASTER", "spark://h:7077")
     monkeypatch.setenv("BACKFILL_SPARK_SHUFFLE_PARTITIONS", "3")
     monkeypatch.setenv("BACKFILL_LAKE_ENGINE", "delta-spark")

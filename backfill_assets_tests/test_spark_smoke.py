@@ -27,16 +27,23 @@ def test_session_is_utc_and_ansi(spark):
 COLLECTORS = (
     "from backfill_assets.spark_session import build_session, spark_config\n"
     "spark = build_session(spark_config(master='local[1]'))\n"
-    "beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()\n"
-    "print(sorted(bean.getName() for bean in beans))\n"
+    "management = spark._jvm.java.lang.management.ManagementFactory\n"
+    "beans = management.getGarbageCollectorMXBeans()\n"
+    "hotspot = management.getPlatformMXBean(\n"
+    "    spark._jvm.java.lang.Class.forName('com.sun.management.HotSpotDiagnosticMXBean')\n"
+    ")\n"
+    "free = hotspot.getVMOption('MinHeapFreeRatio').getValue()\n"
+    "print(sorted(bean.getName() for bean in beans), free)\n"
 )
 
 
 @pytest.mark.parametrize(
     ("setting", "collectors"),
     [
-        (None, "['Copy', 'MarkSweepCompact']"),  # the serial collector's two generations
-        ("-XX:+UseG1GC", "['G1 Old Generation', 'G1 Young Generation']"),
+        # the serial collector's two generations, grown when less than 20% is free after a
+        # full collection
+        (None, "['Copy', 'MarkSweepCompact'] 20"),
+        ("-XX:+UseG1GC", "['G1 Old Generation', 'G1 Young Generation'] 40"),  # Java's default
     ],
 )
 def test_the_driver_jvm_runs_the_collector_spark_config_names(setting, collectors):
