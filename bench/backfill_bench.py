@@ -23,7 +23,8 @@ On one generated feed, in one invocation, it measures:
 
 and the peak RSS of the driver (the Python process plus its local-mode JVM, which
 also hosts the executors, plus Spark's Python workers) for the full range and for a
-30-day range. For each "ours" run it also prints what each kind of process held at the
+30-day range, and its peak PSS (each shared page counted once: the workers are forked from
+one daemon). For each "ours" run it also prints what each kind of process held at the
 peak, every Dagster run's time and event count, and Dagster's cost per stored event, on
 SQLite and on PostgreSQL (``--postgres-url``, else a throwaway local server). The
 last line is the RESULT line docs/benchmarks.md quotes.
@@ -113,12 +114,28 @@ print(f"{took['s'] / (2 * n) * 1000:.2f} {took['cpu'] / (2 * n) * 1000:.2f}")
 """
 
 
+def pss(pid: int) -> int:
+    """A process's proportional set size in bytes: each page it shares counted by its share
+    (``/proc/<pid>/smaps_rollup``); 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class PeakRss:
     """Peak RSS of a process tree (the driver, its JVM, Spark's Python workers), sampled every
-    100 ms, with the share of each kind of process at the peak."""
+    100 ms, with the share of each kind of process at the peak; and its peak PSS. Spark's Python
+    workers are forked from one daemon and share most of their pages with it: the RSS of the
+    tree counts those pages once per worker, its PSS once in all (``pss_365_over_30``)."""
 
     def __init__(self, pid: int) -> None:
         self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self.peak_pss = 0
         self.at_peak: dict[str, int] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -131,17 +148,20 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.is_set():
             kinds: dict[str, int] = {}
+            proportional = 0
             try:
                 for p in [self.proc, *self.proc.children(recursive=True)]:
                     try:
                         kind, rss = self._kind(p), p.memory_info().rss
                         kinds[kind] = kinds.get(kind, 0) + rss
+                        proportional += pss(p.pid)
                     except psutil.Error:
                         pass
             except psutil.Error:
                 pass
             if sum(kinds.values()) > self.peak:
                 self.peak, self.at_peak = sum(kinds.values()), kinds
+            self.peak_pss = max(self.peak_pss, proportional)
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -198,10 +218,10 @@ def ours(
         print(f"warning: {name} exited {code}; see {work / (name + '.log')}")
     print(
         f"{name}: {seconds:.1f}s, peak RSS {rss.peak / 2**20:.0f} MiB ({rss.split()} MiB at the "
-        "peak)"
+        f"peak), peak PSS {rss.peak_pss / 2**20:.0f} MiB"
     )
     print("\n".join(run_breakdown(env)), flush=True)
-    return seconds, rss.peak
+    return seconds, rss.peak, rss.peak_pss
 
 
 def run_breakdown(env: dict) -> list[str]:
@@ -469,12 +489,13 @@ def main() -> None:
     days30 = min(30, args.days)
     end30 = start + timedelta(days=days30 - 1)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    ours_by: dict[str, tuple[float, float]] = {}  # engine: (seconds, peak RSS 365 d / 30 d)
+    # engine: (seconds, peak RSS 365 d / 30 d, peak PSS 365 d / 30 d)
+    ours_by: dict[str, tuple[float, float, float]] = {}
     for engine in engines:
         name = f"ours-{engine}"
-        seconds, rss = ours(work, name, landing, feed_start, start, end, engine)
-        _, rss30 = ours(work, f"{name}-30", landing, feed_start, start, end30, engine)
-        ours_by[engine] = (seconds, rss / rss30)
+        seconds, rss, pss365 = ours(work, name, landing, feed_start, start, end, engine)
+        _, rss30, pss30 = ours(work, f"{name}-30", landing, feed_start, start, end30, engine)
+        ours_by[engine] = (seconds, rss / rss30, pss365 / pss30)
     duckdb_s = contract_job(
         "duckdb", "duckdb_contract.py", landing, work / "duckdb", start, end, work / "duckdb.log"
     )
@@ -495,11 +516,11 @@ def main() -> None:
             work, args.adversarial_days, args.orders_per_day, engines
         )
 
-    def figures(engine: str, s: float, rss_ratio: float) -> str:
+    def figures(engine: str, s: float, rss_ratio: float, pss_ratio: float) -> str:
         text = (
             f"{engine}:ours_s={s:.1f},ours_over_floor={s / floor_s:.2f},"
             f"ours_over_duckdb={s / duckdb_s:.2f},naive_over_ours={naive_s * args.days / s:.1f},"
-            f"rss_365_over_30={rss_ratio:.2f}"
+            f"rss_365_over_30={rss_ratio:.2f},pss_365_over_30={pss_ratio:.2f}"
         )
         if engine in adv_ours:
             text += (
