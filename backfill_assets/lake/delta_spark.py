@@ -29,7 +29,7 @@ import time
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DateType, StructType
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_log as log
@@ -45,12 +45,15 @@ from backfill_assets.lake.commit import (
 )
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import (
+    LogSnapshot,
     commit_file_counts,
     commit_of_write,
     newest_commit,
+    relative_path,
+    replay,
     touched_after,
 )
-from backfill_assets.lake.spark_files import nullable, read_files
+from backfill_assets.lake.spark_files import nullable, read_files, unreadable_features
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
@@ -194,7 +197,15 @@ class DeltaSparkEngine:
         return pinned
 
     def read(self, name, table_dir, column, dates, version):
+        """(DataFrame, version) of ``dates`` (all when None) at ``version`` (the latest when
+        None). A table a plain Parquet scan reads right (``_plain``) is read from its files as
+        the log replayed in Python lists them, as delta-rs's engine reads: Delta's reader would
+        first rebuild the version's state in Spark jobs, a second or more per table read
+        (docs/journal.md). Any other table goes through Delta's reader."""
         pinned = self._pinned(name, table_dir, version)
+        replayed = _plain(table_dir, pinned)
+        if replayed is not None:
+            return self._read_files(name, table_dir, replayed, column, dates), pinned
         frame = self.spark.read.format("delta").option("versionAsOf", pinned).load(table_dir)
         if column is not None:
             partitioned_by = self._partition_columns(table_dir, pinned)
@@ -205,6 +216,28 @@ class DeltaSparkEngine:
             if dates is not None:
                 frame = frame.where(F.col(column).isin(list(dates)))
         return frame, pinned
+
+    def _read_files(
+        self,
+        name: str,
+        table_dir: str,
+        replayed: LogSnapshot,
+        column: str | None,
+        dates: list[dt.date] | None,
+    ) -> DataFrame:
+        partitioned_by = replayed.partition_columns
+        if column is not None and partitioned_by != [column]:
+            raise LakeError(f"table {name} is partitioned by {partitioned_by}, not [{column!r}]")
+        key = partitioned_by[0] if partitioned_by else None
+        files = [
+            (relative_path(table_dir, add["path"]), _partition_date(add, key))
+            for add in replayed.adds.values()
+        ]
+        if dates is not None:
+            wanted = set(dates)
+            files = [(path, day) for path, day in files if day in wanted]
+        schema = StructType.fromJson(json.loads(replayed.metadata["schemaString"]))
+        return read_files(self.spark, table_dir, schema, key, files, s3_through_hadoop=True)
 
     def row_counts(
         self, name: str, table_dir: str, column: str, version: int | None = None
@@ -470,6 +503,35 @@ class DeltaSparkEngine:
             yield from ()
 
         return self.spark.range(1, numPartitions=1).mapInArrow(pause, df.schema)
+
+
+def _plain(table_dir: str, version: int) -> LogSnapshot | None:
+    """``version`` replayed from the log, when a scan of its listed Parquet files reads it as
+    Delta's reader would: no deletion vectors, no reader feature but harmless ones, no column
+    mapping, at most one partition column, a date (None: read it with Delta's reader)."""
+    replayed = replay(table_dir, version)
+    if replayed is None:
+        return None
+    protocol = replayed.protocol
+    if unreadable_features(
+        protocol.get("minReaderVersion", 1),
+        protocol.get("readerFeatures") or [],
+        replayed.configuration,
+    ):
+        return None
+    columns = replayed.partition_columns
+    if len(columns) > 1:
+        return None
+    if columns:
+        schema = StructType.fromJson(json.loads(replayed.metadata["schemaString"]))
+        if not isinstance(schema[columns[0]].dataType, DateType):
+            return None
+    return replayed
+
+
+def _partition_date(add: dict, column: str | None) -> dt.date | None:
+    text = None if column is None else add.get("partitionValues", {}).get(column)
+    return None if text is None else dt.date.fromisoformat(text)
 
 
 def _data_files(table_dir: str) -> set[str]:

@@ -6,7 +6,8 @@
   ``ConcurrentDeleteDeleteException``, ``ConcurrentTransactionException``,
   ``MetadataChangedException``, ``ProtocolChangedException``); never by message text.
 - Rows per partition come from the snapshot's add actions (``numRecords`` in
-  each file's statistics), through ``DeltaLog`` in the session's JVM.
+  each file's statistics): from the log replayed in Python (``log.replay``), else through
+  ``DeltaLog`` in the session's JVM, whose reconstruction of the state runs Spark jobs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.log import replay
 
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
 
@@ -103,21 +105,44 @@ def protocol(spark: SparkSession, table_dir: str, version: int) -> dict:
 def file_row_counts(
     spark: SparkSession, table_dir: str, column: str, version: int
 ) -> tuple[dict[dt.date, int], list[dt.date]]:
-    """Rows per partition from file statistics, and the partitions with a file lacking them."""
+    """Rows per partition from file statistics (``numRecords`` less the rows a file's deletion
+    vector deletes), and the partitions with a file lacking them: from the log replayed in
+    Python when it can be, else from the JVM's snapshot (``snapshot_records``)."""
+    replayed = replay(table_dir, version)
+    if replayed is None:
+        return snapshot_records(spark, table_dir, column, version)
+    counts, unknown = replayed.records(column)
+    return _by_date(table_dir, column, version, [(d, n, d in unknown) for d, n in counts.items()])
+
+
+def snapshot_records(
+    spark: SparkSession, table_dir: str, column: str, version: int
+) -> tuple[dict[dt.date, int], list[dt.date]]:
+    """``file_row_counts`` from the snapshot Delta's JVM reconstructs, in Spark jobs."""
     files = snapshot_files(spark, table_dir, version).select(
         F.col("partitionValues")[column].alias("day"),
-        F.get_json_object("stats", "$.numRecords").cast("long").alias("records"),
+        (
+            F.get_json_object("stats", "$.numRecords").cast("long")
+            - F.coalesce(F.col("deletionVector.cardinality"), F.lit(0))
+        ).alias("records"),
     )
-    per_day = files.groupBy("day").agg(
+    grouped = files.groupBy("day").agg(
         F.sum("records").alias("rows"), F.count_if(F.col("records").isNull()).alias("unknown")
     )
-    counts: dict[dt.date, int] = {}
-    unknown: list[dt.date] = []
-    for row in per_day.collect():
-        if row["day"] is None:
+    rows = [(r["day"], r["rows"], bool(r["unknown"])) for r in grouped.collect()]
+    return _by_date(table_dir, column, version, rows)
+
+
+def _by_date(
+    table_dir: str, column: str, version: int, per_day: list[tuple[str | None, int | None, bool]]
+) -> tuple[dict[dt.date, int], list[dt.date]]:
+    by_date: dict[dt.date, int] = {}
+    lacking: list[dt.date] = []
+    for text, records, is_unknown in per_day:
+        if text is None:
             raise LakeError(f"{table_dir}: version {version} has a file without a {column} value")
-        day = dt.date.fromisoformat(row["day"])
-        counts[day] = row["rows"] or 0
-        if row["unknown"]:
-            unknown.append(day)
-    return counts, unknown
+        day = dt.date.fromisoformat(text)
+        by_date[day] = records or 0
+        if is_unknown:
+            lacking.append(day)
+    return by_date, lacking

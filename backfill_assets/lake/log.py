@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -179,16 +180,59 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
     return paths
 
 
-def files_at(
-    table_dir: str, version: int, column: str, partitions: set[str]
-) -> list[dict[str, Any]] | None:
-    """The add actions (as the log spells them, statistics and all) of the files that
-    ``partitions`` (values of ``column``) held at ``version``: the newest single-file
-    checkpoint at or before it, then each commit file after it, replayed in order.
+@dataclass(frozen=True)
+class LogSnapshot:
+    """A version's state as its log spells it: the live files' add actions (by path, statistics
+    and all), the table's ``metaData`` and its ``protocol``."""
 
-    Milliseconds where asking Delta's JVM for a version's files reconstructs its state in Spark
-    jobs. None when the log cannot be replayed here (a commit it needs was cleaned up with no
-    single-file checkpoint after it, a file with a deletion vector): the caller asks the engine.
+    version: int
+    adds: dict[tuple[str, str | None], dict[str, Any]]  # by (path, deletion vector id)
+    metadata: dict[str, Any]
+    protocol: dict[str, Any]
+
+    @property
+    def has_deletion_vectors(self) -> bool:
+        return any(add.get("deletionVector") for add in self.adds.values())
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.get("partitionColumns") or [])
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.metadata.get("configuration") or {})
+
+    def records(self, column: str) -> tuple[dict[str | None, int], set[str | None]]:
+        """Rows per ``column`` value from the files' statistics (``numRecords``), and the
+        values with a file whose statistics lack them."""
+        counts: dict[str | None, int] = {}
+        unknown: set[str | None] = set()
+        for add in self.adds.values():
+            value = add.get("partitionValues", {}).get(column)
+            records = json.loads(add["stats"]).get("numRecords") if add.get("stats") else None
+            if records is not None and add.get("deletionVector"):
+                records -= add["deletionVector"].get("cardinality", 0)
+            counts[value] = counts.get(value, 0) + (records or 0)
+            if records is None:
+                unknown.add(value)
+        return counts, unknown
+
+    def files_in(self, column: str, partitions: set[str]) -> list[dict[str, Any]]:
+        """The add actions of the files whose ``column`` value is one of ``partitions``."""
+        return [
+            a for a in self.adds.values() if a.get("partitionValues", {}).get(column) in partitions
+        ]
+
+
+def replay(table_dir: str, version: int) -> LogSnapshot | None:
+    """``version``'s state replayed from its log: the newest single-file checkpoint at or
+    before it, then each commit file after it, in order.
+
+    Milliseconds where asking Delta's JVM for a version's state reconstructs it in Spark jobs.
+    None when the log cannot be replayed here (a commit it needs was cleaned up with no
+    single-file checkpoint after it): the caller asks the engine. A file is the protocol's
+    logical file, its path and its deletion vector: a commit that adds a deletion vector to a
+    file adds (path, vector) and removes (path, none), in either order.
     """
     log_dir = os.path.join(table_dir, "_delta_log")
     try:
@@ -204,24 +248,44 @@ def files_at(
         )
         if any(v not in commits for v in range(base + 1, version + 1)):
             return None
-        live: dict[str, dict[str, Any]] = {}
+        live: dict[tuple[str, str | None], dict[str, Any]] = {}
+        state: dict[str, dict[str, Any]] = {}
         if base >= 0:
-            for add in _checkpoint_adds(os.path.join(log_dir, f"{base:020d}.checkpoint.parquet")):
-                if add.is_valid:
-                    live_add = _from_checkpoint(add.as_py())
-                    live[live_add["path"]] = live_add
+            checkpoint = _checkpoint(os.path.join(log_dir, f"{base:020d}.checkpoint.parquet"))
+            for row in checkpoint:
+                if row.get("add") is not None:
+                    live_add = _from_checkpoint(row["add"])
+                    live[_file_id(live_add)] = live_add
+                for key in ("metaData", "protocol"):
+                    if row.get(key) is not None:
+                        state[key] = _metadata_from_checkpoint(row[key])
         for v in range(base + 1, version + 1):
             for line in _lines(os.path.join(log_dir, f"{v:020d}.json")):
                 action = json.loads(line)
                 if "add" in action:
-                    live[action["add"]["path"]] = action["add"]
+                    live[_file_id(action["add"])] = action["add"]
                 elif "remove" in action:
-                    live.pop(action["remove"]["path"], None)
+                    live.pop(_file_id(action["remove"]), None)
+                for key in ("metaData", "protocol"):
+                    if key in action:
+                        state[key] = action[key]
     except FileNotFoundError:
         return None  # cleaned up while it was read
-    if any(add.get("deletionVector") for add in live.values()):
+    if len(state) < 2:
+        return None  # not a table's log: no metaData or protocol
+    return LogSnapshot(version, live, state["metaData"], state["protocol"])
+
+
+def files_at(
+    table_dir: str, version: int, column: str, partitions: set[str]
+) -> list[dict[str, Any]] | None:
+    """The add actions (as the log spells them, statistics and all) of the files that
+    ``partitions`` (values of ``column``) held at ``version``; None when the log cannot be
+    replayed here (``replay``) or a file has a deletion vector: the caller asks the engine."""
+    found = replay(table_dir, version)
+    if found is None or found.has_deletion_vectors:
         return None
-    return [a for a in live.values() if a.get("partitionValues", {}).get(column) in partitions]
+    return found.files_in(column, partitions)
 
 
 # An add action's fields in a commit file (a checkpoint may add parsed copies of some).
@@ -253,6 +317,31 @@ def _from_checkpoint(add: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def _file_id(action: dict[str, Any]) -> tuple[str, str | None]:
+    """An add's or remove's logical file: its path and its deletion vector's unique id."""
+    vector = action.get("deletionVector")
+    if not vector:
+        return action["path"], None
+    offset = vector.get("offset")
+    suffix = "" if offset is None else f"@{offset}"
+    return action["path"], f"{vector['storageType']}{vector['pathOrInlineDv']}{suffix}"
+
+
+def _metadata_from_checkpoint(action: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's metaData or protocol struct as the commit files spell it: maps (a list of
+    pairs in Arrow) as objects, no nulls."""
+    document: dict[str, Any] = {}
+    for key, value in action.items():
+        if value is None:
+            continue
+        if key in ("configuration", "options") and isinstance(value, list):
+            value = dict(value)
+        elif isinstance(value, dict):
+            value = _metadata_from_checkpoint(value)
+        document[key] = value
+    return document
+
+
 def relative_path(table_dir: str, path: str) -> str:
     """A log path (URL-encoded, relative or an absolute URI) relative to the table directory."""
     path = unquote(path)
@@ -277,15 +366,23 @@ def _lines(path: str) -> list[str]:
 
 def _checkpoint_adds(path: str) -> Any:  # a pyarrow ChunkedArray of structs
     """The ``add`` column of a checkpoint file; FileNotFoundError when it is gone."""
+    return _checkpoint_table(path, ["add"]).column("add")
+
+
+def _checkpoint(path: str) -> list[dict[str, Any]]:
+    """The add, metaData and protocol actions of a checkpoint file, one dict per row."""
+    return _checkpoint_table(path, ["add", "metaData", "protocol"]).to_pylist()
+
+
+def _checkpoint_table(path: str, columns: list[str]) -> Any:  # a pyarrow Table
+    """``columns`` of a checkpoint file; FileNotFoundError when it is gone."""
     import pyarrow.parquet as pq
 
     filesystem, scheme = storage_for(path).arrow_filesystem()
     if filesystem is None:
-        return pq.read_table(path, columns=["add"]).column("add")
+        return pq.read_table(path, columns=columns)
     try:
-        return pq.read_table(
-            path.removeprefix(scheme), columns=["add"], filesystem=filesystem
-        ).column("add")
+        return pq.read_table(path.removeprefix(scheme), columns=columns, filesystem=filesystem)
     except OSError as exc:
         if "not found" in str(exc).lower() or "does not exist" in str(exc).lower():
             raise FileNotFoundError(path) from exc

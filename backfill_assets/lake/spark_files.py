@@ -42,17 +42,32 @@ def need_spark(spark: SparkSession | None) -> SparkSession:
 def check_readable(table: DeltaTable, table_name: str) -> None:
     """Refuse tables whose data a plain Parquet scan would read wrongly."""
     protocol = table.protocol()
-    features = set(protocol.reader_features or [])
-    mapping = (table.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
-    if mapping not in (None, "none"):
-        features.add("columnMapping")
-    unknown = sorted(features - HARMLESS_READER_FEATURES)
-    if unknown or protocol.min_reader_version > 3:
+    unknown = unreadable_features(
+        protocol.min_reader_version,
+        protocol.reader_features or [],
+        table.metadata().configuration or {},
+    )
+    if unknown:
         raise LakeError(
-            f"table {table_name} needs reader features {unknown or protocol.min_reader_version} "
+            f"table {table_name} needs reader features {unknown} "
             "that the delta-rs engine cannot honour when Spark reads its files; "
             "read it with the native delta-spark engine"
         )
+
+
+def unreadable_features(
+    min_reader_version: int, reader_features: Iterable[str], configuration: dict[str, str]
+) -> list[str]:
+    """What of a table's protocol a plain Parquet scan of its listed files would get wrong
+    (empty: nothing): reader features not known to be harmless, column mapping, a reader
+    version past 3."""
+    features = set(reader_features)
+    if configuration.get("delta.columnMapping.mode", "none") not in (None, "none"):
+        features.add("columnMapping")
+    unknown = sorted(features - HARMLESS_READER_FEATURES)
+    if min_reader_version > 3:
+        unknown.append(f"reader version {min_reader_version}")
+    return unknown
 
 
 def nullable(schema: StructType) -> StructType:
@@ -72,13 +87,16 @@ def read_files(
     schema: StructType,
     column: str | None,
     files: Iterable[tuple[str, dt.date | None]],
+    s3_through_hadoop: bool = False,
 ) -> DataFrame:
-    """A DataFrame over the given files (relative path, partition value) with ``schema``."""
+    """A DataFrame over the given files (relative path, partition value) with ``schema``. Files
+    in S3 are read with pyarrow in the executors, or by Spark's own reader through Hadoop's s3a
+    when ``s3_through_hadoop`` (the delta-spark engine: its session maps ``s3://`` to s3a)."""
     files = list(files)
     names = [F.col(field.name) for field in schema.fields]
     if not files:
         return spark.createDataFrame([], schema)
-    if is_s3(table_dir):  # no Hadoop filesystem for s3:// here: the executors read with pyarrow
+    if is_s3(table_dir) and not s3_through_hadoop:
         from backfill_assets.lake.s3_files import read_s3_files
 
         return read_s3_files(spark, table_dir, schema, column, files)

@@ -1,0 +1,130 @@
+"""delta-spark's reads: a plain table is read from its files as the log replayed in Python lists
+them, with the state Delta's JVM holds for each version; a table whose files a Parquet scan would
+misread (deletion vectors, column mapping) goes through Delta's reader, and its row counts are
+the rows that reader returns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import backfill_assets.lake.delta_spark_txn as txns
+from backfill_assets.lake.delta_spark_log import (
+    protocol,
+    snapshot_at,
+    snapshot_files,
+    snapshot_records,
+)
+from backfill_assets.lake.log import files_at, relative_path, replay
+from backfill_assets_tests.lake.lake_support import THINGS, commit
+from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame
+
+NATIVE = pytest.mark.parametrize("lake", ["delta-spark"], indirect=True)
+ROWS = [(D1, 1, "a"), (D1, 2, "b"), (D2, 3, "c"), (D2, 4, "d"), (D3, 5, "e")]
+
+
+def write_rows(lake, rows, days, run_id="w"):
+    lake.replace_partitions(THINGS, frame(lake, rows), "d", days, commit(run_id))
+
+
+def sql_path(lake) -> str:
+    return f"delta.`{lake.path(THINGS)}`"
+
+
+def read(lake, days=None) -> list[tuple]:
+    if days is None:
+        df, _ = lake.read_table(THINGS)
+    else:
+        df, _ = lake.read_partitions(THINGS, "d", days)
+    return sorted(tuple(r) for r in df.collect())
+
+
+def file_index(lake, days) -> str:
+    """The kind of file index the read's scan lists its files with."""
+    df, _ = lake.read_partitions(THINGS, "d", days)
+    plan = str(df._jdf.queryExecution().executedPlan().toString())
+    return plan.split("Location: ", 1)[1].split("(", 1)[0].split("[", 1)[0]
+
+
+def expected_counts(rows) -> dict:
+    counts: dict = {}
+    for day, *_ in rows:
+        counts[day] = counts.get(day, 0) + 1
+    return counts
+
+
+@NATIVE
+def test_the_replayed_log_holds_what_deltas_jvm_holds_at_every_version(lake):
+    write_rows(lake, ROWS, [D1, D2, D3], "v0")
+    write_rows(lake, [(D2, 30, "x")], [D2], "v1")
+    lake.spark.sql(f"ALTER TABLE {sql_path(lake)} SET TBLPROPERTIES ('owner.note' = 'kept')")
+    lake.checkpoint(THINGS)  # of version 2: versions 2 and 3 replay from it
+    write_rows(lake, [(D1, 10, "y"), (D3, 50, "z")], [D1, D3], "v3")
+    root = str(lake.path(THINGS))
+    for version in range(4):
+        replayed = replay(root, version)
+        assert replayed is not None
+        jvm = txns.table_shape(snapshot_at(lake.spark, root, version))
+        assert (
+            replayed.metadata["schemaString"],
+            replayed.partition_columns,
+            replayed.configuration,
+        ) == jvm, version
+        found = protocol(lake.spark, root, version)
+        assert (
+            replayed.protocol["minReaderVersion"],
+            replayed.protocol["minWriterVersion"],
+        ) == (found["min_reader_version"], found["min_writer_version"])
+        files = snapshot_files(lake.spark, root, version).select("path", "size").collect()
+        assert sorted(
+            (relative_path(root, a["path"]), a["size"]) for a in replayed.adds.values()
+        ) == sorted((relative_path(root, r["path"]), r["size"]) for r in files), version
+    assert replay(root, 3).configuration == {"owner.note": "kept"}
+
+
+@NATIVE
+def test_a_plain_table_is_read_from_its_files_without_deltas_reader(lake):
+    write_rows(lake, ROWS, [D1, D2, D3])
+    assert read(lake, [D1, D3]) == sorted(r for r in ROWS if r[0] in (D1, D3))
+    assert read(lake) == sorted(ROWS)
+    assert file_index(lake, [D1]) == "InMemoryFileIndex"
+    assert lake.row_counts(THINGS, "d") == expected_counts(ROWS)
+
+
+@NATIVE
+def test_a_table_with_deletion_vectors_is_read_and_counted_through_delta(lake):
+    write_rows(lake, ROWS, [D1, D2, D3])
+    lake.spark.sql(
+        f"ALTER TABLE {sql_path(lake)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)"
+    )
+    lake.spark.sql(f"DELETE FROM {sql_path(lake)} WHERE id IN (1, 3)")
+    log = lake.path(THINGS) / "_delta_log"
+    newest = max(log.glob("*.json"))
+    assert any(
+        "deletionVector" in json.loads(line).get("add", {})
+        for line in newest.read_text().splitlines()
+    ), "the DELETE did not write a deletion vector"
+    remaining = [r for r in ROWS if r[1] not in (1, 3)]
+    assert read(lake, [D1, D2]) == sorted(r for r in remaining if r[0] in (D1, D2))
+    assert read(lake) == sorted(remaining)
+    assert lake.row_counts(THINGS, "d") == expected_counts(remaining)
+    root, version = str(lake.path(THINGS)), lake.version(THINGS)
+    assert snapshot_records(lake.spark, root, "d", version) == (expected_counts(remaining), [])
+    replayed = replay(root, version)
+    assert replayed is not None and replayed.has_deletion_vectors
+    assert files_at(root, version, "d", {D1.isoformat()}) is None  # a swap leaves it to Delta
+
+
+@NATIVE
+def test_a_table_with_column_mapping_is_read_through_delta(lake):
+    write_rows(lake, ROWS, [D1, D2, D3])
+    lake.spark.sql(
+        f"ALTER TABLE {sql_path(lake)} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+    )
+    lake.spark.sql(f"ALTER TABLE {sql_path(lake)} RENAME COLUMN id TO w")
+    df, _ = lake.read_partitions(THINGS, "d", [D1, D2])
+    assert df.columns[1] == "w"
+    assert sorted(tuple(r) for r in df.collect()) == sorted(r for r in ROWS if r[0] in (D1, D2))
+    assert "Delta" in file_index(lake, [D1])
