@@ -14,7 +14,7 @@ commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
 the write succeeded and is neither retried nor reported as failed.
 Publish and restore swap files in one metadata-only commit through Delta's
 transaction API (``delta_spark_swap``): no data is copied. A publish into a table
-that does not exist yet first creates it empty (Delta's writer, no files), then swaps.
+that does not exist yet creates it in that same commit, as ``CREATE TABLE`` would.
 They copy instead (a replaceWhere of the staged rows, or of a ``versionAsOf`` read) only
 where a swap is not safe: a Delta version the swap was not tested with, or a table
 whose writes Delta must check (constraints, generated columns).
@@ -40,7 +40,6 @@ from backfill_assets.lake.commit import (
     Compaction,
     WriteResult,
     encode_metadata,
-    new_write_id,
     write_id_of,
 )
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
@@ -53,7 +52,7 @@ from backfill_assets.lake.log import (
     replay,
     touched_after,
 )
-from backfill_assets.lake.spark_files import nullable, read_files, unreadable_features
+from backfill_assets.lake.spark_files import read_files, unreadable_features
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
@@ -278,36 +277,9 @@ class DeltaSparkEngine:
 
         Refused with LakeConflict when a commit after the version the staged data was staged
         (and audited) against changed one of ``dates``: its data would be replaced unseen."""
-        if self.swaps_files:
-            self._create_empty(table_dir, staged, commit)
-            if swaps.can_swap(self.spark, name, table_dir, "publish"):
-                return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
+        if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "publish"):
+            return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
         return self._publish_by_copy(name, table_dir, staged, dates, commit)
-
-    def _create_empty(self, table_dir: str, staged: StagedVersion, commit: CommitInfo) -> None:
-        """A table that does not exist yet created with no files, in a commit of its own
-        (Delta's writer, the staged schema, every column nullable as a copy would make it), so
-        that the staged files are swapped in like every later publish's: created by a copy,
-        a year's first publish would write the year again. A crash between the two commits
-        leaves an empty table, which the publish run again fills; a creator that lost the race
-        to another finds the table there."""
-        if newest_commit(table_dir) is not None:
-            return
-        schema = nullable(StructType.fromJson(json.loads(staged.schema_json)))
-        metadata = encode_metadata(commit, self.name, "create_table", {}, write_id=new_write_id())
-        try:
-            with commit_lock.held(table_dir, "create_table"):
-                (
-                    self.spark.createDataFrame([], schema)
-                    .write.format("delta")
-                    .mode("errorifexists")
-                    .option("userMetadata", metadata)
-                    .partitionBy(staged.column)
-                    .save(table_dir)
-                )
-        except Exception:
-            if newest_commit(table_dir) is None:
-                raise
 
     def _publish_by_copy(
         self,

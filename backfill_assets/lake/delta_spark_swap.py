@@ -44,6 +44,7 @@ from backfill_assets.lake.log import (
     relative_path,
     touched_after,
 )
+from backfill_assets.lake.spark_files import nullable
 from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import pause_point
@@ -69,6 +70,7 @@ class Swap:
     schema_json: str | None  # the new files' schema, checked against the table's (None: skip)
     base: int | None
     check_base: bool
+    creates: bool = False  # a publish: a table not there yet is created by its commit
 
 
 def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
@@ -76,7 +78,7 @@ def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
     rules it out where the table's writes need Delta's writer, which checks them."""
     latest = newest_commit(table_dir)
     if latest is None:
-        return False  # no table yet: creating one takes Delta's writer
+        return True  # no table yet: the swap's commit creates it
     schema_json, _, properties = txns.table_shape(snapshot_at(spark, table_dir, latest))
     reasons = _reasons(schema_json, properties)
     if reasons:
@@ -110,6 +112,7 @@ def publish(
         staged.schema_json,
         staged.base_version,
         check_base=True,
+        creates=True,
     )
     return _committed(spark, engine, plan, commit, "publish_staged", None)
 
@@ -234,14 +237,20 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
     last_error: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         latest = newest_commit(swap.table_dir)  # a floor: this commit is newer
-        if latest is None:
+        if latest is None and not swap.creates:
             raise LakeTableMissing(f"table {swap.name} does not exist")
         if swap.check_base:
             _refuse_changed(swap, texts, None)
         pinned = swap.base if attempt == 1 and swap.base is not None else latest
         try:
-            txn = txns.open_transaction(spark, swap.table_dir, pinned)
-            actions = _actions(spark, txn, swap, pinned)
+            if pinned is None:
+                txn = txns.new_table_transaction(
+                    spark, swap.table_dir, _new_table_schema(swap), swap.column
+                )
+                actions = [txns.add_action(spark, a) for a in swap.adds]
+            else:
+                txn = txns.open_transaction(spark, swap.table_dir, pinned)
+                actions = _actions(spark, txn, swap, pinned)
             operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
             if attempt == 1:
                 pause_point("before_commit")
@@ -265,12 +274,26 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
     raise LakeError(f"commit to {swap.table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
 
+def _new_table_schema(swap: Swap) -> str:
+    """The schema a publish creates its table with: the staged one, every column nullable as
+    Delta's writer makes a table's."""
+    from pyspark.sql.types import StructType
+
+    if swap.schema_json is None:
+        raise LakeError(f"table {swap.name} does not exist and nothing says its schema")
+    return nullable(StructType.fromJson(json.loads(swap.schema_json))).json()
+
+
 def _refuse_changed(swap: Swap, texts: set[str], cause: Exception | None) -> None:
     changed = touched_after(swap.table_dir, swap.column, swap.base, texts)
     if changed:
+        audited = (
+            "the table did not exist when the data was staged"
+            if swap.base is None
+            else f"after version {swap.base} that the staged data was audited against"
+        )
         raise LakeConflict(
-            f"{swap.name}: partitions {sorted(changed)} changed after version {swap.base} "
-            "that the staged data was audited against; stage again"
+            f"{swap.name}: partitions {sorted(changed)} changed; {audited}; stage again"
         ) from cause
 
 

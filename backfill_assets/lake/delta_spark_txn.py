@@ -10,6 +10,9 @@ partitions and puts others in, through the session's py4j gateway. No data is re
 - Removes are ``AddFile.removeWithTimestamp(ms, dataChange=true)``; adds are parsed by
   ``Action.fromJson`` from the log's own JSON form. ``dataChange`` is true on both: with false,
   Delta would check the commit under snapshot isolation and miss conflicts.
+- ``new_table_transaction`` is the transaction of a table's first commit (``CREATE TABLE``'s
+  ``updateMetadataForNewTable``): the publish into a table that does not exist yet creates it
+  in the same commit that adds the staged files.
 - ``commit`` commits them as one ``WRITE`` in overwrite mode (``overwrite``), as a
   ``replaceWhere`` records itself, the operation carrying the commit's ``userMetadata``. Not a
   ``Manual Update``: Delta reconstructs the whole table state after one of those, to write the
@@ -25,6 +28,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
+import uuid
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -46,6 +51,7 @@ SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("getSnapshotAt$default$3", ()),
         ("getSnapshotAt$default$4", ()),
         ("startTransaction", (_OPTION, _OPTION)),
+        ("startTransaction", ()),
     ],
     "org.apache.spark.sql.delta.Snapshot": [("allFiles", ()), ("deltaLog", ()), ("metadata", ())],
     "org.apache.spark.sql.delta.OptimisticTransaction": [
@@ -56,6 +62,7 @@ SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("trackFilesRead", (_SEQ,)),
         ("commit", (_SEQ, "org.apache.spark.sql.delta.DeltaOperations$Operation")),
         ("metadata", ()),
+        ("updateMetadataForNewTable", ("org.apache.spark.sql.delta.actions.Metadata",)),
     ],
     "org.apache.spark.sql.delta.actions.Metadata": [
         ("schemaString", ()),
@@ -139,6 +146,29 @@ def open_transaction(spark: SparkSession, table_dir: str, version: int) -> Any:
     snapshot = snapshot_at(spark, table_dir, version)
     option = jvm_of(spark).scala.Option
     return snapshot.deltaLog().startTransaction(option.empty(), option.apply(snapshot))
+
+
+def new_table_transaction(
+    spark: SparkSession, table_dir: str, schema_json: str, column: str
+) -> Any:
+    """A transaction that creates the table, as ``CREATE TABLE`` does: its commit is version 0,
+    with the metaData (``schema_json``, partitioned by ``column``) and the protocol Delta
+    derives for a new table from the session's defaults. Another creator's version 0 first
+    makes its commit fail with Delta's conflict exception."""
+    delta_log = jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, table_dir
+    )
+    txn = delta_log.startTransaction()
+    metadata = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema_json,
+        "partitionColumns": [column],
+        "configuration": {},
+        "createdTime": int(time.time() * 1000),
+    }
+    txn.updateMetadataForNewTable(_action(spark, {"metaData": metadata}))
+    return txn
 
 
 def table_shape(reader: Any) -> tuple[str, list[str], dict[str, str]]:

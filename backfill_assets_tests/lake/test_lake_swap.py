@@ -78,16 +78,23 @@ def test_publish_is_one_commit_of_file_actions_and_writes_no_data(lake):
 
 @NATIVE
 def test_publishing_a_new_table_swaps_the_staged_files_in_without_a_copy(lake):
-    """The first publish of a year into a new table must not write the year again: the table is
-    created empty, and its files are swapped in like any later publish's."""
+    """The first publish of a year into a new table must not write the year again: the commit
+    that creates the table adds the staged files, as any later publish's swaps them in."""
     staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("first"))
     on_disk = parquet_files(lake)
     assert on_disk == {f.path for f in staged.files} and not lake.exists(TABLE)
     result = lake.publish(staged)
     assert parquet_files(lake) == on_disk  # not one data file written
-    assert paths(lake, result.version, "add") == on_disk
-    assert all(kind != "add" for v in range(result.version) for kind, _ in actions(lake, v))
-    assert lake.version(TABLE) == result.version
+    assert result.version == 0 and lake.version(TABLE) == 0
+    created = dict(actions(lake, 0))
+    assert paths(lake, 0, "add") == on_disk
+    # The plain protocol every engine creates tables with (test_lake_engines.PROTOCOL).
+    assert (created["protocol"]["minReaderVersion"], created["protocol"]["minWriterVersion"]) == (
+        1,
+        2,
+    )
+    assert created["metaData"]["partitionColumns"] == ["d"]
+    assert all(f["nullable"] for f in json.loads(created["metaData"]["schemaString"])["fields"])
     assert result.rows_by_partition == {D1: 1, D2: 1}
     assert content(lake) == sorted(NEW)
 
@@ -162,6 +169,31 @@ def test_a_commit_to_the_same_partition_just_before_the_swap_is_a_conflict(
     assert lake.version(TABLE) == 1 and content(lake) == live
     assert lake.commit_metadata(TABLE, 1).get("run_id") != "new"  # nor took the publish's
     assert lake.staged_versions(TABLE)[0].published == {}
+
+
+@NATIVE
+@pytest.mark.parametrize("day", [D1, D3])
+def test_a_table_created_just_before_the_creating_publish_commits(lake, monkeypatch, day):
+    """Another writer's version 0 lands first: Delta refuses the publish's creating commit; a
+    creation that wrote one of the publish's days is a conflict, one that wrote another day is
+    retried as a swap into the table it made."""
+    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    live = [(day, 99, "live")]
+    commit_after(
+        monkeypatch,
+        lambda: lake.replace_partitions(TABLE, frame(lake, live), "d", [day], commit("live")),
+    )
+    if day == D1:
+        with pytest.raises(LakeConflict, match=r"\['2024-01-01'\]") as refused:
+            lake.publish(staged)
+        # Delta's own check found it: another commit made version 0 first.
+        assert "ProtocolChangedException" in str(refused.value.__cause__)
+        assert "did not exist" in str(refused.value)
+        assert lake.version(TABLE) == 0 and content(lake) == live
+    else:
+        result = lake.publish(staged)
+        assert (result.version, result.attempts) == (1, 2)
+        assert content(lake) == sorted([*NEW, *live])
 
 
 @NATIVE
