@@ -482,7 +482,7 @@ def _plain(table_dir: str, version: int) -> LogSnapshot | None:
     Delta's reader would: no deletion vectors, no reader feature but harmless ones, no column
     mapping, at most one partition column, a date (None: read it with Delta's reader)."""
     replayed = replay(table_dir, version)
-    if replayed is None:
+    if replayed is None or replayed.has_deletion_vectors:
         return None
     protocol = replayed.protocol
     if unreadable_features(
