@@ -182,8 +182,8 @@ def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str
 
 @dataclass(frozen=True)
 class LogSnapshot:
-    """A version's state as its log spells it: the live files' add actions (by path, statistics
-    and all), the table's ``metaData`` and its ``protocol``."""
+    """A version's state as its log spells it: the live files' add actions (statistics and all,
+    by logical file: path and deletion vector), the table's ``metaData`` and its ``protocol``."""
 
     version: int
     adds: dict[tuple[str, str | None], dict[str, Any]]  # by (path, deletion vector id)
