@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.lake import Lake
 from backfill_assets.settings import RunSettings, Settings, SparkSettings, location
+from backfill_assets.signals import handlers_kept
 from backfill_assets.spark_session import (
     check_delta_jars,
     spark_config,
@@ -19,13 +20,19 @@ from backfill_assets.spark_session import (
 
 
 class SparkResource(LazyPySparkResource):
-    """dagster-pyspark's lazy session (no JVM until a step asks for it), on this Python."""
+    """dagster-pyspark's lazy session (no JVM until a step asks for it), on this Python, with
+    the step's signal handlers kept (``backfill_assets.signals``)."""
 
     @property
     def spark_session(self):
         use_this_python_for_workers()
         check_delta_jars(self.spark_config)
-        return super().spark_session
+        with handlers_kept():
+            return super().spark_session
+
+    def started_session(self) -> SparkSession | None:
+        """The session if a step has started it, else None (never starts one)."""
+        return self._spark_session
 
 
 class PipelineResource(dg.ConfigurableResource):

@@ -43,6 +43,7 @@ from backfill_assets.delta_jars import (
     jar_paths,
 )
 from backfill_assets.settings import SparkSettings
+from backfill_assets.signals import handlers_kept
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -151,7 +152,8 @@ def build_session(conf: dict[str, str]) -> SparkSession:
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with handlers_kept():  # not PySpark's SIGINT handler: see backfill_assets.signals
+        return builder.getOrCreate()
 
 
 @contextmanager

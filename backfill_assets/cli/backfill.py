@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from datetime import date
+from signal import SIGINT
 from typing import TYPE_CHECKING
 
 from backfill_assets.catalog import (
@@ -12,10 +13,50 @@ from backfill_assets.catalog import (
     PLAN_TAG,
 )
 from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.publishing import interrupts
 from backfill_assets.settings import Settings
 
 if TYPE_CHECKING:
+    from backfill_assets.backfill_plan import RunPlan
     from backfill_assets.cli.runner import RunOutcome
+
+
+class PlanStopped(Exception):
+    """A SIGINT or SIGTERM stopped a backfill's plan: no later run of it was started."""
+
+    def __init__(self, signum: int, plans: list[RunPlan], outcomes: list[RunOutcome]) -> None:
+        self.signum, self.plans, self.outcomes = signum, plans, outcomes
+        super().__init__(stop_summary(signum, plans, outcomes))
+
+
+def stop_summary(signum: int, plans: list[RunPlan], outcomes: list[RunOutcome]) -> str:
+    """One line: the partitions the plan's runs published before the stop, those they did
+    not, and how to resume."""
+    from backfill_assets.late_data import day_ranges
+
+    published: dict[str, set[date]] = {}
+    for outcome in outcomes:
+        for key, days in outcome.published.items():
+            published.setdefault(key.to_user_string(), set()).update(days)
+    left: dict[str, set[date]] = {}
+    for plan in plans:
+        for key in plan.assets:
+            name = key.to_user_string()
+            left.setdefault(name, set()).update(set(plan.days) - published.get(name, set()))
+
+    def spans(by_asset: dict[str, set[date]]) -> str:
+        parts = [
+            f"{name} " + ",".join(str(a) if a == b else f"{a}..{b}" for a, b in day_ranges(days))
+            for name, days in by_asset.items()
+            if days
+        ]
+        return "; ".join(parts) or "none"
+
+    return (
+        f"stopped by {interrupts.signal_name(signum)}, no later run started. "
+        f"Published before the stop: {spans(published)}. Not published: {spans(left)}. "
+        "To resume, run the same command again: a published day is rebuilt to the same rows."
+    )
 
 
 def run_backfill(
@@ -100,33 +141,41 @@ def run_plans(
             for note in notes:
                 print(note, flush=True)
         total = sum(len(p.days) * len(p.assets) for p in plans)
-        done, began, outcomes = 0, time.monotonic(), []
-        for plan in plans:
-            names = "+".join(k.to_user_string() for k in plan.assets)
-            print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
-            run_began = time.monotonic()
-            correcting = correction_tags is not None and plan is plans[-1]
-            run_tags = {**tags, **plan_tags.get(plan, {PLAN_TAG: plan_id})}
-            outcome = execute(
-                plan,
-                instance,
-                tags={**run_tags, **(correction_tags or {})} if correcting else run_tags,
-                correction=correcting,
-            )
-            if outcome.success and reads_landing(plan):
-                record_throughput(
-                    sum(f.size_bytes for f in input_files(settings, plan)),
-                    time.monotonic() - run_began,
+        done, began = 0, time.monotonic()
+        outcomes: list[RunOutcome] = []
+        try:
+            for plan in plans:
+                if (signum := interrupts.received()) is not None:
+                    raise PlanStopped(signum, plans, outcomes)
+                names = "+".join(k.to_user_string() for k in plan.assets)
+                print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
+                run_began = time.monotonic()
+                correcting = correction_tags is not None and plan is plans[-1]
+                run_tags = {**tags, **plan_tags.get(plan, {PLAN_TAG: plan_id})}
+                outcome = execute(
+                    plan,
+                    instance,
+                    tags={**run_tags, **(correction_tags or {})} if correcting else run_tags,
+                    correction=correcting,
                 )
-            outcomes.append(outcome)
-            done += len(plan.days) * len(plan.assets)
-            rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
-            elapsed = time.monotonic() - began
-            remaining = elapsed / done * (total - done) if done else 0
-            print(
-                f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
-                f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
-                f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining",
-                flush=True,
-            )
+                if outcome.success and reads_landing(plan):
+                    record_throughput(
+                        sum(f.size_bytes for f in input_files(settings, plan)),
+                        time.monotonic() - run_began,
+                    )
+                outcomes.append(outcome)
+                done += len(plan.days) * len(plan.assets)
+                rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
+                elapsed = time.monotonic() - began
+                remaining = elapsed / done * (total - done) if done else 0
+                print(
+                    f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
+                    f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
+                    f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining",
+                    flush=True,
+                )
+        except KeyboardInterrupt:  # between two runs (``interrupts.watch_signals``)
+            raise PlanStopped(interrupts.received() or SIGINT, plans, outcomes) from None
+    if (signum := interrupts.received()) is not None:  # it stopped the last run
+        raise PlanStopped(signum, plans, outcomes)
     return outcomes

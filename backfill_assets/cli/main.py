@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from datetime import date
 
 from backfill_assets.cli import corrections
-from backfill_assets.cli.backfill import run_backfill
+from backfill_assets.cli.backfill import PlanStopped, run_backfill
 from backfill_assets.cli.instance import ensure_dagster_home
+from backfill_assets.publishing import interrupts
 from backfill_assets.settings import Settings
 
 
@@ -236,10 +238,29 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command. A SIGINT or SIGTERM stops it: no later run is started, a running one
+    stops publishing (``publishing.interrupts``), and the exit code is 130 or 143; a second
+    one ends the process at once."""
     args = parser().parse_args(argv)
+    interrupts.watch_signals(on_second=_second_signal)
     try:
         settings = Settings.from_env()
         return args.func(args, settings)
     except ValueError as exc:
         print(f"backfill-assets: {exc}", file=sys.stderr)
         return 2
+    except PlanStopped as stop:
+        print(f"backfill-assets: {stop}", file=sys.stderr)
+        return interrupts.exit_code()
+    except (KeyboardInterrupt, interrupts.Stopped):
+        name = interrupts.signal_name(interrupts.received() or signal.SIGINT)
+        print(f"backfill-assets: stopped by {name}", file=sys.stderr)
+        return interrupts.exit_code()
+
+
+def _second_signal(signum: int) -> None:
+    print(
+        f"backfill-assets: a second {interrupts.signal_name(signum)}: exiting now (a publish "
+        "under way lands or not; the next command or `backfill-assets maintain` recovers)",
+        file=sys.stderr,
+    )

@@ -30,6 +30,7 @@ from backfill_assets.definitions import backfill_job, correction_job, monthly_jo
 from backfill_assets.publishing.publication import EVENT_PAGE, run_events
 from backfill_assets.publishing.run_workers import release_orphaned_runs, worker_identity
 from backfill_assets.settings import RunSettings
+from backfill_assets.signals import handlers_kept
 
 
 def quiet() -> dict:
@@ -74,14 +75,18 @@ def execute(
         if plan.assets == MONTHLY_ASSETS
         else backfill_job
     )
-    with dg.execute_job(
-        dg.reconstructable(job),
-        instance=instance,
-        asset_selection=list(plan.assets),
-        tags=run_tags,
-        run_config=quiet(),
-        raise_on_error=False,
-    ) as result:
+    # Dagster maps SIGTERM to SIGINT's handler on the way out of a run: put both back.
+    with (
+        handlers_kept(),
+        dg.execute_job(
+            dg.reconstructable(job),
+            instance=instance,
+            asset_selection=list(plan.assets),
+            tags=run_tags,
+            run_config=quiet(),
+            raise_on_error=False,
+        ) as result,
+    ):
         run_id, success = result.run_id, result.success
     # Read back once the result, which holds every event of the run, is let go.
     return outcome_of_run(instance, plan, run_id, success)
@@ -106,16 +111,19 @@ def reexecute_from_failure(instance: dg.DagsterInstance, run_id: str) -> RunOutc
     steps = set(job().graph.node_dict)
     failed = dg.ReexecutionOptions.from_failure(run_id, instance).step_selection
     release_orphans(instance)
-    with dg.execute_job(
-        dg.reconstructable(job),
-        instance=instance,
-        reexecution_options=dg.ReexecutionOptions(
-            run_id, [key for key in failed if key.split("[")[0] in steps]
-        ),
-        run_config=quiet(),
-        tags=reexecution_tags(instance, parent),
-        raise_on_error=False,
-    ) as result:
+    with (
+        handlers_kept(),
+        dg.execute_job(
+            dg.reconstructable(job),
+            instance=instance,
+            reexecution_options=dg.ReexecutionOptions(
+                run_id, [key for key in failed if key.split("[")[0] in steps]
+            ),
+            run_config=quiet(),
+            tags=reexecution_tags(instance, parent),
+            raise_on_error=False,
+        ) as result,
+    ):
         run_id, success = result.run_id, result.success
     return outcome_of_run(instance, plan, run_id, success)
 

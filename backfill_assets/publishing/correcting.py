@@ -33,6 +33,7 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.corrections import events, lifecycle, recovery, registry
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
+from backfill_assets.publishing import interrupts
 from backfill_assets.publishing.publication import (
     CheckOutcome,
     Publication,
@@ -180,7 +181,9 @@ class CorrectionPublication(Publication):
         ]
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
-        """Keep the staged files of ``days`` in the correction's version of the table."""
+        """Keep the staged files of ``days`` in the correction's version of the table; not
+        after a SIGINT or SIGTERM (``interrupts.check``)."""
+        interrupts.check()
         kept = self.lake.keep_staged(staged, days, into=self.correction.id)
         record = self.correction.table(staged.table)
         for d in days:

@@ -17,6 +17,7 @@ from typing import Any
 
 import dagster as dg
 
+from backfill_assets.publishing.interrupts import stops_on_interrupt
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.settings import RunSettings
 
@@ -82,8 +83,9 @@ def publishing_step(
     """The step ``name`` (its op's name) of the one asset ``spec`` (published day by day, so
     skippable; Spark and Delta), audited by ``checks``: its body opens a ``Publication``, calls
     ``build`` with the days left to build and the run's resources (``spark``, ``pipeline`` and
-    ``resources``), then closes the check outputs and fails naming the held days.
-    ``description`` is the op's, as the UI shows it."""
+    ``resources``), then closes the check outputs and fails naming the held days; a SIGINT or
+    SIGTERM stops it (``publishing.interrupts``). ``description`` is the op's, as the UI
+    shows it."""
 
     @dg.multi_asset(
         name=name,
@@ -93,11 +95,17 @@ def publishing_step(
         **spark_step(checks, partitions),
     )
     def step_body(context: dg.AssetExecutionContext) -> Iterator:
-        spark = context.resources.spark.spark_session
-        with Publication(context, context.resources.pipeline.lake(spark)) as step:
-            days = step.days_to_build(spec.key)
-            if days:
-                build(step, days, context.resources)
-            yield from step.finish()
+        with stops_on_interrupt(context.resources.spark.started_session):
+            spark = context.resources.spark.spark_session
+            with Publication(context, context.resources.pipeline.lake(spark)) as step:
+                days = step.days_to_build(spec.key)
+                try:
+                    if days:
+                        build(step, days, context.resources)
+                except Exception:
+                    # What was published before the failure (or the stop) is recorded.
+                    yield from step.drain()
+                    raise
+                yield from step.finish()
 
     return step_body

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from datetime import date
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 from backfill_assets.catalog import (
@@ -37,10 +36,11 @@ from backfill_assets.event_days.quality import plotted, quality_checks
 from backfill_assets.event_days.staging import build_staging, trailing_published
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.correcting import CorrectionForm, publication_for
+from backfill_assets.publishing.interrupts import stops_on_interrupt
 from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication, partition_dates
 from backfill_assets.publishing.steps import KINDS, spark_step
-from backfill_assets.resources import PipelineResource
+from backfill_assets.resources import PipelineResource, SparkResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
 
@@ -218,11 +218,14 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     def staging_and_fact(
         context: dg.AssetExecutionContext,
         config: CorrectionForm,
-        spark: LazyPySparkResource,
+        spark: SparkResource,
         pipeline: PipelineResource,
     ) -> Iterator:
-        """Staging then fact for the selected event days, each day audited before publishing."""
-        session = spark.spark_session
-        yield from publish_event_days(context, session, pipeline.lake(session), settings, config)
+        """Staging then fact for the selected event days, each day audited before publishing;
+        a SIGINT or SIGTERM stops it (``publishing.interrupts``)."""
+        with stops_on_interrupt(spark.started_session):
+            session = spark.spark_session
+            lake = pipeline.lake(session)
+            yield from publish_event_days(context, session, lake, settings, config)
 
     return [staging_and_fact]
