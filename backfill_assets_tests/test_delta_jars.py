@@ -6,6 +6,7 @@ session before it starts."""
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import signal
 import stat
@@ -313,3 +314,30 @@ def test_a_delta_spark_session_on_s3_gets_the_s3a_jars_and_checks_them(
     assert "spark.hadoop.fs.s3.impl" not in spark_config(
         master="local[1]", lake_engine="delta-spark"
     )
+
+
+@pytest.mark.slow
+def test_a_delta_spark_case_without_the_jars_fails_naming_the_set_up_step(tmp_path):
+    """The lake's delta-spark cases with an empty folder for Delta's jars, and with Delta's but
+    an empty one for the s3a jars: each fails saying which step downloads them; none skips."""
+    contract = "backfill_assets_tests/lake/test_lake_contract.py"
+    case = "test_lake_rewrite_replaces_partition_not_appends"
+    (tmp_path / "none").mkdir()
+    for param, env, fix in (
+        ("delta-spark", {"BACKFILL_DELTA_JARS": str(tmp_path / "none")}, "run `make setup`"),
+        ("delta-spark-s3", {"BACKFILL_S3A_JARS": str(tmp_path / "none")}, "run `make test`"),
+    ):
+        node = f"{contract}::{case}[{param}]"
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", node],
+            env=subprocess_env(**env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert re.search(r"\b1 (failed|error)\b", done.stdout), done.stdout
+        assert "skipped" not in done.stdout, done.stdout
+        assert fix in done.stdout, done.stdout
