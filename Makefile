@@ -19,7 +19,7 @@ test: setup  ## the whole suite: transforms, lake, Dagster, end to end; fails on
 	@$(PY) -m backfill_assets.delta_jars --s3a  # the suite runs delta-spark on S3 too
 	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(PYTEST_ARGS)
 
-test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`, no apt installs
+test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: setup  ## the type checker, ruff's rules, the format check and Dagster's definitions check
