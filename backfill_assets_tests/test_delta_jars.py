@@ -341,3 +341,26 @@ def test_a_delta_spark_case_without_the_jars_fails_naming_the_set_up_step(tmp_pa
         assert re.search(r"\b1 (failed|error)\b", done.stdout), done.stdout
         assert "skipped" not in done.stdout, done.stdout
         assert fix in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_set_up_fails_when_a_jar_cannot_be_downloaded(tmp_path):
+    """`make setup`'s script stops at the jar it could not get, exits non-zero, and goes no
+    further (raw's plain-line reader is built after the jars)."""
+    (tmp_path / "none").mkdir()
+    done = subprocess.run(
+        ["bash", "scripts/bootstrap.sh"],
+        env=subprocess_env(
+            BACKFILL_DELTA_JARS=str(tmp_path / "none"),
+            BACKFILL_MAVEN_REPO="http://127.0.0.1:9",  # nothing listens
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert f"jar {min(JARS)} could not be downloaded" in done.stderr
+    assert "plain-line fields" not in done.stdout + done.stderr
+    assert list((tmp_path / "none").iterdir()) == []
