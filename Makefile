@@ -14,12 +14,12 @@ setup:
 demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
 
-test: setup  ## the whole suite: transforms, lake, Dagster, end to end
+test: setup  ## the whole suite: transforms, lake, Dagster, end to end; fails on a skip not allowed
 	@./scripts/test-deps.sh
 	@$(PY) -m backfill_assets.delta_jars --s3a  # the suite runs delta-spark on S3 too
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(PYTEST_ARGS)
 
-test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`, no apt installs
+test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: setup  ## the type checker, ruff's rules, the format check and Dagster's definitions check

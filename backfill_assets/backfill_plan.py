@@ -51,15 +51,21 @@ class RunPlan:
         return days_between(self.start, self.end)
 
 
-def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
-    """Raw for every landed arrival date in [start, end + lateness], rates for
-    [start - rate window, end], then staging and fact for [start, end]. What sits downstream
-    of them follows: ``downstream_plans``."""
+def check_range(settings: Settings, start: date, end: date) -> None:
+    """ValueError unless [start, end] is a range of the daily partitions."""
     first, last = settings.start_date, last_partition()
     if start > end:
         raise ValueError(f"--start {start} is after --end {end}")
     if start < first or end > last:
         raise ValueError(f"the range must lie within the partitions {first} .. {last}")
+
+
+def plan_backfill(settings: Settings, start: date, end: date) -> list[RunPlan]:
+    """Raw for every landed arrival date in [start, end + lateness], rates for
+    [start - rate window, end], then staging and fact for [start, end]. What sits downstream
+    of them follows: ``downstream_plans``."""
+    check_range(settings, start, end)
+    first, last = settings.start_date, last_partition()
     arrival_end = min(end + timedelta(days=settings.max_lateness_days), last)
     landed = [
         d

@@ -2,13 +2,16 @@
 
 Two sets (``JarSet``): Delta Lake's (``DELTA``, in ``.jars/delta``), and Hadoop's s3a with the
 AWS SDK (``S3A``, in ``.jars/s3a``, ``s3a_jars.py``), which only the delta-spark engine on a
-lake in S3 needs. Set-up (``make setup``) runs ``python -m backfill_assets.delta_jars``: when
-a set's jars are not already in its git-ignored folder it copies them from Maven Central with
-``mvn`` (``--strict-checksums``: the .sha1 Central serves must match), then checks each file
-against the sha256 recorded here. Once they are there it never calls ``mvn`` again, so it works
-offline. Where Maven cannot be reached it says so in one line and set-up goes on: the embedded
-delta-rs engine needs no jars. The s3a set is fetched only when S3 is used:
-``BACKFILL_LAKE_DIR`` or ``BACKFILL_LANDING_DIR`` is ``s3://...``, or ``--s3a`` asks for it.
+lake in S3 needs. Set-up (``make setup``) runs ``python -m backfill_assets.delta_jars``: each of
+a set's jars that is not already in its git-ignored folder with its recorded sha256 is
+downloaded over HTTPS from Maven Central (``MAVEN_CENTRAL``, or ``BACKFILL_MAVEN_REPO``: a
+mirror with Central's layout) with the standard library, checked against the sha256 recorded
+here, and renamed into place: a jar is there whole and checked, or not at all, whatever
+interrupts the download. Once they are there it downloads nothing, so it works offline. A jar
+that cannot be downloaded, or whose bytes differ from the recorded sha256, is a
+``DeltaJarsError`` naming it, and set-up fails. The s3a set is fetched only when S3 is used:
+``BACKFILL_LAKE_DIR`` or ``BACKFILL_LANDING_DIR`` is ``s3://...``, or ``--s3a`` asks for it
+(``make test`` does: the suite runs delta-spark on S3 too).
 
 ``checked_jars`` is what a Spark session calls before it starts with Delta:
 a missing or altered jar, or a pyspark these jars were not built for, is one
@@ -19,11 +22,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import http.client
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +50,14 @@ JARS = {
         "c46735481fa8e326b0957be02b4420cbcab4b325bb08009b7f2045a95133f1cc",
     ),
 }
-FIX = "run `make setup`, which fetches them with mvn"
+FIX = "run `make setup`, which downloads them from Maven Central"
 S3A_FIX = (
     "run `.venv/bin/python -m backfill_assets.delta_jars --s3a` (`make setup` does when "
-    "BACKFILL_LAKE_DIR is s3://...), which fetches them with mvn"
+    "BACKFILL_LAKE_DIR is s3://..., `make test` always), which downloads them from Maven Central"
 )
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+DOWNLOAD_TRIES = 3  # a jar's download is tried this many times before set-up fails
+DOWNLOAD_TIMEOUT = 60  # seconds without a byte from the server before a try fails
 DELTA_SESSION_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -69,7 +77,6 @@ class JarSet:
     folder: Callable[[SparkSettings], Path | None]  # the configured folder, None: the default
     default: str  # the default folder's name under the project's .jars/
     fix: str  # how to get the jars, for errors
-    not_fetched: str  # what a set-up that could not fetch them still leaves working
 
     def jar_dir(self, settings: SparkSettings | None = None) -> Path:
         folder = self.folder(SparkSettings.from_env() if settings is None else settings)
@@ -105,55 +112,34 @@ class JarSet:
             if _sha256(path, stat.st_size, stat.st_mtime_ns) != self.jars[name][1]:
                 raise DeltaJarsError(
                     f"{self.title}'s jar {path} is corrupt (sha256 differs from the "
-                    f"recorded one): delete it and {self.fix}"
+                    f"recorded one): {self.fix}, which replaces it"
                 )
         return self.jar_paths()
 
     def fetch(self) -> str:
-        """Make sure the jars are in ``jar_dir()``; one line saying what happened.
+        """Make sure the jars are in ``jar_dir()``, each with its recorded sha256; one line
+        saying what happened.
 
-        Raises DeltaJarsError only when a download does not match its recorded checksum.
+        From ``BACKFILL_MAVEN_REPO`` (``settings.maven_repo``), else ``MAVEN_CENTRAL``. Raises
+        DeltaJarsError, naming the jar, when one cannot be downloaded or its bytes do not have
+        the recorded sha256; the jars already renamed into place stay, each whole and checked.
         """
-        try:
-            self.checked()
-            return f"{self.title} jars present in {self.jar_dir()}"
-        except DeltaJarsError:
-            pass
         target = self.jar_dir()
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            return f"{self.title} jars not fetched (no mvn on PATH); {self.not_fetched}"
+        wanted = [
+            name
+            for name in sorted(self.jars)
+            if not (target / name).is_file() or _file_sha256(target / name) != self.jars[name][1]
+        ]
+        if not wanted:
+            return f"{self.title} jars present in {target}"
+        root = (SparkSettings.from_env().maven_repo or MAVEN_CENTRAL).rstrip("/")
         target.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target) as staging:
-            for name, (coordinates, _) in sorted(self.jars.items()):
-                run = subprocess.run(
-                    [
-                        mvn,
-                        "-q",
-                        "-B",
-                        "--strict-checksums",
-                        "dependency:copy",
-                        f"-Dartifact={coordinates}",
-                        f"-DoutputDirectory={staging}",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                if run.returncode != 0 or not os.path.exists(os.path.join(staging, name)):
-                    reason = _first_error(run.stdout + run.stderr)
-                    return (
-                        f"{self.title} jars not fetched (Maven Central unreachable or refused "
-                        f"{coordinates}: {reason}); {self.not_fetched}"
-                    )
-            for name, (_, sha) in self.jars.items():
-                got = _sha256(os.path.join(staging, name), 0, 0)
-                if got != sha:
-                    raise DeltaJarsError(f"downloaded {name} has sha256 {got}, expected {sha}")
-            for name in self.jars:
-                os.replace(os.path.join(staging, name), target / name)
+        _remove_partial_downloads(target)
+        for name in wanted:
+            coordinates, sha = self.jars[name]
+            _download(f"{root}/{maven_path(coordinates)}", target / name, sha, self.title)
         self.checked()
-        return f"fetched {self.title} jars into {target}"
+        return f"downloaded {len(wanted)} {self.title} jars into {target}"
 
 
 DELTA = JarSet(
@@ -162,7 +148,6 @@ DELTA = JarSet(
     lambda s: s.delta_jars,
     "delta",
     FIX,
-    "delta-rs works, native tests skip",
 )
 S3A = JarSet(
     f"s3a (hadoop-aws {HADOOP_AWS_VERSION})",
@@ -170,7 +155,6 @@ S3A = JarSet(
     lambda s: s.s3a_jars,
     "s3a",
     S3A_FIX,
-    "delta-rs works on S3, delta-spark does not",
 )
 
 
@@ -215,10 +199,63 @@ def fetch() -> str:
     return DELTA.fetch()
 
 
-def _first_error(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if "ERROR" in line]
-    text = lines[0] if lines else (output.strip().splitlines() or ["mvn failed"])[-1]
-    return text.removeprefix("[ERROR]").strip()[:200]
+def maven_path(coordinates: str) -> str:
+    """The path of a jar under a Maven repository's root: ``group:artifact:version`` is
+    ``group/as/folders/artifact/version/artifact-version.jar``."""
+    group, artifact, version = coordinates.split(":")
+    return f"{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
+PARTIAL = ".part"  # a download under way is ``.<jar name>.<random>.part`` in the jars' folder
+
+
+def _download(url: str, path: Path, sha256: str, title: str) -> None:
+    """Download ``url`` to ``path`` through a temporary file in its folder, renamed into place
+    only once its bytes have ``sha256`` and are on disk; DeltaJarsError naming the jar if not."""
+    error = ""
+    for attempt in range(DOWNLOAD_TRIES):
+        if attempt:
+            time.sleep(2**attempt)
+        handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=PARTIAL, dir=path.parent)
+        try:
+            digest = hashlib.sha256()
+            with os.fdopen(handle, "wb") as out:
+                with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
+                    for block in iter(lambda: response.read(1 << 20), b""):
+                        digest.update(block)
+                        out.write(block)
+                out.flush()
+                os.fsync(out.fileno())
+            if digest.hexdigest() != sha256:
+                raise DeltaJarsError(
+                    f"{title}'s jar {path.name} downloaded from {url} has sha256 "
+                    f"{digest.hexdigest()}, not the recorded {sha256}: not installed"
+                )
+            os.chmod(partial, 0o644)  # mkstemp's file is its owner's alone; a jar is for all
+            os.replace(partial, path)
+            return
+        except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError
+            error = str(exc)
+            if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
+                break  # the repository has no such file: asking again will not make one
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+    tries = f"{attempt + 1} tries" if attempt else "1 try"
+    raise DeltaJarsError(
+        f"{title}'s jar {path.name} could not be downloaded from {url} ({tries}; the last: {error})"
+    )
+
+
+def _remove_partial_downloads(folder: Path) -> None:
+    """Remove what downloads that were killed left in ``folder``."""
+    for leftover in folder.glob(f".*{PARTIAL}"):
+        leftover.unlink(missing_ok=True)
+
+
+def _file_sha256(path: Path) -> str:
+    stat = path.stat()
+    return _sha256(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -355,6 +355,9 @@ class SparkSettings:
     lake_engine: str = "auto"  # BACKFILL_LAKE_ENGINE: auto, delta-rs or delta-spark
     delta_jars: Path | None = None  # BACKFILL_DELTA_JARS; None: the project's .jars/delta
     s3a_jars: Path | None = None  # BACKFILL_S3A_JARS; None: the project's .jars/s3a
+    # BACKFILL_MAVEN_REPO: the Maven repository set-up downloads the jars from, a mirror with
+    # Maven Central's layout; None: Maven Central (delta_jars.MAVEN_CENTRAL)
+    maven_repo: str | None = None
     lake_on_s3: bool = False  # BACKFILL_LAKE_DIR is s3://...: delta-spark needs the s3a jars
     # BACKFILL_SPARK_CLASS_ARCHIVE: the driver JVM's class-data archive, a file or "off";
     # None: the project's .jars/spark-classes.jsa (spark_class_archive.py)
@@ -375,6 +378,7 @@ class SparkSettings:
             lake_engine=env.get("BACKFILL_LAKE_ENGINE", "auto"),
             delta_jars=Path(jars).absolute() if jars else None,
             s3a_jars=Path(s3a).absolute() if s3a else None,
+            maven_repo=env.get("BACKFILL_MAVEN_REPO") or None,
             lake_on_s3=env.get("BACKFILL_LAKE_DIR", "").strip().startswith("s3://"),
             class_archive=env.get("BACKFILL_SPARK_CLASS_ARCHIVE") or None,
             java=str(Path(env["JAVA_HOME"], "bin", "java")) if env.get("JAVA_HOME") else "java",

@@ -1,5 +1,6 @@
-"""Shared fixtures: one Spark session for the whole test run, small and quiet; and the hooks of
-the e2e lane (``e2e_lane.py``), which runs the ``e2e`` tests beside the others."""
+"""Shared fixtures: one Spark session for the whole test run, small and quiet; the hooks of
+the e2e lane (``e2e_lane.py``), which runs the ``e2e`` tests beside the others; and the check
+of a run's skips against an allowlist (``skip_allowlist.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from backfill_assets_tests.e2e_lane import (  # noqa: F401 (hooks: pytest finds 
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
     pytest_unconfigure,
+)
+from backfill_assets_tests.skip_allowlist import (  # noqa: F401 (hooks: pytest finds them here)
+    pytest_addoption,
+    pytest_configure,
 )
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -53,13 +58,13 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """One SeaweedFS S3 server for the session (``local_s3.py``); skipped, with the reason,
-    only where its binary cannot run."""
+    """One SeaweedFS S3 server for the session (``local_s3.py``); a failure saying why where its
+    binary cannot run."""
     from backfill_assets.local_s3 import S3Server, binary_problem
 
     problem = binary_problem()
     if problem:
-        pytest.skip(problem)
+        pytest.fail(f"{problem}: run `make setup`", pytrace=False)
     server = S3Server.start(tmp_path_factory.mktemp("seaweedfs"))
     yield server
     server.stop()

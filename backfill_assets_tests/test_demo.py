@@ -176,7 +176,7 @@ def test_the_demo_on_s3_lands_and_backfills_on_a_server_of_its_own(tmp_path, mon
     from backfill_assets_tests.reference import Reference
 
     if binary_problem():
-        pytest.skip(binary_problem())
+        pytest.fail(f"{binary_problem()}: run `make setup`", pytrace=False)
     env = {
         "BACKFILL_LANDING_DIR": str(tmp_path / "landing"),
         "BACKFILL_LAKE_DIR": str(tmp_path / "lake"),

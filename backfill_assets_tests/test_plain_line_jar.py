@@ -22,10 +22,21 @@ from backfill_assets.transforms.orders import FIELD_TEXTS, FIELDS, PLAIN_LINE
 from backfill_assets_tests.test_spark_smoke import session_child
 from backfill_assets_tests.transforms.test_orders import BASE, CASES
 
-needs_javac = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK compiler here")
+
+@pytest.fixture
+def javac() -> str:
+    """The JDK's compiler, which set-up installs; the test fails naming the step where it is not."""
+    path = shutil.which("javac")
+    if path is None:
+        pytest.fail(
+            "no JDK compiler (javac) here: run `make setup`, which installs "
+            "openjdk-17-jdk-headless with apt-get as root",
+            pytrace=False,
+        )
+    return path
 
 
-@needs_javac
+@pytest.mark.usefixtures("javac")
 def test_set_up_compiles_the_source_once_and_again_when_it_changes(tmp_path, monkeypatch):
     jar = tmp_path / "plain.jar"
     assert plain_line_jar.ensure(jar) == f"built: {jar}"
@@ -39,7 +50,7 @@ def test_set_up_compiles_the_source_once_and_again_when_it_changes(tmp_path, mon
     assert plain_line_jar.ensure(jar) == f"built: {jar}"
 
 
-@needs_javac
+@pytest.mark.usefixtures("javac")
 def test_a_source_that_does_not_compile_leaves_set_up_going(tmp_path, monkeypatch):
     broken = tmp_path / "PlainLineFields.java"
     broken.write_text("class PlainLineFields { not java }\n")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare a machine for `make demo` / `make test`: uv, the locked .venv, Java 17+, and Delta's
-# jars for the native engine (fetched once with mvn into .jars/delta; optional, see docs/engines-and-deployment.md),
+# jars for the native engine (downloaded once from Maven Central into .jars/delta and checked
+# against their recorded sha256s; set-up fails when one cannot be had, see docs/engines-and-deployment.md),
 # with Hadoop's s3a jars (.jars/s3a) when BACKFILL_LAKE_DIR or BACKFILL_LANDING_DIR is s3://...,
 # raw's plain-line reader (.jars/plain-line-fields.jar, compiled with javac; optional, faster),
 # and the driver JVM's class-data archive (.jars/spark-classes.jsa; optional, a faster start).

@@ -62,8 +62,14 @@ def stop_summary(signum: int, plans: list[RunPlan], outcomes: list[RunOutcome]) 
 def run_backfill(
     settings: Settings, start: date, end: date, allow_empty_overwrite: bool = False
 ) -> int:
+    """Every run of a backfill of [start, end]; ValueError, with no run launched, while the runs
+    would lack what they need (``preflight.py``)."""
+    from backfill_assets.backfill_plan import check_range
+    from backfill_assets.cli.preflight import check_run_needs
     from backfill_assets.cli.report import report_outcomes
 
+    check_range(settings, start, end)
+    check_run_needs(settings)
     outcomes = run_plans(settings, start, end, allow_empty_overwrite, tags={CLI_TAG: "backfill"})
     if outcomes is None:
         return 1

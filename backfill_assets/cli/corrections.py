@@ -62,7 +62,11 @@ def correct(
     rebuild: bool = False,
 ) -> int:
     """Raw for the range (the landing's record, published as usual), then staging and fact as
-    the correction ``correction_id``: staged, checked, not published."""
+    the correction ``correction_id``: staged, checked, not published. ValueError, with nothing
+    recorded and no run launched, while the runs would lack what they need (``preflight.py``)."""
+    from backfill_assets.cli.preflight import check_run_needs
+
+    check_run_needs(settings)
     cid = correction_id or registry.new_id(start)
     existing = registry.load(settings.lake_dir, cid)
     if existing is not None and existing.pending:

@@ -9,15 +9,15 @@ delta-spark session: one JVM with Delta's jars for the whole directory instead o
 one per module. The child starts as soon as the parent has collected, at a lower priority, and
 runs beside the parent's other tests (much of whose time is spent waiting on servers and
 daemons); the first native test in the parent waits for it. Each parent test passes or fails
-with its own case's outcome there. Without the jars they skip, saying set-up could not fetch
-them.
+with its own case's outcome there. Without the jars they fail, naming the set-up step that
+downloads them.
 
 A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
 ``s3://<bucket>/lake`` on the session's SeaweedFS server (``local_s3.py``), a bucket per test.
 One that also sets ``ON_S3_SPARK`` (True, or a frozenset of test names: the suite's time is
 counted) runs them on ``delta-spark-s3`` too: the same lake on the delta-spark engine, in the
-native child (whose session has the s3a jars when set-up fetched them; without them those
-cases skip, saying so).
+native child (whose session has the s3a jars `make test` downloads; without them those cases
+fail, saying so).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ ENGINES = ["delta-rs", "delta-spark"]
 ON_S3 = "delta-rs-s3"  # the delta-rs engine on a lake in S3, for the modules that ask for it
 ON_S3_SPARK = "delta-spark-s3"  # delta-spark on a lake in S3, for the modules that ask for it
 NO_S3A_JARS = (
-    "the s3a jars are not in .jars/s3a: `python -m backfill_assets.delta_jars --s3a` "
-    "(`make test` runs it) could not fetch them"
+    "the s3a jars are not in their folder (BACKFILL_S3A_JARS, else .jars/s3a): run `make "
+    "test`, or `.venv/bin/python -m backfill_assets.delta_jars --s3a`, which downloads them"
 )
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
 # fixtures whose tests need Delta's jars whatever the params
@@ -159,12 +159,12 @@ def engine_or_twin(request, name: str):
     """``name`` where it can run here; a twin of the child's run for delta-spark in the parent."""
     if name == "delta-rs" or (IN_NATIVE_CHILD and name in ("delta-spark", ON_S3_SPARK)):
         if name == ON_S3_SPARK and not S3A.present():
-            pytest.skip(NO_S3A_JARS)
+            pytest.fail(NO_S3A_JARS, pytrace=False)
         return name
     if not jars_present():
-        pytest.skip(NO_JARS)
+        pytest.fail(NO_JARS, pytrace=False)
     if name == ON_S3_SPARK and not S3A.present():
-        pytest.skip(NO_S3A_JARS)
+        pytest.fail(NO_S3A_JARS, pytrace=False)
     return _native_twin(request)
 
 

@@ -13,8 +13,8 @@ from backfill_assets.lake import CommitInfo
 
 NATIVE_ENV = "BACKFILL_LAKE_NATIVE_SESSION"
 NO_JARS = (
-    "Delta's jars are not in .jars/delta: `make setup` could not fetch them "
-    "(Maven Central unreachable or no mvn)"
+    "Delta's jars are not in their folder (BACKFILL_DELTA_JARS, else .jars/delta): run "
+    "`make setup`, which downloads them"
 )
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 BINARIES = ("initdb", "pg_ctl", "postgres")
 NO_SERVER = (
-    "PostgreSQL's server binaries (initdb, pg_ctl, postgres) are not on this machine: "
-    "`apt-get install -y postgresql` (.ci/run does it), or set BACKFILL_PG_BIN"
+    "PostgreSQL's server binaries (initdb, pg_ctl, postgres) are not on this machine: run "
+    "`scripts/test-deps.sh` (`make test` does), which installs Debian's postgresql, or set "
+    "BACKFILL_PG_BIN"
 )
 
 
