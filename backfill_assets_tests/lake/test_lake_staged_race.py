@@ -83,3 +83,18 @@ def test_a_publish_whose_staged_version_was_discarded_meanwhile_commits_nothing(
     assert lake.version(THINGS) == 0
     assert lake.staged_versions(THINGS) == []
     assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
+
+
+def test_a_publish_whose_staged_files_are_gone_commits_nothing(lake):
+    write_old(lake)
+    staged = lake.stage(
+        THINGS, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
+    )
+    table_dir = lake.table_location(THINGS)
+    os.remove(os.path.join(table_dir, staged.files_of([D2])[0].path))  # a hand, a bad clean-up
+    with pytest.raises(LakeError, match="gone from storage: nothing was committed"):
+        lake.publish(staged)
+    assert lake.version(THINGS) == 0
+    assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
+    reopened = lake.staged_version(THINGS, staged.id)
+    assert reopened is not None and reopened.publishing is None and reopened.published == {}
