@@ -1,7 +1,14 @@
 """Small files written so that a crash or an I/O error leaves the old content or the new, never
 half: the staged versions' manifests and the corrections' records. Each step passes the I/O
-seam (``testing/iofault.py``). On local disk: a synced temporary file, then a rename; on S3 one
-PUT, which is atomic per object (``storage.py``)."""
+seam (``testing/iofault.py``). On local disk: a synced temporary file, then a rename, then a
+sync of the folder (the rename is in the folder's entries; a new folder is synced into its
+parent too); on S3 one PUT, which is atomic per object and durable once it succeeds
+(``storage.py``).
+
+Also the syncs of what the lake writes beside them, on local disk (S3 needs none): each data file
+with the folders it created (``parquet_writer.py``), and each commit file delta-rs writes for
+the lake, with the log folder (``sync_commit``): delta-rs writes them without a sync, and a
+power loss could otherwise leave a table whose newest commit is empty or torn."""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.storage import S3Storage, storage_for
@@ -41,7 +48,7 @@ def write_atomically(
         io_step(f"{what}.write")
         storage.put(path, text.encode("utf-8"), create=create, if_match=if_match)
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    made = make_folders(os.path.dirname(path))
     tmp = f"{path}.{uuid.uuid4().hex}{TMP_SUFFIX}"
     try:
         io_step(f"{what}.write")
@@ -59,6 +66,54 @@ def write_atomically(
             os.remove(tmp)
         except FileNotFoundError:
             pass
+    sync_folders([os.path.dirname(path), *made])
+
+
+def make_folders(folder: str) -> list[str]:
+    """Make ``folder`` and its missing parents; the parents whose entries changed (each new
+    folder's parent), to sync once what is in them is."""
+    missing = []
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    if missing:
+        os.makedirs(missing[0], exist_ok=True)
+    return [os.path.dirname(f) for f in missing]
+
+
+def sync_file(path: str) -> None:
+    """Flush the file at ``path`` to the disk (local disk only)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folders(folders: list[str]) -> None:
+    """Flush the entries of ``folders`` (files created, renamed or removed in them), deepest
+    first, each once (local disk only)."""
+    for folder in sorted(set(folders), key=len, reverse=True):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def sync_commit(table_dir: str, version: int, data_files: Sequence[str] = ()) -> None:
+    """Flush the commit file of ``version`` that delta-rs wrote, and the log folder (and, for
+    version 0, the table's folder, which gained the log): delta-rs writes it without a sync.
+    ``data_files`` (relative to the table): files it wrote itself for the commit (a compaction's),
+    synced first, with their folders. Nothing to do on S3."""
+    if not storage_for(table_dir).is_local:
+        return
+    for relative in data_files:
+        sync_file(os.path.join(table_dir, relative))
+    log_dir = os.path.join(table_dir, "_delta_log")
+    sync_file(os.path.join(log_dir, f"{version:020d}.json"))
+    folders = [log_dir, *(os.path.dirname(os.path.join(table_dir, p)) for p in data_files)]
+    sync_folders(folders + ([table_dir] if version == 0 else []))
 
 
 _held = threading.local()
@@ -106,9 +161,16 @@ def exclusive(path: str | os.PathLike, what: str, wait_seconds: float = 300.0) -
 
 
 def remove(path: str | os.PathLike, what: str) -> bool:
-    """Delete ``path``; False when it was already gone."""
+    """Delete ``path``; False when it was already gone. On local disk the folder of a small file
+    (not of a data ``file``, which comes back after a power loss as an orphan for vacuum) is
+    synced: a manifest or record deleted before a power loss stays deleted."""
     io_step(f"{what}.delete")
-    return storage_for(path).delete(os.fspath(path))
+    path = os.fspath(path)
+    storage = storage_for(path)
+    deleted = storage.delete(path)
+    if deleted and storage.is_local and what != "file":
+        sync_folders([os.path.dirname(path)])
+    return deleted
 
 
 def stale_tmp_files(folder: str | os.PathLike, older_than_s: float) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
+from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.storage import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
@@ -210,11 +211,72 @@ def commit_added_files(table_dir: str, version: int) -> set[str]:
 
 
 def newest_commit(table_dir: str) -> int | None:
-    """The newest version with a commit file, by listing the log (None: no table yet)."""
+    """The newest version with a commit file, by listing the log (None: no table yet); on local
+    disk TornCommit when that file is torn (``torn_commit``)."""
     log_dir = os.path.join(table_dir, "_delta_log")
-    return max(
+    newest = max(
         (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
         default=None,
+    )
+    if newest is not None and storage_for(log_dir).is_local:
+        _check_whole(log_dir, newest, whole=False)
+    return newest
+
+
+class TornCommit(LakeError):
+    """The newest commit file of a table on local disk is not whole (a crash cut it short)."""
+
+
+def torn_commit(table_dir: str, whole: bool = False) -> None:
+    """TornCommit when the newest commit file of the table at ``table_dir`` (local disk) is empty
+    or cut short: what a power loss can leave of a commit written without a sync. No Delta
+    writer leaves one while it runs (each writes a temporary file and renames it), so it is a
+    commit that never wholly reached the disk. The log stays authoritative: nothing is repaired
+    here; the error names the file and what to do. ``whole``: parse every line, not only look
+    at the file's end."""
+    log_dir = os.path.join(table_dir, "_delta_log")
+    newest = max(
+        (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
+        default=None,
+    )
+    if newest is not None:
+        _check_whole(log_dir, newest, whole)
+
+
+_TAIL_BYTES = 4096
+
+
+def _check_whole(log_dir: str, version: int, whole: bool) -> None:
+    path = os.path.join(log_dir, f"{version:020d}.json")
+    try:
+        with open(path, "rb") as commit_file:
+            if not whole:
+                commit_file.seek(max(0, commit_file.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            data = commit_file.read()
+    except FileNotFoundError:
+        return  # cleaned up or moved aside meanwhile
+    body = data.rstrip(b"\n")
+    torn = not body or b"\0" in data or not body.endswith(b"}")
+    if whole and not torn:
+        try:
+            for line in body.split(b"\n"):
+                json.loads(line)
+        except ValueError:
+            torn = True
+    if not torn:
+        return
+    state = "empty" if not body else "cut short"
+    after = (
+        "the table then has no commit: write it again"
+        if version == 0
+        else f"the table is then at version {version - 1}, as its last whole commit left it; "
+        "run the write that was interrupted again"
+    )
+    raise TornCommit(
+        f"{path} is torn ({state}): the commit of version {version} never wholly reached the "
+        "disk (a crash or power loss while it was written), and no reader can open the table "
+        f"past it. If no process is writing to the table, set it aside: `mv {path} "
+        f"{path}.torn`; {after}"
     )
 
 
