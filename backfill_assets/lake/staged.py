@@ -79,6 +79,7 @@ class StagedVersion:
     moved: dict[dt.date, str] = field(default_factory=dict)  # partition -> version kept into
     # Counts the manifest's saves: each save names the one it read (``save``).
     generation: int = 0
+    closing: bool = False  # a discard claimed it (``remove``): nothing may publish or move it
 
     @property
     def rows_by_partition(self) -> dict[dt.date, int]:
@@ -127,6 +128,7 @@ class StagedVersion:
             moving=d.get("moving"),
             moved={dt.date.fromisoformat(k): v for k, v in d.get("moved", {}).items()},
             generation=d.get("generation", 0),
+            closing=d.get("closing", False),
         )
 
 
@@ -343,20 +345,23 @@ def delete_files(
 
 
 def remove(table_dir: str, staged: StagedVersion) -> int:
-    """Close a staged version: delete the manifest, as a compare-and-swap (ManifestChanged when
-    another writer saved or closed it after ``staged`` was read), then the files of its
-    partitions never published that nothing else needs (``delete_files``); files deleted.
-    The manifest goes first: a publish that read it can no longer claim it, and a closer killed
-    in between leaves files no manifest or log names, which vacuum removes like any orphan."""
-    with locked(table_dir, staged.id):
-        _check_generation(table_dir, staged)
-        durable.remove(manifest_path(table_dir, staged.id), "manifest")
-    return delete_files(
+    """Close a staged version: claim the manifest (``closing``, saved as a compare-and-swap:
+    ManifestChanged, with nothing deleted, when another writer saved or closed it after
+    ``staged`` was read), delete the files of its partitions never published that nothing else
+    needs (``delete_files``), then the manifest; files deleted. Once claimed, no publish or move
+    takes it, and a close stopped half-way is completed by the next one."""
+    if not staged.closing:
+        staged = save(table_dir, dataclasses.replace(staged, closing=True))
+    deleted = delete_files(
         table_dir,
         [f.path for f in staged.files if f.partition not in staged.published],
         staged.base_version,
         closing=staged.id,
     )
+    with locked(table_dir, staged.id):
+        _check_generation(table_dir, staged)
+        durable.remove(manifest_path(table_dir, staged.id), "manifest")
+    return deleted
 
 
 def settle(table_dir: str, staged: StagedVersion) -> StagedVersion:

@@ -567,6 +567,8 @@ class Lake:
                 return kept
         source = self._open_staged(staged, dates)
         target = self._settled(table_dir, into)
+        if target is not None and target.closing:
+            raise LakeError(f"{staged.table}: staged version {into} is being discarded")
         intent = {
             "into": into,
             "dates": [date_text(d) for d in dates],
@@ -592,6 +594,11 @@ class Lake:
         current = self._settled(self.table_location(staged.table), staged.id)
         if current is None:
             raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        if current.closing:
+            raise LakeError(
+                f"{staged.table}: staged version {staged.id} is being discarded (a discard or "
+                "expiry claimed it; the next one completes it)"
+            )
         gone = sorted(set(dates) - set(current.dates))
         if gone:
             raise LakeError(
