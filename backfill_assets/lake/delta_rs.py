@@ -35,6 +35,7 @@ from deltalake.transaction import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import (
     CommitInfo,
     Compaction,
@@ -43,7 +44,13 @@ from backfill_assets.lake.commit import (
     write_id_of,
 )
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
-from backfill_assets.lake.log import commit_file_counts, commit_of_write, touched_after
+from backfill_assets.lake.log import (
+    commit_added_files,
+    commit_file_counts,
+    commit_of_write,
+    torn_commit,
+    touched_after,
+)
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.spark_files import (
     check_readable,
@@ -72,11 +79,15 @@ class DeltaRsEngine:
         storage = storage_for(table_dir)
         if not storage.has_files(os.path.join(table_dir, "_delta_log")):
             return None
+        if storage.is_local:
+            torn_commit(table_dir)  # delta-rs reads an empty commit file as a commit of nothing
         try:
             return DeltaTable(table_dir, version=version, storage_options=storage.delta_options())
         except TableNotFoundError:
             return None
         except DeltaError as exc:
+            if storage.is_local:
+                torn_commit(table_dir, whole=True)
             at = "latest version" if version is None else f"version {version}"
             raise LakeError(f"cannot load {at} of {table_dir}: {exc}") from exc
 
@@ -360,6 +371,7 @@ class DeltaRsEngine:
             version = commit_of_write(table_dir, write_id, read_version)
             if version is None:
                 return Compaction(name, None, 0, 0, attempt)
+            durable.sync_commit(table_dir, version, sorted(commit_added_files(table_dir, version)))
             return Compaction(
                 name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt
             )
@@ -405,6 +417,7 @@ class DeltaRsEngine:
                         storage_options=storage_for(table_dir).delta_options(),
                     )
                     io_step("commit.landed")
+                    durable.sync_commit(table_dir, 0)
                     return 0, attempt
                 landing = table.version() + 1  # the snapshot read, before the commit moves it
                 file_actions, mode, filters = actions(table)
@@ -420,12 +433,14 @@ class DeltaRsEngine:
                     commit_properties=props,
                 )
                 io_step("commit.landed")
+                durable.sync_commit(table_dir, landing)
                 return landing, attempt
             except LakeError:
                 raise  # refused before committing (conflict, schema): nothing to look for
             except Exception as exc:
                 landed = commit_of_write(table_dir, write_id, read_version)
                 if landed is not None:
+                    durable.sync_commit(table_dir, landed)
                     return landed, attempt
                 if isinstance(exc, CommitFailedError):
                     # Only a lost race is worth retrying: the table must have moved on.

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from backfill_assets.lake.keys import LakeError
-from backfill_assets.lake.log import replay
+from backfill_assets.lake.log import physical_name, replay
 
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
 
@@ -119,8 +119,10 @@ def snapshot_records(
     spark: SparkSession, table_dir: str, column: str, version: int
 ) -> tuple[dict[dt.date, int], list[dt.date]]:
     """``file_row_counts`` from the snapshot Delta's JVM reconstructs, in Spark jobs."""
-    files = snapshot_files(spark, table_dir, version).select(
-        F.col("partitionValues")[column].alias("day"),
+    snapshot = snapshot_at(spark, table_dir, version)
+    key = physical_name({"schemaString": str(snapshot.metadata().schemaString())}, column)
+    files = DataFrame(snapshot.allFiles().toDF(), spark).select(
+        F.col("partitionValues")[key].alias("day"),
         (
             F.get_json_object("stats", "$.numRecords").cast("long")
             - F.coalesce(F.col("deletionVector.cardinality"), F.lit(0))

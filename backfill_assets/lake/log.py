@@ -16,11 +16,13 @@ from typing import Any
 from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
+from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.storage import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet")
 _SINGLE_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint\.parquet")
+_PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
 def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> dict[str, int]:
@@ -35,12 +37,13 @@ def last_written_versions(table_dir: str, column: str, partitions: set[str]) -> 
         (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
         reverse=True,
     )
+    key = _PartitionKey(table_dir, column)
     found: dict[str, int] = {}
     for version in versions:
         missing = partitions - found.keys()
         if not missing:
             break
-        for value in _touched(os.path.join(log_dir, f"{version:020d}.json"), column) & missing:
+        for value in _touched(os.path.join(log_dir, f"{version:020d}.json"), key) & missing:
             found[value] = version
     oldest = versions[-1] if versions else 0
     return {value: found.get(value, oldest) for value in partitions}
@@ -62,20 +65,91 @@ def touched_after(
     expected_first = 0 if version is None else version + 1
     if newer and newer[0] != expected_first:
         return set(partitions)
+    key = _PartitionKey(table_dir, column)
     touched: set[str] = set()
     for v in newer:
-        touched |= _touched(os.path.join(log_dir, f"{v:020d}.json"), column) & partitions
+        touched |= _touched(os.path.join(log_dir, f"{v:020d}.json"), key) & partitions
     return touched
 
 
-def _touched(commit_file: str, column: str) -> set[str]:
+class _PartitionKey:
+    """Reads one column's value from the log's ``partitionValues``, which are keyed by the
+    column's physical name: under column mapping (``delta.columnMapping.mode`` name or id) the
+    one the table's schema gives it in ``delta.columnMapping.physicalName``, else its name.
+
+    The schema is read once, and only when a partitionValues lacks the name itself: a table
+    without column mapping, or one upgraded to it (whose old columns keep their names as
+    physical names), costs no read of its metaData."""
+
+    def __init__(self, table_dir: str, column: str) -> None:
+        self.table_dir = table_dir
+        self.column = column
+        self._physical: str | None = None
+
+    def value(self, partition_values: dict[str, str | None] | None) -> str | None:
+        if not partition_values:
+            return None
+        if self.column in partition_values:
+            return partition_values[self.column]
+        if self._physical is None:
+            self._physical = physical_name(newest_metadata(self.table_dir), self.column)
+        return partition_values.get(self._physical)
+
+
+def physical_name(metadata: dict[str, Any] | None, column: str) -> str:
+    """The key of ``column``'s values in the partitionValues of a table with ``metadata`` (a
+    metaData action): its physical name under column mapping, else ``column`` itself."""
+    if not metadata or "schemaString" not in metadata:
+        return column
+    for field in json.loads(metadata["schemaString"]).get("fields", []):
+        if field.get("name") == column:
+            return (field.get("metadata") or {}).get(_PHYSICAL_NAME, column)
+    return column
+
+
+def newest_metadata(table_dir: str) -> dict[str, Any] | None:
+    """The table's newest metaData action: from the newest commit file that has one, else from
+    the newest checkpoint at or before them (None: no log, or none found in what is left)."""
+    log_dir = os.path.join(table_dir, "_delta_log")
+    for _attempt in range(3):
+        names = _names(log_dir)
+        checkpoints = {
+            int(m.group(1)): name for name in names if (m := _CHECKPOINT_FILE.fullmatch(name))
+        }
+        floor = max(checkpoints, default=-1)
+        commits = sorted(
+            (
+                v
+                for n in names
+                if (m := _COMMIT_FILE.fullmatch(n)) and (v := int(m.group(1))) > floor
+            ),
+            reverse=True,
+        )
+        try:
+            for version in commits:
+                for line in _lines(os.path.join(log_dir, f"{version:020d}.json")):
+                    if '"metaData"' in line and "metaData" in (action := json.loads(line)):
+                        return action["metaData"]
+            for name in names:
+                if (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) == floor:
+                    rows = _checkpoint_table(os.path.join(log_dir, name), ["metaData"]).to_pylist()
+                    found = [r["metaData"] for r in rows if r.get("metaData") is not None]
+                    if found:
+                        return _metadata_from_checkpoint(found[0])
+            return None
+        except FileNotFoundError:
+            continue  # cleaned up meanwhile: a newer checkpoint holds it, list again
+    raise OSError(f"{log_dir}: the log kept changing while it was read; try again")
+
+
+def _touched(commit_file: str, key: _PartitionKey) -> set[str]:
     touched: set[str] = set()
     try:
         for line in _lines(commit_file):
             action = json.loads(line)
             for kind in ("add", "remove"):
                 if kind in action and action[kind].get("dataChange", True):
-                    value = (action[kind].get("partitionValues") or {}).get(column)
+                    value = key.value(action[kind].get("partitionValues"))
                     if value is not None:
                         touched.add(value)
     except FileNotFoundError:
@@ -137,11 +211,72 @@ def commit_added_files(table_dir: str, version: int) -> set[str]:
 
 
 def newest_commit(table_dir: str) -> int | None:
-    """The newest version with a commit file, by listing the log (None: no table yet)."""
+    """The newest version with a commit file, by listing the log (None: no table yet); on local
+    disk TornCommit when that file is torn (``torn_commit``)."""
     log_dir = os.path.join(table_dir, "_delta_log")
-    return max(
+    newest = max(
         (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
         default=None,
+    )
+    if newest is not None and storage_for(log_dir).is_local:
+        _check_whole(log_dir, newest, whole=False)
+    return newest
+
+
+class TornCommit(LakeError):
+    """The newest commit file of a table on local disk is not whole (a crash cut it short)."""
+
+
+def torn_commit(table_dir: str, whole: bool = False) -> None:
+    """TornCommit when the newest commit file of the table at ``table_dir`` (local disk) is empty
+    or cut short: what a power loss can leave of a commit written without a sync. No Delta
+    writer leaves one while it runs (each writes a temporary file and renames it), so it is a
+    commit that never wholly reached the disk. The log stays authoritative: nothing is repaired
+    here; the error names the file and what to do. ``whole``: parse every line, not only look
+    at the file's end."""
+    log_dir = os.path.join(table_dir, "_delta_log")
+    newest = max(
+        (int(m.group(1)) for name in _names(log_dir) if (m := _COMMIT_FILE.fullmatch(name))),
+        default=None,
+    )
+    if newest is not None:
+        _check_whole(log_dir, newest, whole)
+
+
+_TAIL_BYTES = 4096
+
+
+def _check_whole(log_dir: str, version: int, whole: bool) -> None:
+    path = os.path.join(log_dir, f"{version:020d}.json")
+    try:
+        with open(path, "rb") as commit_file:
+            if not whole:
+                commit_file.seek(max(0, commit_file.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            data = commit_file.read()
+    except FileNotFoundError:
+        return  # cleaned up or moved aside meanwhile
+    body = data.rstrip(b"\n")
+    torn = not body or b"\0" in data or not body.endswith(b"}")
+    if whole and not torn:
+        try:
+            for line in body.split(b"\n"):
+                json.loads(line)
+        except ValueError:
+            torn = True
+    if not torn:
+        return
+    state = "empty" if not body else "cut short"
+    after = (
+        "the table then has no commit: write it again"
+        if version == 0
+        else f"the table is then at version {version - 1}, as its last whole commit left it; "
+        "run the write that was interrupted again"
+    )
+    raise TornCommit(
+        f"{path} is torn ({state}): the commit of version {version} never wholly reached the "
+        "disk (a crash or power loss while it was written), and no reader can open the table "
+        f"past it. If no process is writing to the table, set it aside: `mv {path} "
+        f"{path}.torn`; {after}"
     )
 
 
@@ -202,13 +337,18 @@ class LogSnapshot:
     def configuration(self) -> dict[str, str]:
         return dict(self.metadata.get("configuration") or {})
 
+    def partition_key(self, column: str) -> str:
+        """The key of ``column``'s values in the adds' partitionValues (``physical_name``)."""
+        return physical_name(self.metadata, column)
+
     def records(self, column: str) -> tuple[dict[str | None, int], set[str | None]]:
         """Rows per ``column`` value from the files' statistics (``numRecords``), and the
         values with a file whose statistics lack them."""
+        key = self.partition_key(column)
         counts: dict[str | None, int] = {}
         unknown: set[str | None] = set()
         for add in self.adds.values():
-            value = add.get("partitionValues", {}).get(column)
+            value = add.get("partitionValues", {}).get(key)
             records = json.loads(add["stats"]).get("numRecords") if add.get("stats") else None
             if records is not None and add.get("deletionVector"):
                 records -= add["deletionVector"].get("cardinality", 0)
@@ -219,8 +359,9 @@ class LogSnapshot:
 
     def files_in(self, column: str, partitions: set[str]) -> list[dict[str, Any]]:
         """The add actions of the files whose ``column`` value is one of ``partitions``."""
+        key = self.partition_key(column)
         return [
-            a for a in self.adds.values() if a.get("partitionValues", {}).get(column) in partitions
+            a for a in self.adds.values() if a.get("partitionValues", {}).get(key) in partitions
         ]
 
 

@@ -14,7 +14,9 @@ in the pickled task, as Spark's own s3a settings travel in its conf), so no Hado
 
 Files are named ``part-<uuid>.snappy.parquet`` and become visible only when a
 Delta commit adds them; a writer killed before its commit leaves orphans that
-reads never list and vacuum removes.
+reads never list and vacuum removes. On local disk each file is synced, with its folder (and
+the table's, when the folder is new), before the driver hears of it: Delta's rule, data files
+durable before the commit that names them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType
 
+import backfill_assets.lake.durable as durable
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.keys import LakeError, date_text
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
@@ -220,6 +223,7 @@ class _PartitionSink:
         self.base = table_dir.removeprefix(S3_SCHEME) if s3 is not None else table_dir
         self.partition: str | None = None
         self.writer: ParquetWriter | None = None
+        self.new_parents: list[str] = []  # folders whose entries the open file's folder changed
         self.pending: list = []
         self.pending_rows = self.file_rows = 0
         self.done: list[tuple] = []
@@ -248,7 +252,7 @@ class _PartitionSink:
             self.relative = f"{self.column}={self.partition}/part-{uuid.uuid4().hex}.snappy.parquet"
             target = os.path.join(self.base, self.relative)
             if self.filesystem is None:
-                os.makedirs(os.path.dirname(target), exist_ok=True)
+                self.new_parents = durable.make_folders(os.path.dirname(target))
             self.writer = pq.ParquetWriter(
                 target, table.schema, compression="snappy", filesystem=self.filesystem
             )
@@ -275,7 +279,11 @@ class _PartitionSink:
         if self.writer is None:
             return
         self.writer.close()
-        size, mtime_ms = self._stat(os.path.join(self.base, self.relative))
+        target = os.path.join(self.base, self.relative)
+        if self.filesystem is None:  # on S3 the upload is durable once it succeeds
+            durable.sync_file(target)
+            durable.sync_folders([os.path.dirname(target), *self.new_parents])
+        size, mtime_ms = self._stat(target)
         self.done.append((self.relative, size, self.partition, self.file_rows, mtime_ms, 0))
         self.writer, self.file_rows = None, 0
         pause_point("mid_files")

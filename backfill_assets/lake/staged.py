@@ -18,23 +18,32 @@ A manifest can lag behind the log (a publish whose commit landed and whose manif
 failed) or share files with another (a ``keep_staged`` interrupted between its two saves).
 So no path trusts one manifest alone: discard, expiry and ``keep_staged`` delete through
 ``delete_files``, which asks the Delta log and the other open manifests right before deleting.
+
+A manifest is compare-and-swap: it counts its saves (``generation``), and a save or a close
+names the generation it read, so a writer that read it before another saved or closed it fails
+with ManifestChanged instead of writing over it (on S3 a conditional PUT, ``If-Match`` the ETag
+of the object whose generation was compared). On local disk every publish, discard, move and
+settle also holds the manifest (``locked``: a ``flock`` the kernel drops when its holder dies)
+from its last check to its last effect, so a discard can never delete files between a publish's
+check that they exist and its commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.keys import LakeError, date_text
 from backfill_assets.lake.log import commit_of_write, referenced_files
-from backfill_assets.lake.storage import is_s3, storage_for
+from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
 from backfill_assets.testing.iofault import io_step
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
@@ -68,6 +77,9 @@ class StagedVersion:
     publishing: dict | None = None
     moving: dict | None = None
     moved: dict[dt.date, str] = field(default_factory=dict)  # partition -> version kept into
+    # Counts the manifest's saves: each save names the one it read (``save``).
+    generation: int = 0
+    closing: bool = False  # a discard claimed it (``remove``): nothing may publish or move it
 
     @property
     def rows_by_partition(self) -> dict[dt.date, int]:
@@ -115,6 +127,8 @@ class StagedVersion:
             publishing=d.get("publishing"),
             moving=d.get("moving"),
             moved={dt.date.fromisoformat(k): v for k, v in d.get("moved", {}).items()},
+            generation=d.get("generation", 0),
+            closing=d.get("closing", False),
         )
 
 
@@ -134,11 +148,68 @@ def manifest_path(table_dir: str, stage_id: str) -> str:
     return os.path.join(table_dir, STAGED_DIR, f"{check_id(stage_id)}.json")
 
 
-def save(table_dir: str, staged: StagedVersion, create: bool = False) -> None:
-    """Write the manifest atomically (a reader sees the old one or the new one, never half);
-    ``create``: only when there is none yet (FileExistsError: another writer opened it first)."""
-    durable.write_atomically(
-        manifest_path(table_dir, staged.id), staged.to_json(), "manifest", create=create
+class ManifestChanged(LakeError):
+    """A save or close of a manifest that another writer changed or closed after it was read."""
+
+
+@contextlib.contextmanager
+def locked(table_dir: str, *stage_ids: str) -> Iterator[None]:
+    """Hold the manifests of ``stage_ids`` against every other process's publish, discard, move
+    and settle while the block runs (on local disk: ``durable.exclusive``, taken in id order so
+    that two holders of the same pair never wait on each other; nothing on S3)."""
+    with contextlib.ExitStack() as stack:
+        for stage_id in sorted(set(stage_ids)):
+            stack.enter_context(
+                durable.exclusive(manifest_path(table_dir, stage_id), "staged manifest")
+            )
+        yield
+
+
+def save(table_dir: str, staged: StagedVersion, create: bool = False) -> StagedVersion:
+    """Write the manifest atomically (a reader sees the old one or the new one, never half), as
+    a compare-and-swap: only while the one in storage is still the one ``staged`` was made from
+    (its ``generation``); ManifestChanged when another writer saved or closed it meanwhile. The
+    saved manifest, a generation on. ``create``: only when there is none yet (FileExistsError:
+    another writer opened it first); generation 0."""
+    path = manifest_path(table_dir, staged.id)
+    if create:
+        saved = dataclasses.replace(staged, generation=0)
+        durable.write_atomically(path, saved.to_json(), "manifest", create=True)
+        return saved
+    saved = dataclasses.replace(staged, generation=staged.generation + 1)
+    with locked(table_dir, staged.id):
+        tag = _check_generation(table_dir, staged)
+        try:
+            durable.write_atomically(path, saved.to_json(), "manifest", if_match=tag)
+        except FileExistsError:  # S3's If-Match: replaced or deleted since it was read
+            raise _changed(table_dir, staged, "saved or closed") from None
+    return saved
+
+
+def _check_generation(table_dir: str, staged: StagedVersion) -> str | None:
+    """ManifestChanged unless the manifest in storage is at ``staged``'s generation; its ETag on
+    S3 (the object the next conditional PUT must replace), None on local disk."""
+    path = manifest_path(table_dir, staged.id)
+    storage = storage_for(path)
+    tag = None
+    try:
+        if isinstance(storage, S3Storage):
+            data, tag = storage.read_tagged(path)
+            text = data.decode("utf-8")
+        else:
+            text = storage.read_text(path)
+    except FileNotFoundError:
+        raise _changed(table_dir, staged, "closed (discarded or expired)") from None
+    current = _parse(path, staged.id, text)
+    if current.generation != staged.generation:
+        raise _changed(table_dir, staged, f"saved again (generation {current.generation})")
+    return tag
+
+
+def _changed(table_dir: str, staged: StagedVersion, how: str) -> ManifestChanged:
+    return ManifestChanged(
+        f"{staged.table}: staged version {staged.id} was {how} by another writer after this one "
+        f"read it (generation {staged.generation}); this one saved nothing"
     )
 
 
@@ -157,6 +228,10 @@ def load(table_dir: str, stage_id: str) -> StagedVersion | None:
         text = storage_for(path).read_text(path)
     except FileNotFoundError:
         return None
+    return _parse(path, stage_id, text)
+
+
+def _parse(path: str, stage_id: str, text: str) -> StagedVersion:
     try:
         staged = StagedVersion.from_json(text)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -270,15 +345,22 @@ def delete_files(
 
 
 def remove(table_dir: str, staged: StagedVersion) -> int:
-    """Close a staged version: delete the files of its partitions never published that nothing
-    else needs (``delete_files``), then the manifest; files deleted."""
+    """Close a staged version: claim the manifest (``closing``, saved as a compare-and-swap:
+    ManifestChanged, with nothing deleted, when another writer saved or closed it after
+    ``staged`` was read), delete the files of its partitions never published that nothing else
+    needs (``delete_files``), then the manifest; files deleted. Once claimed, no publish or move
+    takes it, and a close stopped half-way is completed by the next one."""
+    if not staged.closing:
+        staged = save(table_dir, dataclasses.replace(staged, closing=True))
     deleted = delete_files(
         table_dir,
         [f.path for f in staged.files if f.partition not in staged.published],
         staged.base_version,
         closing=staged.id,
     )
-    durable.remove(manifest_path(table_dir, staged.id), "manifest")
+    with locked(table_dir, staged.id):
+        _check_generation(table_dir, staged)
+        durable.remove(manifest_path(table_dir, staged.id), "manifest")
     return deleted
 
 
@@ -298,8 +380,19 @@ def settle(table_dir: str, staged: StagedVersion) -> StagedVersion:
     if settled.moving is not None:
         settled = finish_move(table_dir, settled)
     if settled is not staged:
-        save(table_dir, settled)
+        return save(table_dir, settled)
     return settled
+
+
+def settled(table_dir: str, stage_id: str) -> StagedVersion | None:
+    """The manifest of ``stage_id`` (None: there is none), settled while holding it (``locked``):
+    an intent is judged only when no publish or move that recorded it is still running here."""
+    current = load(table_dir, stage_id)
+    if current is None or (current.publishing is None and current.moving is None):
+        return current  # nothing to judge: no need to wait for a holder
+    with locked(table_dir, stage_id):
+        current = load(table_dir, stage_id)
+        return None if current is None else settle(table_dir, current)
 
 
 def finish_move(table_dir: str, source: StagedVersion) -> StagedVersion:

@@ -131,15 +131,29 @@ class S3Storage:
         except Exception as exc:
             raise _not_found_or(exc, path) from None
 
-    def put(self, path: str, data: bytes, create: bool) -> None:
-        """One PUT; ``create``: only when no object is at ``path`` (FileExistsError if one is)."""
+    def read_tagged(self, path: str) -> tuple[bytes, str]:
+        """The object at ``path`` and its ETag, for a ``put`` that must replace exactly it;
+        FileNotFoundError when there is none."""
+        bucket, key = split(path)
+        try:
+            found = self.client.get_object(Bucket=bucket, Key=key)
+            return bytes(found["Body"].read()), str(found["ETag"])
+        except Exception as exc:
+            raise _not_found_or(exc, path) from None
+
+    def put(self, path: str, data: bytes, create: bool, if_match: str | None = None) -> None:
+        """One PUT; ``create``: only when no object is at ``path`` (FileExistsError if one is);
+        ``if_match``: only while the object there has that ETag (``If-Match``; FileExistsError
+        when another write replaced or deleted it meanwhile)."""
         bucket, key = split(path)
         extra = {"IfNoneMatch": "*"} if create else {}
+        if if_match is not None:
+            extra["IfMatch"] = if_match
         try:
             self.client.put_object(Bucket=bucket, Key=key, Body=data, **extra)
         except Exception as exc:
-            if _status(exc) in (409, 412):
-                raise FileExistsError(f"{path} exists already") from None
+            if _status(exc) in (409, 412) or (if_match is not None and _status(exc) == 404):
+                raise FileExistsError(f"{path} exists already or was changed") from None
             raise _os_error(exc, path) from None
 
     def list_names(self, folder: str) -> list[str]:

@@ -417,10 +417,16 @@ class Lake:
         """Make the staged files of ``partitions`` (all by default) the table's content of those
         partitions, in one commit that swaps files and copies no data. Raises LakeConflict when
         a commit after ``since`` (default: the staged version's base, the version its audit
-        compared with) touched one of them."""
+        compared with) touched one of them.
+
+        The manifest is claimed by compare-and-swap (the intent is saved only over the manifest
+        this publish read), then checked again, with every staged file it adds, right before
+        the commit, while holding it (``staged.locked``): a staged version discarded, expired
+        or changed meanwhile fails the publish with a LakeError, and nothing is committed."""
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
         table_dir = self.table_location(staged.table)
         on_disk = self._open_staged(staged, dates)
+        pause_point("publish_read")
         commit = commit or staged.commit
         if commit.write_id is None:  # a journaling caller's own id is kept: it looks for it
             commit = replace(commit, write_id=new_write_id())
@@ -434,13 +440,49 @@ class Lake:
             "dates": [date_text(d) for d in dates],
             "after": newest_commit(table_dir),
         }
-        manifests.save(table_dir, replace(on_disk, publishing=intent))
         try:
-            result = self._engine.publish(staged.table, table_dir, current, dates, commit)
-        except Exception:
-            self._settle_quietly(table_dir, staged.id)
-            raise
-        after = manifests.load(table_dir, staged.id)
+            claimed = manifests.save(table_dir, replace(on_disk, publishing=intent))
+        except manifests.ManifestChanged as exc:
+            raise manifests.ManifestChanged(f"{exc}; nothing was committed: stage again") from None
+        pause_point("publish_intent")
+        with manifests.locked(table_dir, staged.id):
+            self._check_claim(claimed, dates)
+            try:
+                result = self._engine.publish(staged.table, table_dir, current, dates, commit)
+            except Exception:
+                self._settle_quietly(table_dir, staged.id)
+                raise
+            return self._record_published(current, dates, result)
+
+    def _check_claim(self, claimed: StagedVersion, dates: list[dt.date]) -> None:
+        """LakeError, before anything is committed, unless the manifest is still the one this
+        publish saved its intent in and every staged file of ``dates`` is in storage."""
+        table_dir = self.table_location(claimed.table)
+        current = manifests.load(table_dir, claimed.id)
+        if current is None or current.generation != claimed.generation:
+            how = "discarded or expired" if current is None else "changed"
+            raise manifests.ManifestChanged(
+                f"{claimed.table}: staged version {claimed.id} was {how} by another writer "
+                "while this publish ran: nothing was committed; stage again"
+            )
+        gone = [
+            f.path
+            for f in claimed.files_of(dates)
+            if not self.storage.exists(os.path.join(table_dir, f.path))
+        ]
+        if gone:
+            manifests.save(table_dir, replace(current, publishing=None))
+            raise LakeError(
+                f"{claimed.table}: staged files {gone} of staged version {claimed.id} are gone "
+                "from storage: nothing was committed; discard it and stage again"
+            )
+
+    def _record_published(
+        self, current: StagedVersion, dates: list[dt.date], result: WriteResult
+    ) -> WriteResult:
+        """Record ``result``'s version for ``dates`` in the manifest, which then has no intent."""
+        table_dir = self.table_location(current.table)
+        after = manifests.load(table_dir, current.id)
         if after is None:
             # Closed (discarded or expired) while this commit landed: nothing left to record,
             # but the closer deleted the files it thought unpublished, which a swap just committed.
@@ -460,9 +502,7 @@ class Lake:
     def _settle_quietly(table_dir: str, stage_id: str) -> None:
         """Settle a failed publish's intent now if the disk lets us; else the next opener will."""
         try:
-            current = manifests.load(table_dir, stage_id)
-            if current is not None:
-                manifests.settle(table_dir, current)
+            manifests.settled(table_dir, stage_id)
         except Exception:
             pass
 
@@ -497,8 +537,9 @@ class Lake:
         """Close a staged version: delete the files of partitions it never published, and its
         manifest. Returns the files deleted. Published partitions are not touched."""
         table_dir = self.table_location(staged.table)
-        current = self._settled(table_dir, staged.id)
-        return 0 if current is None else manifests.remove(table_dir, current)
+        with manifests.locked(table_dir, staged.id):
+            current = self._settled(table_dir, staged.id)
+            return 0 if current is None else manifests.remove(table_dir, current)
 
     def keep_staged(
         self, staged: StagedVersion, partitions: Iterable[object], into: str
@@ -514,6 +555,11 @@ class Lake:
         dates = self._dates(partitions)
         table_dir = self.table_location(staged.table)
         into = manifests.check_id(into)
+        with manifests.locked(table_dir, staged.id, into):
+            return self._keep(staged, dates, into)
+
+    def _keep(self, staged: StagedVersion, dates: list[dt.date], into: str) -> StagedVersion:
+        table_dir = self.table_location(staged.table)
         source = self._settled(table_dir, staged.id)
         if source is not None and all(source.moved.get(d) == into for d in dates):
             kept = self._settled(table_dir, into)
@@ -521,6 +567,8 @@ class Lake:
                 return kept
         source = self._open_staged(staged, dates)
         target = self._settled(table_dir, into)
+        if target is not None and target.closing:
+            raise LakeError(f"{staged.table}: staged version {into} is being discarded")
         intent = {
             "into": into,
             "dates": [date_text(d) for d in dates],
@@ -529,10 +577,9 @@ class Lake:
             else [f.path for f in target.files_of(dates) if f.partition not in target.published],
             "since": None if target is None else target.base_version,
         }
-        source = replace(source, moving=intent)
-        manifests.save(table_dir, source)
+        source = manifests.save(table_dir, replace(source, moving=intent))
         merged = manifests.merge(target, source, dates, into)
-        manifests.save(table_dir, merged)
+        merged = manifests.save(table_dir, merged, create=target is None)
         manifests.save(table_dir, manifests.finish_move(table_dir, source))
         return merged
 
@@ -547,6 +594,11 @@ class Lake:
         current = self._settled(self.table_location(staged.table), staged.id)
         if current is None:
             raise LakeError(f"{staged.table}: staged version {staged.id} is not open (discarded?)")
+        if current.closing:
+            raise LakeError(
+                f"{staged.table}: staged version {staged.id} is being discarded (a discard or "
+                "expiry claimed it; the next one completes it)"
+            )
         gone = sorted(set(dates) - set(current.dates))
         if gone:
             raise LakeError(
@@ -557,8 +609,7 @@ class Lake:
 
     @staticmethod
     def _settled(table_dir: str, stage_id: str) -> StagedVersion | None:
-        current = manifests.load(table_dir, stage_id)
-        return None if current is None else manifests.settle(table_dir, current)
+        return manifests.settled(table_dir, stage_id)
 
     def staged_version(self, table: str, stage_id: str) -> StagedVersion | None:
         """The open staged version ``stage_id`` of ``table``, or None."""
@@ -567,7 +618,8 @@ class Lake:
     def staged_versions(self, table: str) -> list[StagedVersion]:
         """The open staged versions of ``table``, each settled (``staged.settle``)."""
         table_dir = self.table_location(table)
-        return [manifests.settle(table_dir, s) for s in manifests.open_versions(table_dir)]
+        found = (manifests.settled(table_dir, s.id) for s in manifests.open_versions(table_dir))
+        return [s for s in found if s is not None]
 
     def maintain(self, table: str, retention_hours: float) -> tuple[list[str], list[str]]:
         """Close the staged versions older than the retention, then vacuum with it: (staged

@@ -16,6 +16,7 @@ from backfill_assets.lake.delta_spark_log import (
     snapshot_files,
     snapshot_records,
 )
+from backfill_assets.lake.keys import LakeConflict
 from backfill_assets.lake.log import files_at, relative_path, replay
 from backfill_assets_tests.lake.lake_support import THINGS, commit
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame
@@ -128,3 +129,21 @@ def test_a_table_with_column_mapping_is_read_through_delta(lake):
     assert df.columns[1] == "w"
     assert sorted(tuple(r) for r in df.collect()) == sorted(r for r in ROWS if r[0] in (D1, D2))
     assert "Delta" in file_index(lake, [D1])
+
+
+@NATIVE
+def test_a_publish_into_a_table_with_column_mapping_sees_a_concurrent_writers_day(lake):
+    lake.spark.sql(
+        f"CREATE TABLE {sql_path(lake)} (d DATE, id BIGINT, tag STRING) USING DELTA "
+        "PARTITIONED BY (d) TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
+    )
+    write_rows(lake, ROWS, [D1, D2, D3])
+    log = lake.path(THINGS) / "_delta_log"
+    assert '"d"' not in (log / f"{1:020d}.json").read_text(), "d has its name as physical name"
+    staged = lake.stage(THINGS, frame(lake, [(D1, 7, "staged")]), "d", [D1], commit("s"))
+    lake.spark.sql(f"INSERT INTO {sql_path(lake)} VALUES (DATE'{D1}', 8, 'concurrent')")
+    with pytest.raises(LakeConflict, match="2024-01-01"):
+        lake.publish(staged)
+    expected = [*ROWS, (D1, 8, "concurrent")]
+    assert read(lake) == sorted(expected)
+    assert lake.row_counts(THINGS, "d") == expected_counts(expected)

@@ -24,11 +24,11 @@ def fail_save_after(monkeypatch, saves_allowed: int) -> None:
     real = manifests.save
     calls = []
 
-    def save(table_dir, staged):
+    def save(table_dir, staged, create=False):
         calls.append(staged.id)
         if len(calls) == saves_allowed + 1:
             raise OSError(errno.ENOSPC, "No space left on device (injected)")
-        real(table_dir, staged)
+        return real(table_dir, staged, create)
 
     monkeypatch.setattr(manifests, "save", save)
 
@@ -162,3 +162,26 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
     assert main(["repair-manifest", path]) == 2  # nothing left to repair
     lake.vacuum(TABLE, 0)  # its unpublished file is an orphan now: vacuum's to delete
     assert not any(on_disk(lake, staged.files)) and content(lake) == old
+
+
+def test_a_manifest_save_or_close_over_one_saved_meanwhile_is_refused(lake):
+    write_old(lake)
+    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    table_dir = lake.table_location(TABLE)
+    first, second = manifests.load(table_dir, staged.id), manifests.load(table_dir, staged.id)
+    assert first is not None and second is not None
+    saved = manifests.save(table_dir, first)
+    assert saved.generation == first.generation + 1
+    with pytest.raises(manifests.ManifestChanged, match="saved again"):
+        manifests.save(table_dir, second)
+    with pytest.raises(manifests.ManifestChanged, match="saved again"):
+        manifests.remove(table_dir, second)
+    assert manifests.load(table_dir, staged.id) == saved
+    assert on_disk(lake, staged.files) == [True]
+    if not lake.storage.is_local:  # the conditional PUT itself: a stale ETag is refused
+        path = manifests.manifest_path(table_dir, staged.id)
+        _, tag = lake.storage.read_tagged(path)
+        manifests.save(table_dir, saved)
+        with pytest.raises(FileExistsError):
+            lake.storage.put(path, b"{}", create=False, if_match=tag)
+    assert lake.discard(staged) == 1
