@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from subprocess import Popen
+from subprocess import STDOUT, Popen
+from typing import IO
 
 import dagster as dg
 import psutil
@@ -48,10 +49,25 @@ class PausedRun:
     seen: set[psutil.Process]
 
 
+def start_in_background(env: dict[str, str], out: IO[bytes]) -> Popen:
+    """The daemon as a background job of a non-interactive shell starts: SIGINT ignored, which
+    every process it starts would inherit but for ``backfill_assets.signals``."""
+    return Popen(
+        [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
+        cwd=PROJECT,
+        env=env,
+        stdout=out,
+        stderr=STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+
+
 @contextlib.contextmanager
-def paused_daemon_run(root: Path) -> Iterator[PausedRun]:
+def paused_daemon_run(root: Path, background: bool = False) -> Iterator[PausedRun]:
     """The daemon's sensor launches raw's run for a landed file; the run's Spark job waits in
-    a task (its driver in a py4j call), as a long write would. Everything is stopped after."""
+    a task (its driver in a py4j call), as a long write would. Everything is stopped after.
+    ``background``: the daemon is started as a background job is (``start_in_background``)."""
     (root / "home").mkdir()
     config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
     config["run_monitoring"].update(poll_interval_seconds=5)
@@ -67,7 +83,7 @@ def paused_daemon_run(root: Path) -> Iterator[PausedRun]:
     }
     log = root / "daemon.log"
     with dg.DagsterInstance.from_config(str(root / "home")) as instance, open(log, "wb") as out:
-        daemon = start_daemon(env, out)
+        daemon = (start_in_background if background else start_daemon)(env, out)
         seen: set[psutil.Process] = set()
         paused: PausedRun | None = None
         try:
@@ -124,7 +140,8 @@ def assert_stopped_cleanly(paused: PausedRun, lake: Path) -> dg.DagsterRun:
 
 
 def test_terminate_cancels_a_running_step_without_retry(tmp_path):
-    with paused_daemon_run(tmp_path) as paused:
+    """Under a daemon started in the background (SIGINT ignored), as under `make ui`."""
+    with paused_daemon_run(tmp_path, background=True) as paused:
         paused.instance.run_launcher.terminate(paused.run.run_id)
         took = wait_until_ended(paused, TERMINATE_SECONDS + 30)
         final = assert_stopped_cleanly(paused, tmp_path / "lake")
