@@ -157,6 +157,30 @@ def test_ctrl_c_mid_raw_cancels_the_job_and_starts_no_later_run(tmp_path):
     assert "py4j" not in out.lower(), out  # no traceback of the cancelled JVM call
 
 
+def test_a_second_ctrl_c_ends_the_command_at_once(tmp_path):
+    """The first Ctrl-C lands while the step waits before its commit, which it never leaves (the
+    test seam is not resumed): only a second Ctrl-C can end the command, and at once."""
+    generate_feed(tmp_path / "landing", START, END, orders_per_day=10, seed=13)
+    env = command_env(tmp_path, pause_at="before_commit")
+    proc, log = start_backfill(tmp_path, env)
+    try:
+        wait_reached(proc, tmp_path / "pause" / "before_commit.1.reached", log)
+        deadline = time.monotonic() + 10
+        while proc.poll() is None and time.monotonic() < deadline:
+            os.killpg(proc.pid, signal.SIGINT)  # as an impatient person presses Ctrl-C again
+            time.sleep(0.2)
+        code = wait_exit(proc, log)
+    finally:
+        kill_group(proc)
+    out = log.read_text(errors="replace")
+    assert code == 130, out
+    assert "a second SIGINT: exiting now" in out, out
+    runs, retries = runs_and_retries(tmp_path / "home")
+    assert len(runs) == 1 and retries == 0, out
+    assert versions(tmp_path / "lake" / "raw" / "orders") == []
+    assert versions(tmp_path / "lake" / "quarantine" / "orders") == []
+
+
 def staging_run_started(home: Path) -> bool:
     """A run of staging and the fact is in progress (the command's later run)."""
     with dg.DagsterInstance.from_config(str(home)) as instance:

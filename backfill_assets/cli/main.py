@@ -258,9 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         return interrupts.exit_code()
 
 
-def _second_signal(signum: int) -> None:
-    print(
+def _second_signal(signum: int) -> str:
+    return (
         f"backfill-assets: a second {interrupts.signal_name(signum)}: exiting now (a publish "
-        "under way lands or not; the next command or `backfill-assets maintain` recovers)",
-        file=sys.stderr,
+        "under way lands or not; the next command or `backfill-assets maintain` recovers)"
     )

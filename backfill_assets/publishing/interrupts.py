@@ -189,14 +189,17 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def watch_signals(on_second: Callable[[int], None] | None = None) -> None:
+def watch_signals(on_second: Callable[[int], str] | None = None) -> None:
     """For a command: a SIGINT or SIGTERM outside a run raises KeyboardInterrupt (the command
     reports what was published and exits ``exit_code()``); one inside a run is remembered
     whichever handler caught it; a second one ends the process at once with its exit code,
-    after ``on_second(signum)``. Once per process: a later call changes nothing."""
+    after writing the line ``on_second(signum)`` to the command's standard error as it was
+    now (during a run, Dagster points the process's own at the run's captured logs). Once per
+    process: a later call changes nothing."""
     if _watching.is_set() or threading.current_thread() is not threading.main_thread():
         return
     _watching.set()
+    terminal = os.dup(sys.stderr.fileno())
     keep_working()
     for s in STOPS:
         signal.signal(s, _raise_keyboard_interrupt)
@@ -214,8 +217,8 @@ def watch_signals(on_second: Callable[[int], None] | None = None) -> None:
                 seen += 1
                 if seen >= 2:
                     if on_second is not None:
-                        on_second(signum)
-                    sys.stderr.flush()
+                        with contextlib.suppress(OSError):
+                            os.write(terminal, (on_second(signum) + "\n").encode())
                     os._exit(128 + signum)
 
     threading.Thread(target=watch, name="watch-signals", daemon=True).start()
