@@ -66,9 +66,15 @@ def wait_for(
     pytest.fail(f"gave up waiting for {what} (daemon exit code {daemon.poll()}); log tail:\n{tail}")
 
 
-def start_daemon(env: dict[str, str], out: IO[bytes]) -> subprocess.Popen:
+def start_daemon(env: dict[str, str], out: IO[bytes], background: bool = False) -> subprocess.Popen:
     """The real ``dagster-daemon`` on the project's workspace, in its own process group (which
-    ``stop`` ends), its output into ``out``."""
+    ``stop`` ends), its output into ``out``. ``background``: started as a background job of a
+    non-interactive shell is, with SIGINT ignored (which every process it starts would inherit
+    but for ``backfill_assets.signals``)."""
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     return subprocess.Popen(
         [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
         cwd=PROJECT,
@@ -76,6 +82,7 @@ def start_daemon(env: dict[str, str], out: IO[bytes]) -> subprocess.Popen:
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=ignore_sigint if background else None,
     )
 
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from subprocess import STDOUT, Popen
-from typing import IO
+from subprocess import Popen
 
 import dagster as dg
 import psutil
@@ -49,25 +48,11 @@ class PausedRun:
     seen: set[psutil.Process]
 
 
-def start_in_background(env: dict[str, str], out: IO[bytes]) -> Popen:
-    """The daemon as a background job of a non-interactive shell starts: SIGINT ignored, which
-    every process it starts would inherit but for ``backfill_assets.signals``."""
-    return Popen(
-        [str(PROJECT / ".venv/bin/dagster-daemon"), "run", "-w", "workspace.yaml"],
-        cwd=PROJECT,
-        env=env,
-        stdout=out,
-        stderr=STDOUT,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-
-
 @contextlib.contextmanager
 def paused_daemon_run(root: Path, background: bool = False) -> Iterator[PausedRun]:
     """The daemon's sensor launches raw's run for a landed file; the run's Spark job waits in
     a task (its driver in a py4j call), as a long write would. Everything is stopped after.
-    ``background``: the daemon is started as a background job is (``start_in_background``)."""
+    ``background``: the daemon is started as a background job is (``start_daemon``)."""
     (root / "home").mkdir()
     config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
     config["run_monitoring"].update(poll_interval_seconds=5)
@@ -83,7 +68,7 @@ def paused_daemon_run(root: Path, background: bool = False) -> Iterator[PausedRu
     }
     log = root / "daemon.log"
     with dg.DagsterInstance.from_config(str(root / "home")) as instance, open(log, "wb") as out:
-        daemon = (start_in_background if background else start_daemon)(env, out)
+        daemon = start_daemon(env, out, background)
         seen: set[psutil.Process] = set()
         paused: PausedRun | None = None
         try:
