@@ -65,8 +65,12 @@ class DeltaRsEngine:
 
     name = "delta-rs"
 
-    def __init__(self, spark: SparkSession | None) -> None:
+    def __init__(
+        self, spark: SparkSession | None, table_properties: dict[str, str] | None = None
+    ) -> None:
         self.spark = spark
+        # What a table this engine creates is created with (``retention.table_properties``).
+        self.table_properties = dict(table_properties or {})
 
     def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
         storage = storage_for(table_dir)
@@ -365,6 +369,22 @@ class DeltaRsEngine:
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
+    def properties(self, name: str, table_dir: str) -> dict[str, str]:
+        """The table's properties (its metadata's ``configuration``) at the latest version."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        return dict(table.metadata().configuration)
+
+    def set_properties(self, name: str, table_dir: str, properties: dict[str, str]) -> None:
+        """Set table properties in one metadata commit (delta-rs's ``SET TBLPROPERTIES``)."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        io_step("commit")
+        table.alter.set_table_properties(properties, raise_if_not_exists=True)
+        io_step("commit.landed")
+
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version; that version."""
         table = self.load(table_dir)
@@ -401,6 +421,7 @@ class DeltaRsEngine:
                         create_adds,
                         mode="error",
                         partition_by=[column],
+                        configuration=self.table_properties,
                         commit_properties=props,
                         storage_options=storage_for(table_dir).delta_options(),
                     )

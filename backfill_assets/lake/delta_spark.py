@@ -59,7 +59,8 @@ from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
 
 MAX_ATTEMPTS = 8
-# What VACUUM needs to honour a retention shorter than the table's 7 days; set only around it.
+# What VACUUM needs to honour a retention shorter than the table's deletedFileRetentionDuration;
+# set only around it.
 VACUUM_CONF = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
@@ -98,6 +99,11 @@ def _sql_path(table_dir: str) -> str:
     return "delta.`" + table_dir.replace("`", "``") + "`"
 
 
+def _quoted(text: str) -> str:
+    """``text`` inside a SQL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _predicate(column: str, dates: list[dt.date]) -> str:
     literals = ", ".join(f"DATE'{date_text(day)}'" for day in dates)
     return f"`{column}` IN ({literals})"
@@ -108,7 +114,7 @@ class DeltaSparkEngine:
 
     name = "delta-spark"
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, table_properties: dict[str, str] | None = None) -> None:
         if not native_delta_available(spark):
             raise LakeError(
                 "the delta-spark engine needs a classic (not Spark Connect) session "
@@ -117,6 +123,8 @@ class DeltaSparkEngine:
                 "`make setup`"
             )
         self.spark = spark
+        # What a table this engine creates is created with (``retention.table_properties``).
+        self.table_properties = dict(table_properties or {})
         # Whether publish and restore may swap files through Delta's internal transaction API.
         self.swaps_files = txns.native_commits(spark)
 
@@ -166,6 +174,8 @@ class DeltaSparkEngine:
                         .mode("overwrite")
                         .option("replaceWhere", _predicate(column, dates))
                         .option("userMetadata", metadata)
+                        # "delta." options are the properties of a table the write creates
+                        .options(**self.table_properties)
                         .partitionBy(column)
                         .save(table_dir)
                     )
@@ -278,7 +288,9 @@ class DeltaSparkEngine:
         Refused with LakeConflict when a commit after the version the staged data was staged
         (and audited) against changed one of ``dates``: its data would be replaced unseen."""
         if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "publish"):
-            return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
+            return swaps.publish(
+                self.spark, self.name, name, table_dir, staged, dates, commit, self.table_properties
+            )
         return self._publish_by_copy(name, table_dir, staged, dates, commit)
 
     def _publish_by_copy(
@@ -406,6 +418,29 @@ class DeltaSparkEngine:
                 attempt,
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
+
+    def properties(self, name: str, table_dir: str) -> dict[str, str]:
+        """The table's properties (its metadata's ``configuration``) at the latest version."""
+        version = self._pinned(name, table_dir, None)
+        return txns.table_shape(log.snapshot_at(self.spark, table_dir, version))[2]
+
+    def set_properties(self, name: str, table_dir: str, properties: dict[str, str]) -> None:
+        """Set table properties in one metadata commit (``ALTER TABLE ... SET TBLPROPERTIES``),
+        retried when another commit came first."""
+        pairs = ", ".join(f"'{_quoted(k)}' = '{_quoted(v)}'" for k, v in properties.items())
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                io_step("commit")
+                with commit_lock.held(table_dir, "set table properties"):
+                    self.spark.sql(
+                        f"ALTER TABLE {_sql_path(table_dir)} SET TBLPROPERTIES ({pairs})"
+                    )
+                io_step("commit.landed")
+                return
+            except Exception as exc:
+                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
 
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""

@@ -71,6 +71,7 @@ class Swap:
     base: int | None
     check_base: bool
     creates: bool = False  # a publish: a table not there yet is created by its commit
+    properties: dict[str, str] | None = None  # the properties of a table it creates
 
 
 def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
@@ -99,9 +100,10 @@ def publish(
     staged: StagedVersion,
     dates: list[dt.date],
     commit: CommitInfo,
+    properties: dict[str, str] | None = None,
 ) -> WriteResult:
     """The staged files of ``dates`` in, the current ones out: checked against the staged
-    version's base (LakeConflict)."""
+    version's base (LakeConflict). A table not there yet is created with ``properties``."""
     adds = _staged_adds(spark, table_dir, staged.column, staged.files_of(dates))
     plan = Swap(
         name,
@@ -113,6 +115,7 @@ def publish(
         staged.base_version,
         check_base=True,
         creates=True,
+        properties=properties,
     )
     return _committed(spark, engine, plan, commit, "publish_staged", None)
 
@@ -245,7 +248,7 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         try:
             if pinned is None:
                 txn = txns.new_table_transaction(
-                    spark, swap.table_dir, _new_table_schema(swap), swap.column
+                    spark, swap.table_dir, _new_table_schema(swap), swap.column, swap.properties
                 )
                 actions = [txns.add_action(spark, a) for a in swap.adds]
             else:
