@@ -6,9 +6,10 @@ Commit info travels in the ``userMetadata`` write option. Rows outside the set
 are found by the same pass that counts rows per partition, before anything is
 written; Delta's own replaceWhere constraint check is a second guard. A lost
 race (Delta's conflict exceptions, see ``delta_spark_log``) is retried with a
-fresh transaction; disjoint partition sets do not conflict in Delta at all (on S3 every
-commit, vacuum, compaction and checkpoint holds the table's ``commit_lock``: Delta's S3 log
-store is safe from one driver at a time). Any
+fresh transaction; disjoint partition sets do not conflict in Delta at all (every commit,
+vacuum, compaction, checkpoint and change of properties holds the table's ``commit_lock``, as
+delta-rs's commits do: neither Delta's local nor its S3 log store creates a commit file only if
+absent). Any
 error is first checked against the log for the write's id: when it is there, the
 commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
 the write succeeded and is neither retried nor reported as failed.
@@ -302,24 +303,25 @@ class DeltaSparkEngine:
         commit: CommitInfo,
     ) -> WriteResult:
         """Check for conflicts, then replace the partitions with a copy of the staged rows (one
-        replaceWhere commit, data rewritten): a commit between the check and the write is
-        not seen."""
-        changed = touched_after(
-            table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
-        )
-        if changed:
-            raise LakeConflict(
-                f"{name}: partitions {sorted(changed)} changed after "
-                f"version {staged.base_version}; stage again"
+        replaceWhere commit, data rewritten), both under the table's commit lock: no other
+        commit comes between them (``commit_lock``)."""
+        with commit_lock.held(table_dir, "publish"):
+            changed = touched_after(
+                table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
             )
-        rows = read_files(
-            self.spark,
-            table_dir,
-            StructType.fromJson(json.loads(staged.schema_json)),
-            staged.column,
-            [(f.path, f.partition) for f in staged.files_of(dates)],
-        )
-        return self.replace(name, table_dir, rows, staged.column, dates, commit)
+            if changed:
+                raise LakeConflict(
+                    f"{name}: partitions {sorted(changed)} changed after "
+                    f"version {staged.base_version}; stage again"
+                )
+            rows = read_files(
+                self.spark,
+                table_dir,
+                StructType.fromJson(json.loads(staged.schema_json)),
+                staged.column,
+                [(f.path, f.partition) for f in staged.files_of(dates)],
+            )
+            return self.replace(name, table_dir, rows, staged.column, dates, commit)
 
     def restore(
         self,
@@ -329,27 +331,43 @@ class DeltaSparkEngine:
         dates: list[dt.date],
         version: int,
         commit: CommitInfo,
+        since: int | None = None,
     ) -> WriteResult:
         """Point the partitions back at the files they had at ``version``: no data is rewritten
-        (LakeError when some were vacuumed). Where a swap is not safe, rewrite them from a
-        ``versionAsOf`` read in one replaceWhere commit."""
+        (LakeError when some were vacuumed). With ``since``: LakeConflict when a commit after it
+        changed one of the partitions, Delta's conflict check of a transaction that read them
+        at ``since``. Where a swap is not safe, rewrite them from a ``versionAsOf`` read in
+        one replaceWhere commit."""
         pinned = self._pinned(name, table_dir, version)
         if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "restore"):
             return swaps.restore(
-                self.spark, self.name, name, table_dir, column, dates, pinned, commit
+                self.spark, self.name, name, table_dir, column, dates, pinned, commit, since
             )
-        # Safe to read lazily: an overwrite only tombstones the old version's files.
-        old, _ = self.read(name, table_dir, column, dates, pinned)
-        return self.replace(
-            name,
-            table_dir,
-            old,
-            column,
-            dates,
-            commit,
-            operation="restore_partitions",
-            restored_from=pinned,
-        )
+        # The guard and the copy's commit under the table's commit lock: no other commit comes
+        # between them (``commit_lock``), as Delta's replaceWhere cannot be pinned to ``since``.
+        with commit_lock.held(table_dir, "restore"):
+            changed = (
+                set()
+                if since is None
+                else touched_after(table_dir, column, since, {date_text(d) for d in dates})
+            )
+            if changed:
+                raise LakeConflict(
+                    f"{name}: partitions {sorted(changed)} changed after version {since}; "
+                    "restoring them would revert that write"
+                )
+            # Safe to read lazily: an overwrite only tombstones the old version's files.
+            old, _ = self.read(name, table_dir, column, dates, pinned)
+            return self.replace(
+                name,
+                table_dir,
+                old,
+                column,
+                dates,
+                commit,
+                operation="restore_partitions",
+                restored_from=pinned,
+            )
 
     def vacuum(self, name: str, table_dir: str, retention_hours: float) -> list[str]:
         """VACUUM with the retention asked for, its listing in as many tasks as the session has

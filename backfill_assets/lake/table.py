@@ -290,8 +290,12 @@ class Lake:
         partitions: Iterable[object],
         version: int,
         commit: CommitInfo,
+        since: int | None = None,
     ) -> WriteResult:
-        """Give ``partitions`` the content they had at ``version``, in one new commit."""
+        """Give ``partitions`` the content they had at ``version``, in one new commit. With
+        ``since``, raises LakeConflict when a commit after ``since`` changed one of them,
+        checked inside that commit as a publish checks its base: a restore never reverts
+        data written after the version its caller checked."""
         dates = self._dates(partitions)
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
@@ -302,6 +306,7 @@ class Lake:
             dates,
             self._required_version(version),
             commit,
+            self._version_arg(since),
         )
 
     def vacuum(self, table: str, retention_hours: float) -> list[str]:
