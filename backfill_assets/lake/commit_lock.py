@@ -22,8 +22,8 @@ that delta-rs created between its check and its PUT.
 On a local lake the lock is an ``flock`` of ``<table>/_commit.lock`` (created once, never
 deleted: "_" keeps it out of VACUUM's reach), held through an open file of the Python process
 that drives the commit, delta-rs's or delta-spark's through py4j. The kernel frees it when that
-process dies, however it dies. A taker waits ``WAIT_SECONDS``, then is refused with a LakeError
-naming the holder the file records (host, pid, since, what).
+process dies, however it dies. A taker waits ``LOCAL_WAIT_SECONDS``, then is refused with a
+LakeError naming the holder the file records (host, pid, since, what).
 
 On S3 it is the object ``<table>/_commit.lock``, taken with a create-only PUT
 (``If-None-Match: *``: of racing takers exactly one wins) and deleted after the commit. It
@@ -62,6 +62,9 @@ from backfill_assets.lake.storage import storage_for
 
 LOCK_NAME = "_commit.lock"  # at the table's root: "_" keeps it out of VACUUM's reach
 WAIT_SECONDS = 120.0
+# A local lock is held only by a live process (the kernel frees a dead one's): a taker waits out
+# a long commit (a compaction rewrites files holding it) rather than failing.
+LOCAL_WAIT_SECONDS = 1800.0
 RELEASE = "python -m backfill_assets.lake.commit_lock release"
 
 
@@ -85,8 +88,10 @@ def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterat
         finally:
             depths[key] -= 1
         return
-    wait = WAIT_SECONDS if wait_seconds is None else wait_seconds
-    take = _flocked if storage_for(table_dir).is_local else _put_lock
+    local = storage_for(table_dir).is_local
+    default = LOCAL_WAIT_SECONDS if local else WAIT_SECONDS
+    wait = default if wait_seconds is None else wait_seconds
+    take = _flocked if local else _put_lock
     with take(table_dir, what, wait):
         depths[key] = 1
         try:
