@@ -6,9 +6,10 @@ the part that needs it runs, so that a bad value fails that part and nothing els
 error naming the variable: ``Settings.from_env`` when Dagster loads the definitions or the CLI
 starts (with the first partition `make demo` recorded under ``DAGSTER_HOME``: see
 ``first_partition``); ``AutomationSettings.from_env`` when the automation is declared or
-``catch-up`` runs; ``retention_days`` when maintenance runs; ``SparkSettings.from_env`` when a
-Spark conf is built; ``RunSettings.from_env`` when a commit records its code version, a
-correction its author, or the CLI starts a run; ``pg_url`` and ``dagster_home`` when the
+``catch-up`` runs; ``retention_days`` when maintenance runs or a ``Lake`` is opened (the
+retention its tables are created with); ``SparkSettings.from_env`` when a Spark conf is
+built; ``RunSettings.from_env`` when a commit records its code version, a correction its
+author, or the CLI starts a run; ``pg_url`` and ``dagster_home`` when the
 Dagster instance is set up; ``fault_settings`` at a test's pause point; ``S3Settings.from_env``
 when a lake on S3 is opened. Every loader takes an ``env`` mapping (default: the process's
 environment), for tests.

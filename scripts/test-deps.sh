@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What `make test` needs beyond `make setup`, from Debian's packages: chromium (the browser
-# test) and postgresql (the tests of Dagster on PostgreSQL start their own server from it).
+# test), postgresql (the tests of Dagster on PostgreSQL start their own server from it) and
+# strace (the commit-race test delays the JVM's renames with it).
 # Installed when missing and running as root with apt-get; elsewhere this says what to install.
 set -euo pipefail
 
 say() { echo "test-deps: $*" >&2; }
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
+command -v strace >/dev/null || missing+=(strace)
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
   missing+=(postgresql)
 fi

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.diff import CORRECTED
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
-from backfill_assets.lake import CommitInfo, Lake, WriteResult
+from backfill_assets.lake import CommitInfo, Lake, LakeConflict, WriteResult
 from backfill_assets.lake.commit import new_write_id
 from backfill_assets.lake.log import commit_file_counts
 
@@ -131,13 +131,14 @@ def _commit(lake: Lake, c: Correction, path: str) -> WriteResult:
         if staged is None:
             raise CorrectionError(f"{path}: the staged version of {c.id} is gone")
         return lake.publish(staged, days, commit, since=p["since"][path])
-    changed = lake.changed_since(path, COLUMNS[path], c.cutover["versions"][path], days)
-    if changed:
+    cut = c.cutover["versions"][path]
+    try:
+        return restore(lake, c, path, days, c.cutover["versions_before"][path], commit, cut)
+    except LakeConflict as exc:
         raise CorrectionError(
-            f"{path}: production changed {', '.join(map(str, sorted(changed)))} after the "
-            "cutover; rolling back would revert those rebuilds"
-        )
-    return restore(lake, c, path, days, c.cutover["versions_before"][path], commit)
+            f"{path}: production changed after the cutover (version {cut}); rolling back would "
+            f"revert those rebuilds ({exc})"
+        ) from exc
 
 
 def restore(
@@ -147,13 +148,16 @@ def restore(
     days: list[dt.date],
     version: int | None,
     commit: CommitInfo,
+    since: int,
 ) -> WriteResult:
+    """Restore ``days`` of ``path`` to ``version``, refused (LakeConflict) when a commit after
+    ``since`` changed one of them: checked inside the restore's own commit."""
     if version is None:
         raise CorrectionError(
             f"{path} did not exist before the {c.pending['action']} of {c.id}: nothing to "
             "restore it to"
         )
-    return lake.restore_partitions(path, COLUMNS[path], days, version, commit)
+    return lake.restore_partitions(path, COLUMNS[path], days, version, commit, since=since)
 
 
 def _landed_write(lake: Lake, path: str, version: int) -> WriteResult:

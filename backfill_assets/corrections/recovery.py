@@ -189,7 +189,9 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
             todo = [d for d in days if d not in rebuilt]
             if todo:
                 commit = commit_info(c, f"{action} undone", u["write_id"])
-                version = restore(lake, c, path, todo, p["tables"][path]["from"], commit).version
+                version = restore(
+                    lake, c, path, todo, p["tables"][path]["from"], commit, since=u["landed"]
+                ).version
         else:
             todo = [
                 dt.date.fromisoformat(d) for d in lake.commit_metadata(path, version)["partitions"]

@@ -1,9 +1,31 @@
-"""One committing delta-spark driver per table on S3: a lock object taken around every commit.
+"""Every commit to a table, by either engine, holds the table's commit lock: one committer at a
+time on every store.
 
-Delta's log store for S3 (``S3SingleDriverLogStore``) writes a commit file with a plain PUT:
-two drivers committing the same version at once would both succeed, one overwriting the
-other's commit. So on S3 every delta-spark commit path (a write, publish and restore, vacuum,
-compaction, checkpoint) runs holding ``<table>/_commit.lock``, taken with a create-only PUT
+A commit file must be created only if absent. Neither engine's log store guarantees that
+against the other engine, or on S3 against another driver:
+
+- on a local lake, Delta's ``HDFSLogStore`` checks that ``N.json`` is absent, then
+  ``rename(2)``s its temporary file over it: a commit created in between (by delta-rs, which
+  creates its own exclusively, or by another JVM) is silently replaced;
+- on S3, Delta's ``S3SingleDriverLogStore`` writes a commit with a plain PUT: two drivers
+  committing the same version both succeed, one overwriting the other's commit.
+
+So every commit path of both engines (a write, publish and restore, vacuum, whose delta-rs
+commits ``VACUUM START``/``END``, compaction, checkpoint, a change of table properties) runs
+inside ``held(table_dir, what)``, which is re-entrant within a thread: a guard and the commit it
+protects may hold it together (delta-spark's copying publish and restore, which Delta's writer
+cannot pin to a base version). delta-rs takes it too, on S3 as well, where its own commits are
+conditional PUTs: a lake written by delta-spark on S3 is still committed to by delta-rs
+(``maintain`` without ``BACKFILL_LAKE_ENGINE``), and a delta-spark PUT would overwrite a commit
+that delta-rs created between its check and its PUT.
+
+On a local lake the lock is an ``flock`` of ``<table>/_commit.lock`` (created once, never
+deleted: "_" keeps it out of VACUUM's reach), held through an open file of the Python process
+that drives the commit, delta-rs's or delta-spark's through py4j. The kernel frees it when that
+process dies, however it dies. A taker waits ``LOCAL_WAIT_SECONDS``, then is refused with a
+LakeError naming the holder the file records (host, pid, since, what).
+
+On S3 it is the object ``<table>/_commit.lock``, taken with a create-only PUT
 (``If-None-Match: *``: of racing takers exactly one wins) and deleted after the commit. It
 names its holder (host, pid, since, what). Another driver finding it held tries again for
 ``WAIT_SECONDS``, then is refused with a LakeError naming the table, the holder, and how to
@@ -16,23 +38,21 @@ such process, or a zombie: killed, not yet reaped) is broken by the next taker, 
 after a kill converges on one machine without a hand: of racing breakers, the one that
 creates ``<lock>.broken-<token>`` (create-only, and kept: who broke whose lock, and when)
 deletes the lock, and only while it still carries that token. A holder on another host
-cannot be seen from here: its lock waits for the hand release. A local lake needs none:
-Delta's local log store
-creates each commit file exclusively. delta-rs commits with conditional PUTs of its own and
-does not take this lock; it is the delta-spark engine's, so one lake should not be written
-by both engines on S3 at once.
+cannot be seen from here: its lock waits for the hand release.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import json
 import logging
 import os
 import random
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,6 +62,9 @@ from backfill_assets.lake.storage import storage_for
 
 LOCK_NAME = "_commit.lock"  # at the table's root: "_" keeps it out of VACUUM's reach
 WAIT_SECONDS = 120.0
+# A local lock is held only by a live process (the kernel frees a dead one's): a taker waits out
+# a long commit (a compaction rewrites files holding it) rather than failing.
+LOCAL_WAIT_SECONDS = 1800.0
 RELEASE = "python -m backfill_assets.lake.commit_lock release"
 
 
@@ -49,16 +72,36 @@ def lock_path(table_dir: str) -> str:
     return f"{table_dir}/{LOCK_NAME}"
 
 
+_held = threading.local()  # per thread: table folder -> how deeply it holds its lock
+
+
 @contextlib.contextmanager
 def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterator[None]:
-    """Hold the table's commit lock while the block runs (nothing to hold on a local lake)."""
-    storage = storage_for(table_dir)
-    if storage.is_local:
-        yield
+    """Hold the table's commit lock while the block runs (see the module docstring); a thread
+    that holds it already just runs the block."""
+    depths: dict[str, int] = _held.__dict__.setdefault("depths", {})
+    key = table_dir.rstrip("/")
+    if depths.get(key):
+        depths[key] += 1
+        try:
+            yield
+        finally:
+            depths[key] -= 1
         return
-    path = lock_path(table_dir)
-    token = uuid.uuid4().hex
-    body = json.dumps(
+    local = storage_for(table_dir).is_local
+    default = LOCAL_WAIT_SECONDS if local else WAIT_SECONDS
+    wait = default if wait_seconds is None else wait_seconds
+    take = _flocked if local else _put_lock
+    with take(table_dir, what, wait):
+        depths[key] = 1
+        try:
+            yield
+        finally:
+            depths.pop(key, None)
+
+
+def _body(what: str, token: str = "") -> bytes:
+    return json.dumps(
         {
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -67,7 +110,46 @@ def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterat
             "token": token,
         }
     ).encode()
-    deadline = time.monotonic() + (WAIT_SECONDS if wait_seconds is None else wait_seconds)
+
+
+@contextlib.contextmanager
+def _flocked(table_dir: str, what: str, wait: float) -> Iterator[None]:
+    """A local table's lock: an exclusive ``flock`` of its lock file, freed by the kernel when
+    this process closes it or dies."""
+    os.makedirs(table_dir, exist_ok=True)
+    path = lock_path(table_dir)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        pause = 0.01
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LakeError(
+                        f"{table_dir}: another process holds the commit lock "
+                        f"({holder(table_dir)}); waited {wait:g} s"
+                    ) from None
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(0.25, pause * 2)
+        body = _body(what)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, body, 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _put_lock(table_dir: str, what: str, wait: float) -> Iterator[None]:
+    """A table's lock on S3: an object created only if absent, deleted after the block."""
+    storage = storage_for(table_dir)
+    path = lock_path(table_dir)
+    token = uuid.uuid4().hex
+    body = _body(what, token)
+    deadline = time.monotonic() + wait
     pause = 0.05
     while True:
         try:
@@ -79,7 +161,7 @@ def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterat
             if time.monotonic() >= deadline:
                 raise LakeError(
                     f"{table_dir}: another driver holds the commit lock ({holder(table_dir)}); "
-                    f"waited {wait_seconds if wait_seconds is not None else WAIT_SECONDS:g} s. "
+                    f"waited {wait:g} s. "
                     f"If that process is gone (killed), clear it: {RELEASE} {table_dir}"
                 ) from None
             time.sleep(pause * random.uniform(0.5, 1.5))
@@ -168,7 +250,10 @@ def _release_own(table_dir: str, token: str) -> None:
 
 
 def release(table_dir: str) -> str:
-    """Delete the lock whoever holds it (a crashed process's); what it said."""
+    """Delete the lock on S3 whoever holds it (a crashed process's); what it said. A local lock
+    is never deleted: the kernel frees it when its holder dies."""
+    if storage_for(table_dir).is_local:
+        return "nothing to release: a local lock frees itself when its process ends"
     who = holder(table_dir)
     if not storage_for(table_dir).delete(lock_path(table_dir)):
         return "there was no lock"

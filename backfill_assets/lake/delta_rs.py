@@ -10,8 +10,11 @@ With no rebasing, a commit lands only at ``read_version + 1``; a loser reloads
 the snapshot, so the overwrite's remove actions cover what the winner added,
 and the table ends as one clean write. Local commits are put-if-absent, so a
 SIGKILL leaves either the old or the new version; on S3 delta-rs commits with a conditional
-put (``If-None-Match: *``), which gives the same. Tables on S3 are reached with the storage
-options of the lake's storage (``storage.py``), from the standard AWS variables.
+put (``If-None-Match: *``), which gives the same. Every commit (vacuum's, compaction's, a
+checkpoint, a change of properties too) holds the table's ``commit_lock``, which delta-spark
+takes around its commits: Delta's JVM does not create a commit file only if absent. Tables
+on S3 are reached with the storage options of the lake's storage (``storage.py``), from the
+standard AWS variables.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from deltalake.transaction import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import (
     CommitInfo,
@@ -72,8 +76,12 @@ class DeltaRsEngine:
 
     name = "delta-rs"
 
-    def __init__(self, spark: SparkSession | None) -> None:
+    def __init__(
+        self, spark: SparkSession | None, table_properties: dict[str, str] | None = None
+    ) -> None:
         self.spark = spark
+        # What a table this engine creates is created with (``retention.table_properties``).
+        self.table_properties = dict(table_properties or {})
 
     def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
         storage = storage_for(table_dir)
@@ -182,12 +190,14 @@ class DeltaRsEngine:
         def actions(table: DeltaTable) -> tuple[list, str, list | None]:
             _check_target(table, name, schema, column)
             if check_base:
-                changed = touched_after(table_dir, column, base_version, set(texts))
-                if changed:
-                    raise LakeConflict(
-                        f"{name}: partitions {sorted(changed)} changed after version "
-                        f"{base_version} that the staged data was audited against; stage again"
-                    )
+                _refuse_changed(
+                    name,
+                    table_dir,
+                    column,
+                    base_version,
+                    set(texts),
+                    " that the staged data was audited against; stage again",
+                )
             return adds, "overwrite", [(column, "in", texts)]
 
         write_id = write_id_of(commit)
@@ -259,8 +269,11 @@ class DeltaRsEngine:
         dates: list[dt.date],
         version: int,
         commit: CommitInfo,
+        since: int | None = None,
     ) -> WriteResult:
-        """Point the partitions back at the files they had at ``version``: no data is rewritten."""
+        """Point the partitions back at the files they had at ``version``: no data is rewritten.
+        With ``since``: LakeConflict when a commit after it changed one of the partitions,
+        checked against the snapshot the commit lands on (at its read version + 1 only)."""
         old = self.load(table_dir, version)
         if old is None:
             raise LakeTableMissing(f"table {name} does not exist")
@@ -284,6 +297,8 @@ class DeltaRsEngine:
 
         def actions(table: DeltaTable) -> tuple[list, str, list | None]:
             check_readable(table, name)
+            if since is not None:
+                _refuse_changed(name, table_dir, column, since, {date_text(d) for d in dates})
             now = int(time.time() * 1000)
             current = {
                 p: (day, size)
@@ -326,11 +341,15 @@ class DeltaRsEngine:
         # Whole hours only in delta-rs; round up so nothing younger than asked is removed.
         hours = max(0, int(-(-retention_hours // 1)))
         io_step("vacuum")
-        return sorted(
-            table.vacuum(
-                retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True
+        with commit_lock.held(table_dir, "vacuum"):  # its VACUUM START and END are commits
+            return sorted(
+                table.vacuum(
+                    retention_hours=hours,
+                    dry_run=False,
+                    enforce_retention_duration=False,
+                    full=True,
+                )
             )
-        )
 
     def compact(self, name: str, table_dir: str, column: str, commit: CommitInfo) -> Compaction:
         """delta-rs's ``optimize.compact``: each partition's small files rewritten into fewer, in
@@ -353,7 +372,8 @@ class DeltaRsEngine:
             )
             try:
                 io_step("commit")
-                metrics = table.optimize.compact(commit_properties=props)
+                with commit_lock.held(table_dir, "compact"):
+                    metrics = table.optimize.compact(commit_properties=props)
                 io_step("commit.landed")
             except Exception as exc:
                 landed = commit_of_write(table_dir, write_id, read_version)
@@ -377,12 +397,30 @@ class DeltaRsEngine:
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
+    def properties(self, name: str, table_dir: str) -> dict[str, str]:
+        """The table's properties (its metadata's ``configuration``) at the latest version."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        return dict(table.metadata().configuration)
+
+    def set_properties(self, name: str, table_dir: str, properties: dict[str, str]) -> None:
+        """Set table properties in one metadata commit (delta-rs's ``SET TBLPROPERTIES``)."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        io_step("commit")
+        with commit_lock.held(table_dir, "set table properties"):
+            table.alter.set_table_properties(properties, raise_if_not_exists=True)
+        io_step("commit.landed")
+
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version; that version."""
         table = self.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        table.create_checkpoint()
+        with commit_lock.held(table_dir, "checkpoint"):
+            table.create_checkpoint()
         return table.version()
 
     def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata, write_id):
@@ -407,15 +445,17 @@ class DeltaRsEngine:
                     if attempt == 1:
                         pause_point("before_commit")
                     io_step("commit")
-                    create_table_with_add_actions(
-                        table_dir,
-                        create_schema,
-                        create_adds,
-                        mode="error",
-                        partition_by=[column],
-                        commit_properties=props,
-                        storage_options=storage_for(table_dir).delta_options(),
-                    )
+                    with commit_lock.held(table_dir, "create"):
+                        create_table_with_add_actions(
+                            table_dir,
+                            create_schema,
+                            create_adds,
+                            mode="error",
+                            partition_by=[column],
+                            configuration=self.table_properties,
+                            commit_properties=props,
+                            storage_options=storage_for(table_dir).delta_options(),
+                        )
                     io_step("commit.landed")
                     durable.sync_commit(table_dir, 0)
                     return 0, attempt
@@ -424,14 +464,15 @@ class DeltaRsEngine:
                 if attempt == 1:
                     pause_point("before_commit")
                 io_step("commit")
-                table.create_write_transaction(
-                    file_actions,
-                    mode=mode,
-                    schema=table.schema(),
-                    partition_by=[column],
-                    partition_filters=filters,
-                    commit_properties=props,
-                )
+                with commit_lock.held(table_dir, "commit"):
+                    table.create_write_transaction(
+                        file_actions,
+                        mode=mode,
+                        schema=table.schema(),
+                        partition_by=[column],
+                        partition_filters=filters,
+                        commit_properties=props,
+                    )
                 io_step("commit.landed")
                 durable.sync_commit(table_dir, landing)
                 return landing, attempt
@@ -455,6 +496,24 @@ class DeltaRsEngine:
                 last_error = exc
             time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
         raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+
+def _refuse_changed(
+    name: str,
+    table_dir: str,
+    column: str,
+    base: int | None,
+    texts: set[str],
+    then: str = "; restoring them would revert that write",
+) -> None:
+    """LakeConflict when a commit after ``base`` changed data in one of the partitions
+    ``texts``. Called on the snapshot a commit is about to land on (read version + 1 only): a
+    commit after this check takes that version first, and the retry checks again."""
+    changed = touched_after(table_dir, column, base, texts)
+    if changed:
+        raise LakeConflict(
+            f"{name}: partitions {sorted(changed)} changed after version {base}{then}"
+        )
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:

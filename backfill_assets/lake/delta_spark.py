@@ -6,9 +6,10 @@ Commit info travels in the ``userMetadata`` write option. Rows outside the set
 are found by the same pass that counts rows per partition, before anything is
 written; Delta's own replaceWhere constraint check is a second guard. A lost
 race (Delta's conflict exceptions, see ``delta_spark_log``) is retried with a
-fresh transaction; disjoint partition sets do not conflict in Delta at all (on S3 every
-commit, vacuum, compaction and checkpoint holds the table's ``commit_lock``: Delta's S3 log
-store is safe from one driver at a time). Any
+fresh transaction; disjoint partition sets do not conflict in Delta at all (every commit,
+vacuum, compaction, checkpoint and change of properties holds the table's ``commit_lock``, as
+delta-rs's commits do: neither Delta's local nor its S3 log store creates a commit file only if
+absent). Any
 error is first checked against the log for the write's id: when it is there, the
 commit landed and a post-commit step (a hook, a checkpoint) failed after it, so
 the write succeeded and is neither retried nor reported as failed.
@@ -59,7 +60,8 @@ from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
 
 MAX_ATTEMPTS = 8
-# What VACUUM needs to honour a retention shorter than the table's 7 days; set only around it.
+# What VACUUM needs to honour a retention shorter than the table's deletedFileRetentionDuration;
+# set only around it.
 VACUUM_CONF = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
@@ -98,6 +100,11 @@ def _sql_path(table_dir: str) -> str:
     return "delta.`" + table_dir.replace("`", "``") + "`"
 
 
+def _quoted(text: str) -> str:
+    """``text`` inside a SQL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _predicate(column: str, dates: list[dt.date]) -> str:
     literals = ", ".join(f"DATE'{date_text(day)}'" for day in dates)
     return f"`{column}` IN ({literals})"
@@ -108,7 +115,7 @@ class DeltaSparkEngine:
 
     name = "delta-spark"
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, table_properties: dict[str, str] | None = None) -> None:
         if not native_delta_available(spark):
             raise LakeError(
                 "the delta-spark engine needs a classic (not Spark Connect) session "
@@ -117,6 +124,8 @@ class DeltaSparkEngine:
                 "`make setup`"
             )
         self.spark = spark
+        # What a table this engine creates is created with (``retention.table_properties``).
+        self.table_properties = dict(table_properties or {})
         # Whether publish and restore may swap files through Delta's internal transaction API.
         self.swaps_files = txns.native_commits(spark)
 
@@ -166,6 +175,8 @@ class DeltaSparkEngine:
                         .mode("overwrite")
                         .option("replaceWhere", _predicate(column, dates))
                         .option("userMetadata", metadata)
+                        # "delta." options are the properties of a table the write creates
+                        .options(**self.table_properties)
                         .partitionBy(column)
                         .save(table_dir)
                     )
@@ -278,7 +289,9 @@ class DeltaSparkEngine:
         Refused with LakeConflict when a commit after the version the staged data was staged
         (and audited) against changed one of ``dates``: its data would be replaced unseen."""
         if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "publish"):
-            return swaps.publish(self.spark, self.name, name, table_dir, staged, dates, commit)
+            return swaps.publish(
+                self.spark, self.name, name, table_dir, staged, dates, commit, self.table_properties
+            )
         return self._publish_by_copy(name, table_dir, staged, dates, commit)
 
     def _publish_by_copy(
@@ -290,24 +303,25 @@ class DeltaSparkEngine:
         commit: CommitInfo,
     ) -> WriteResult:
         """Check for conflicts, then replace the partitions with a copy of the staged rows (one
-        replaceWhere commit, data rewritten): a commit between the check and the write is
-        not seen."""
-        changed = touched_after(
-            table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
-        )
-        if changed:
-            raise LakeConflict(
-                f"{name}: partitions {sorted(changed)} changed after "
-                f"version {staged.base_version}; stage again"
+        replaceWhere commit, data rewritten), both under the table's commit lock: no other
+        commit comes between them (``commit_lock``)."""
+        with commit_lock.held(table_dir, "publish"):
+            changed = touched_after(
+                table_dir, staged.column, staged.base_version, {date_text(d) for d in dates}
             )
-        rows = read_files(
-            self.spark,
-            table_dir,
-            StructType.fromJson(json.loads(staged.schema_json)),
-            staged.column,
-            [(f.path, f.partition) for f in staged.files_of(dates)],
-        )
-        return self.replace(name, table_dir, rows, staged.column, dates, commit)
+            if changed:
+                raise LakeConflict(
+                    f"{name}: partitions {sorted(changed)} changed after "
+                    f"version {staged.base_version}; stage again"
+                )
+            rows = read_files(
+                self.spark,
+                table_dir,
+                StructType.fromJson(json.loads(staged.schema_json)),
+                staged.column,
+                [(f.path, f.partition) for f in staged.files_of(dates)],
+            )
+            return self.replace(name, table_dir, rows, staged.column, dates, commit)
 
     def restore(
         self,
@@ -317,27 +331,43 @@ class DeltaSparkEngine:
         dates: list[dt.date],
         version: int,
         commit: CommitInfo,
+        since: int | None = None,
     ) -> WriteResult:
         """Point the partitions back at the files they had at ``version``: no data is rewritten
-        (LakeError when some were vacuumed). Where a swap is not safe, rewrite them from a
-        ``versionAsOf`` read in one replaceWhere commit."""
+        (LakeError when some were vacuumed). With ``since``: LakeConflict when a commit after it
+        changed one of the partitions, Delta's conflict check of a transaction that read them
+        at ``since``. Where a swap is not safe, rewrite them from a ``versionAsOf`` read in
+        one replaceWhere commit."""
         pinned = self._pinned(name, table_dir, version)
         if self.swaps_files and swaps.can_swap(self.spark, name, table_dir, "restore"):
             return swaps.restore(
-                self.spark, self.name, name, table_dir, column, dates, pinned, commit
+                self.spark, self.name, name, table_dir, column, dates, pinned, commit, since
             )
-        # Safe to read lazily: an overwrite only tombstones the old version's files.
-        old, _ = self.read(name, table_dir, column, dates, pinned)
-        return self.replace(
-            name,
-            table_dir,
-            old,
-            column,
-            dates,
-            commit,
-            operation="restore_partitions",
-            restored_from=pinned,
-        )
+        # The guard and the copy's commit under the table's commit lock: no other commit comes
+        # between them (``commit_lock``), as Delta's replaceWhere cannot be pinned to ``since``.
+        with commit_lock.held(table_dir, "restore"):
+            changed = (
+                set()
+                if since is None
+                else touched_after(table_dir, column, since, {date_text(d) for d in dates})
+            )
+            if changed:
+                raise LakeConflict(
+                    f"{name}: partitions {sorted(changed)} changed after version {since}; "
+                    "restoring them would revert that write"
+                )
+            # Safe to read lazily: an overwrite only tombstones the old version's files.
+            old, _ = self.read(name, table_dir, column, dates, pinned)
+            return self.replace(
+                name,
+                table_dir,
+                old,
+                column,
+                dates,
+                commit,
+                operation="restore_partitions",
+                restored_from=pinned,
+            )
 
     def vacuum(self, name: str, table_dir: str, retention_hours: float) -> list[str]:
         """VACUUM with the retention asked for, its listing in as many tasks as the session has
@@ -406,6 +436,29 @@ class DeltaSparkEngine:
                 attempt,
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
+
+    def properties(self, name: str, table_dir: str) -> dict[str, str]:
+        """The table's properties (its metadata's ``configuration``) at the latest version."""
+        version = self._pinned(name, table_dir, None)
+        return txns.table_shape(log.snapshot_at(self.spark, table_dir, version))[2]
+
+    def set_properties(self, name: str, table_dir: str, properties: dict[str, str]) -> None:
+        """Set table properties in one metadata commit (``ALTER TABLE ... SET TBLPROPERTIES``),
+        retried when another commit came first."""
+        pairs = ", ".join(f"'{_quoted(k)}' = '{_quoted(v)}'" for k, v in properties.items())
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                io_step("commit")
+                with commit_lock.held(table_dir, "set table properties"):
+                    self.spark.sql(
+                        f"ALTER TABLE {_sql_path(table_dir)} SET TBLPROPERTIES ({pairs})"
+                    )
+                io_step("commit.landed")
+                return
+            except Exception as exc:
+                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
 
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""

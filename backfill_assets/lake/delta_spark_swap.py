@@ -8,9 +8,10 @@ there fails the publish; a commit to other partitions does not. What Delta found
 apart, from the log's commit files, like delta-rs's publish does: a commit after the base that
 changed data in the partitions is a ``LakeConflict`` (stage again); one that changed none (a
 compaction: ``dataChange: false``) only moved the files, and the publish is retried from the
-latest version. A restore takes no base: like every write it retries a lost race from a fresh
-snapshot. A commit that raised is first looked for in the log by its write id: one that landed,
-whose post-commit step failed, is a success.
+latest version. A restore given a base (the version a rollback checked) is checked against it
+the same way; one without retries a lost race from a fresh snapshot, like every write. A
+commit that raised is first looked for in the log by its write id: one that landed, whose
+post-commit step failed, is a success.
 
 Delta checks neither that an added file exists nor its schema or the table's constraints. So the
 files are checked in the table's storage first (there, with the recorded size), the staged schema
@@ -59,8 +60,8 @@ _CHECKED_FIELD_KEYS = ("delta.generationExpression", "delta.identity.", "delta.i
 @dataclass(frozen=True)
 class Swap:
     """One commit's plan for ``dates`` of a table: ``adds`` (the log's add documents) become the
-    partitions' files. With ``check_base`` (a publish) it is refused when a commit after
-    ``base`` changed their data; a restore has no base."""
+    partitions' files. With ``check_base`` (a publish; a restore given the version its caller
+    checked) it is refused when a commit after ``base`` changed their data."""
 
     name: str
     table_dir: str
@@ -71,6 +72,7 @@ class Swap:
     base: int | None
     check_base: bool
     creates: bool = False  # a publish: a table not there yet is created by its commit
+    properties: dict[str, str] | None = None  # the properties of a table it creates
 
 
 def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
@@ -99,9 +101,10 @@ def publish(
     staged: StagedVersion,
     dates: list[dt.date],
     commit: CommitInfo,
+    properties: dict[str, str] | None = None,
 ) -> WriteResult:
     """The staged files of ``dates`` in, the current ones out: checked against the staged
-    version's base (LakeConflict)."""
+    version's base (LakeConflict). A table not there yet is created with ``properties``."""
     adds = _staged_adds(spark, table_dir, staged.column, staged.files_of(dates))
     plan = Swap(
         name,
@@ -113,6 +116,7 @@ def publish(
         staged.base_version,
         check_base=True,
         creates=True,
+        properties=properties,
     )
     return _committed(spark, engine, plan, commit, "publish_staged", None)
 
@@ -126,10 +130,12 @@ def restore(
     dates: list[dt.date],
     version: int,
     commit: CommitInfo,
+    since: int | None = None,
 ) -> WriteResult:
-    """The files ``dates`` had at ``version`` back in, the current ones out."""
+    """The files ``dates`` had at ``version`` back in, the current ones out; with ``since``,
+    checked against it as a publish against its base (LakeConflict)."""
     adds = _old_adds(spark, name, table_dir, column, dates, version)
-    plan = Swap(name, table_dir, column, dates, adds, None, None, check_base=False)
+    plan = Swap(name, table_dir, column, dates, adds, None, since, check_base=since is not None)
     return _committed(spark, engine, plan, commit, "restore_partitions", version)
 
 
@@ -245,7 +251,7 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         try:
             if pinned is None:
                 txn = txns.new_table_transaction(
-                    spark, swap.table_dir, _new_table_schema(swap), swap.column
+                    spark, swap.table_dir, _new_table_schema(swap), swap.column, swap.properties
                 )
                 actions = [txns.add_action(spark, a) for a in swap.adds]
             else:
@@ -287,13 +293,18 @@ def _new_table_schema(swap: Swap) -> str:
 def _refuse_changed(swap: Swap, texts: set[str], cause: Exception | None) -> None:
     changed = touched_after(swap.table_dir, swap.column, swap.base, texts)
     if changed:
-        audited = (
-            "the table did not exist when the data was staged"
-            if swap.base is None
-            else f"after version {swap.base} that the staged data was audited against"
-        )
+        if swap.creates:
+            audited = (
+                "the table did not exist when the data was staged"
+                if swap.base is None
+                else f"after version {swap.base} that the staged data was audited against"
+            )
+            raise LakeConflict(
+                f"{swap.name}: partitions {sorted(changed)} changed; {audited}; stage again"
+            ) from cause
         raise LakeConflict(
-            f"{swap.name}: partitions {sorted(changed)} changed; {audited}; stage again"
+            f"{swap.name}: partitions {sorted(changed)} changed after version {swap.base}; "
+            "restoring them would revert that write"
         ) from cause
 
 

@@ -149,10 +149,15 @@ def open_transaction(spark: SparkSession, table_dir: str, version: int) -> Any:
 
 
 def new_table_transaction(
-    spark: SparkSession, table_dir: str, schema_json: str, column: str
+    spark: SparkSession,
+    table_dir: str,
+    schema_json: str,
+    column: str,
+    properties: dict[str, str] | None = None,
 ) -> Any:
     """A transaction that creates the table, as ``CREATE TABLE`` does: its commit is version 0,
-    with the metaData (``schema_json``, partitioned by ``column``) and the protocol Delta
+    with the metaData (``schema_json``, partitioned by ``column``, table ``properties``) and
+    the protocol Delta
     derives for a new table from the session's defaults. Another creator's version 0 first
     makes its commit fail with Delta's conflict exception."""
     delta_log = jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(
@@ -164,7 +169,7 @@ def new_table_transaction(
         "format": {"provider": "parquet", "options": {}},
         "schemaString": schema_json,
         "partitionColumns": [column],
-        "configuration": {},
+        "configuration": dict(properties or {}),
         "createdTime": int(time.time() * 1000),
     }
     txn.updateMetadataForNewTable(_action(spark, {"metaData": metadata}))

@@ -11,7 +11,8 @@ version waiting to be published. Below the floor both refuse to run. Per table, 
 1. close the staged versions opened longer ago than the retention (``Lake.expire_staged``:
    abandoned by a killed step or a dropped correction);
 2. vacuum with the retention (``Lake.vacuum``, which refuses while an open staged version has a
-   file older than the retention: that table's vacuum is skipped and reported, not forced);
+   file older than the retention: that table's vacuum is skipped and reported, not forced; and
+   which first brings a table's retention properties up to the retention: ``retention.py``);
 3. compact small files (``Lake.compact``: one commit, same rows, loses to a concurrent publish
    and retries instead of undoing it); the files it replaces stay until a later vacuum finds
    them older than the retention, so time travel within the retention keeps working;

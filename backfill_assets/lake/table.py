@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+import backfill_assets.lake.retention as retention
 import backfill_assets.lake.staged as manifests
+import backfill_assets.settings as settings
 from backfill_assets.lake.commit import (
     CommitInfo,
     Compaction,
@@ -70,11 +72,20 @@ class Lake:
     variables: ``storage.py``; ``auto`` picks delta-rs there, delta-spark must be asked for)."""
 
     def __init__(
-        self, root: str | os.PathLike, spark: SparkSession | None, engine: str = "auto"
+        self,
+        root: str | os.PathLike,
+        spark: SparkSession | None,
+        engine: str = "auto",
+        retention_days: float | None = None,
     ) -> None:
-        """``spark`` None: a lake for reads without Spark (the command line's), on delta-rs."""
+        """``spark`` None: a lake for reads without Spark (the command line's), on delta-rs.
+        ``retention_days`` (default ``BACKFILL_RETENTION_DAYS``): how long every table keeps
+        removed files and its log at least (``retention.py``)."""
         if engine not in ENGINES:
             raise LakeError(f"engine must be one of {ENGINES}, got {engine!r}")
+        days = settings.retention_days() if retention_days is None else retention_days
+        self.retention_hours = float(days) * 24
+        properties = retention.table_properties(self.retention_hours)
         self.storage = storage_for(root)
         # the root as the storage names it: an absolute local path or s3://bucket/prefix
         self.location = normalise(root)
@@ -92,11 +103,11 @@ class Lake:
             session = need_spark(spark)
             if not self.storage.is_local:
                 self._reach_s3(session)
-            self._engine = DeltaSparkEngine(session)
+            self._engine = DeltaSparkEngine(session, properties)
         else:
             from backfill_assets.lake.delta_rs import DeltaRsEngine
 
-            self._engine = DeltaRsEngine(spark)
+            self._engine = DeltaRsEngine(spark, properties)
         self.engine_name = self._engine.name
 
     def _reach_s3(self, spark: SparkSession) -> None:
@@ -279,8 +290,12 @@ class Lake:
         partitions: Iterable[object],
         version: int,
         commit: CommitInfo,
+        since: int | None = None,
     ) -> WriteResult:
-        """Give ``partitions`` the content they had at ``version``, in one new commit."""
+        """Give ``partitions`` the content they had at ``version``, in one new commit. With
+        ``since``, raises LakeConflict when a commit after ``since`` changed one of them,
+        checked inside that commit as a publish checks its base: a restore never reverts
+        data written after the version its caller checked."""
         dates = self._dates(partitions)
         if not isinstance(commit, CommitInfo):
             raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
@@ -291,13 +306,16 @@ class Lake:
             dates,
             self._required_version(version),
             commit,
+            self._version_arg(since),
         )
 
     def vacuum(self, table: str, retention_hours: float) -> list[str]:
         """Delete files no version needs (incl. a killed writer's) older than the retention.
 
         Refused while a staged version older than the retention is open: its files are in no
-        version yet, and vacuum would delete them. Discard or expire it first."""
+        version yet, and vacuum would delete them. Discard or expire it first. A table whose
+        retention properties fall short of the retention (and the lake's) is brought up to
+        it first (``keep_retention``)."""
         if not isinstance(retention_hours, (int, float)) or retention_hours < 0:
             raise LakeError(f"retention_hours must be >= 0, got {retention_hours!r}")
         cutoff_ms = (time.time() - retention_hours * 3600) * 1000
@@ -314,7 +332,19 @@ class Lake:
                 f"{table}: vacuum with {retention_hours} h retention would delete the "
                 f"files of open staged versions {at_risk}; discard or expire them first"
             )
+        self.keep_retention(table, retention_hours)
         return self._engine.vacuum(table, self.table_location(table), retention_hours)
+
+    def keep_retention(self, table: str, retention_hours: float = 0) -> dict[str, str]:
+        """Bring the table's retention properties up to ``retention_hours`` and the lake's
+        retention in one metadata commit, when they fall short (``retention.py``); the
+        properties it set ({} when none fell short)."""
+        hours = max(retention_hours, self.retention_hours)
+        table_dir = self.table_location(table)
+        missing = retention.shortfall(table, self._engine.properties(table, table_dir), hours)
+        if missing:
+            self._engine.set_properties(table, table_dir, missing)
+        return missing
 
     def compact(self, table: str, partition_column: str, commit: CommitInfo) -> Compaction:
         """Join each partition's small files into fewer, bigger ones, in one commit that changes
@@ -328,7 +358,9 @@ class Lake:
 
     def checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version (readers then replay the log from it, not
-        from version 0); that version."""
+        from version 0); that version. The table's retention properties are brought up to the
+        lake's retention first: a checkpoint drops the tombstones older than they say."""
+        self.keep_retention(table)
         return self._engine.checkpoint(table, self.table_location(table))
 
     # Write-audit-publish -------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""No commit is lost on a local lake written by both engines at once: a delta-spark process whose
+JVM's renames are each delayed 400 ms (a GC pause between Delta's "is N.json absent?" and its
+rename over N.json) and a delta-rs process commit to one table in a loop, and every commit either
+reported landed is in the log, at its version, read from the commit files here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backfill_assets.delta_jars import jars_present
+from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets_tests.lake.lake_support import NO_JARS, wait_for
+from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+TABLE = "t/race"
+SECONDS = 60  # of committing, both processes at once
+DELAY_US = 400_000
+NO_STRACE = "strace is not installed: `make test` installs it (scripts/test-deps.sh), or `apt-get install strace`"
+
+
+def landed_write_ids(table_dir: Path) -> dict[int, str | None]:
+    """Version -> the write id its commit file records (None: not one of this layer's)."""
+    found: dict[int, str | None] = {}
+    for path in sorted((table_dir / "_delta_log").glob("*.json")):
+        found[int(path.name.split(".")[0])] = None
+        for line in path.read_text().splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info and info.get("userMetadata"):
+                found[int(path.name.split(".")[0])] = json.loads(info["userMetadata"]).get(
+                    "write_id"
+                )
+    return found
+
+
+def test_no_commit_is_lost_when_both_engines_commit_to_one_local_table(spark, tmp_path):
+    if not jars_present():
+        pytest.fail(NO_JARS)
+    if shutil.which("strace") is None:
+        pytest.fail(NO_STRACE)
+    root = tmp_path / "lake"
+    old = spark.createDataFrame(
+        [(d, i, "old") for d in ("2024-01-01", "2024-01-02") for i in (1, 2)],
+        "d string, id bigint, tag string",
+    ).selectExpr("CAST(d AS DATE) AS d", "id", "tag")
+    Lake(root, spark, engine="delta-rs").replace_partitions(
+        TABLE, old, "d", ["2024-01-01", "2024-01-02"], CommitInfo("setup", "t")
+    )
+    syscalls = "rename,renameat,renameat2"
+    # the delta-spark process and its JVM run under strace, each rename delayed
+    delayed = ["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null"]
+    delayed += ["-e", f"trace={syscalls}", "-e", f"inject={syscalls}:delay_enter={DELAY_US}"]
+    workers: dict[str, subprocess.Popen] = {}
+    outs = {}
+    try:
+        # delta-rs commits in milliseconds: paced, so that the JVM lands commits too
+        for engine, day, between, command in (
+            ("delta-spark", "2024-01-01", 0, delayed),
+            ("delta-rs", "2024-01-02", 1.0, []),
+        ):
+            outs[engine] = tmp_path / f"{engine}.out"
+            spec = tmp_path / f"{engine}.json"
+            spec.write_text(
+                json.dumps(
+                    {
+                        "root": str(root),
+                        "engine": engine,
+                        "table": TABLE,
+                        "day": day,
+                        "out": str(outs[engine]),
+                        "seconds": SECONDS,
+                        "between": between,
+                    }
+                )
+            )
+            workers[engine] = start(
+                [
+                    *command,
+                    sys.executable,
+                    "-m",
+                    "backfill_assets_tests.lake.commit_worker",
+                    str(spec),
+                ],
+                subprocess_env(),
+                tmp_path / f"{engine}.log",
+            )
+        for out in outs.values():
+            wait_for(out, list(workers.values()), timeout=300)
+        for out in outs.values():
+            Path(f"{out}.go").touch()
+        for engine, proc in workers.items():
+            assert proc.wait(timeout=SECONDS + 300) == 0, log_tail(tmp_path / f"{engine}.log")
+    finally:
+        for proc in workers.values():
+            kill_group(proc)
+
+    in_log = landed_write_ids(root / TABLE)
+    for engine, out in outs.items():
+        reported = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+        assert len(reported) >= 5, f"{engine} committed only {len(reported)} times"
+        lost = [r for r in reported if in_log.get(r["version"]) != r["write_id"]]
+        assert not lost, (
+            f"{len(lost)} of {len(reported)} commits {engine} reported are not in the log"
+        )
