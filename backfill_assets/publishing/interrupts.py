@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -199,7 +198,10 @@ def watch_signals(on_second: Callable[[int], str] | None = None) -> None:
     if _watching.is_set() or threading.current_thread() is not threading.main_thread():
         return
     _watching.set()
-    terminal = os.dup(sys.stderr.fileno())
+    try:  # the process's standard error as it is now (not sys.stderr: a test may replace it)
+        terminal: int | None = os.dup(2)
+    except OSError:
+        terminal = None
     keep_working()
     for s in STOPS:
         signal.signal(s, _raise_keyboard_interrupt)
@@ -216,7 +218,7 @@ def watch_signals(on_second: Callable[[int], str] | None = None) -> None:
                 _received.record(signum)
                 seen += 1
                 if seen >= 2:
-                    if on_second is not None:
+                    if on_second is not None and terminal is not None:
                         with contextlib.suppress(OSError):
                             os.write(terminal, (on_second(signum) + "\n").encode())
                     os._exit(128 + signum)
