@@ -14,6 +14,8 @@ from backfill_assets_tests.e2e_lane import (  # noqa: F401 (hooks: pytest finds 
     pytest_unconfigure,
 )
 
+pytest_plugins = ["backfill_assets_tests.reverse_order"]  # --reverse-order
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # The pipeline's Spark resource applies its spark_config() to the shared session at every run,
 # shuffle partitions included (8 unless this says otherwise): the tests' small data in 2, as the
