@@ -6,7 +6,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export BACKFILL_LANDING_DIR ?= $(CURDIR)/data/landing
 export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 
-.PHONY: setup demo test test-fast lint screenshots ui status clean
+.PHONY: setup demo test test-fast test-order lint screenshots ui status clean
 setup:
 	@./scripts/bootstrap.sh
 	@$(PY) -m backfill_assets.cli.instance dagster.yaml "$(DAGSTER_HOME)"
@@ -21,6 +21,12 @@ test: setup  ## the whole suite: transforms, lake, Dagster, end to end; fails on
 
 test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+
+ORDER_TESTS := backfill_assets_tests/defs/test_downstream.py \
+	backfill_assets_tests/corrections/test_corrections.py \
+	backfill_assets_tests/enrichment/test_client.py
+test-order: setup  ## the modules that share expensive state, each run last test first: no test relies on one before it
+	$(PY) -m pytest --reverse-order $(ORDER_TESTS) $(PYTEST_ARGS)
 
 lint: setup  ## the type checker, ruff's rules, the format check and Dagster's definitions check
 	.venv/bin/mypy

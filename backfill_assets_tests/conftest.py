@@ -19,6 +19,8 @@ from backfill_assets_tests.skip_allowlist import (  # noqa: F401 (hooks: pytest 
     pytest_configure,
 )
 
+pytest_plugins = ["backfill_assets_tests.reverse_order"]  # --reverse-order
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # The pipeline's Spark resource applies its spark_config() to the shared session at every run,
 # shuffle partitions included (8 unless this says otherwise): the tests' small data in 2, as the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -143,6 +144,33 @@ def pipeline_env(
         del mp
         instance = stack.enter_context(dagster_test_instance(root / "dagster_home"))
         yield PipelineEnv(Settings.from_env(), instance, root / "dagster_home")
+
+
+@contextlib.contextmanager
+def copied_env(source: PipelineEnv, root: Path):
+    """A pipeline environment at ``root`` that starts as a copy of ``source``'s as it is now:
+    everything under its root (landing zone, lake, Dagster's runs and events, files beside
+    them), with the same first partition and lateness. What is done in the copy leaves
+    ``source`` as it was: one state built once serves every test that changes it. Nothing may
+    run in ``source`` while it is copied."""
+    source_root = source.home.parent
+    for folder in (source.settings.landing_dir, source.settings.lake_dir):
+        assert Path(folder).is_relative_to(source_root), f"{folder} is not under {source_root}"
+    # Not the instance's configuration, which names its folders (the copy's instance writes its
+    # own); not SQLite's shared-memory index of a write-ahead log, which the first connection to
+    # the copy rebuilds from the log itself.
+    shutil.copytree(
+        source_root,
+        root,
+        ignore=shutil.ignore_patterns("dagster.yaml", "*-shm"),
+        dirs_exist_ok=True,
+    )
+    with pipeline_env(
+        root,
+        start_date=source.settings.start_date.isoformat(),
+        lateness=source.settings.max_lateness_days,
+    ) as env:
+        yield env
 
 
 def dagster_test_instance(home: Path) -> contextlib.AbstractContextManager[dg.DagsterInstance]:

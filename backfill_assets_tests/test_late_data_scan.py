@@ -7,12 +7,12 @@ exactly on the boundary it is about.
 from __future__ import annotations
 
 import os
-import time
 from datetime import date
 from pathlib import Path
 
 from backfill_assets.late_data import LandingCursor
 from backfill_assets.late_data.scan import DatasetScan, scan_dataset
+from backfill_assets_tests.file_clock import past_stamps
 
 FIRST, JAN2, LAST = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 31)
 FOLDER = "orders/arrival_date=2024-01-02"
@@ -20,10 +20,11 @@ FOLDER = "orders/arrival_date=2024-01-02"
 
 def _land(root: Path, name: str) -> int:
     """Lands one order file in the Jan 2 folder as a producer does (written aside, renamed into
-    place); its change time, after a pause so that no two files share a clock tick."""
+    place); its change time, after every stamp already under ``root``: no two files share a
+    clock tick."""
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    time.sleep(0.02)  # the coarse file clock ticks every 4 ms
+    past_stamps(root)
     (folder / f"_{name}").write_text('{"order_id": "1"}\n')
     os.rename(folder / f"_{name}", folder / name)
     return os.stat(folder / name).st_ctime_ns

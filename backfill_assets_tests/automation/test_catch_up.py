@@ -7,7 +7,6 @@ import io
 import os
 import re
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -28,6 +27,7 @@ from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.generate import generate_feed
 from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.automation.landing_files import oracle_event_days, order, write_orders
+from backfill_assets_tests.file_clock import past_stamps
 from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
 from backfill_assets_tests.reference import Reference
 
@@ -185,7 +185,7 @@ def test_catch_up_refuses_while_the_sensor_runs_and_leaves_its_cursor_alone(tmp_
         write_orders(landing, date(2024, 1, 3), "a.jsonl", [order("s-1", "2024-01-02T10:00:00Z")])
         # the sensor's tick: a raw run requested, event days pending in its cursor
         sensor = build_late_data_sensor(env.settings, AutomationSettings(settle_seconds=0))
-        time.sleep(0.01)
+        past_stamps(landing)  # the file stamped before the tick's mark
         tick = sensor(dg.build_sensor_context(instance=env.instance))
         assert len(tick.run_requests) == 1 and '"pending":[{' in tick.cursor
         start_late_data_sensor(env.instance, tick.cursor)

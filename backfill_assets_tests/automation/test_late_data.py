@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from datetime import date, timedelta
 
 from backfill_assets.late_data import LandingCursor, PendingGroup, detect, release
@@ -16,6 +15,7 @@ from backfill_assets_tests.automation.landing_files import (
     write_orders,
     write_rates,
 )
+from backfill_assets_tests.file_clock import clock_after, past_stamps
 
 FIRST, LAST, LATENESS = date(2024, 1, 1), date(2024, 3, 31), 7
 RATE_MAX_AGE = 7  # the contract's rate window
@@ -25,8 +25,9 @@ D = date.fromisoformat
 def tick(root, cursor, built=frozenset(), last=LAST, now_ns=None, settle_ns=0, built_at=None):
     """One detection; the folders in ``built`` count as built by a run that started at
     ``built_at`` (just now by default) and read them."""
-    time.sleep(0.01)  # files stamped in the current clock tick (4 ms) wait for the next detection
-    now_ns = clock_ns() if now_ns is None else now_ns
+    # what was written so far stamped before the mark: younger files wait for the next detection
+    marked = past_stamps(root)
+    now_ns = marked if now_ns is None else now_ns
     started = now_ns if built_at is None else built_at
     return detect(
         root,
@@ -84,9 +85,8 @@ def test_cold_start_spans_short_gaps_in_one_run_but_a_warm_tick_rebuilds_exact_d
 
 def test_cold_start_takes_files_stamped_after_their_folders_last_build_as_new(tmp_path):
     write_orders(tmp_path, D("2024-01-12"), "a.jsonl", [order("1", "2024-01-12T10:00:00Z")])
-    time.sleep(0.01)
-    built_at = clock_ns()
-    time.sleep(0.01)
+    built_at = past_stamps(tmp_path)  # after a.jsonl
+    clock_after(built_at)  # b.jsonl after the build
     write_orders(tmp_path, D("2024-01-12"), "b.jsonl", [order("2", "2024-01-10T10:00:00Z")])
     found = tick(tmp_path, None, built={D("2024-01-12")}, built_at=built_at)
     assert raw(found) == [("raw_orders", D("2024-01-12"), D("2024-01-12"))]
@@ -98,9 +98,8 @@ def test_cold_start_takes_a_folder_moved_in_after_its_empty_build_as_new(tmp_pat
     staged = arrival_folder(tmp_path / "elsewhere", D("2024-01-16"))
     (staged / "x.jsonl").write_text(order("1", "2024-01-15T08:00:00Z") + "\n")
     arrival_folder(tmp_path, D("2024-01-16"))  # built empty, before the delivery
-    time.sleep(0.01)
-    built_at = clock_ns()
-    time.sleep(0.01)
+    built_at = past_stamps(tmp_path)
+    clock_after(built_at)  # the move after the build
     os.rename(staged, tmp_path / "orders" / staged.name)  # its file is older than the build
     found = tick(tmp_path, None, built={D("2024-01-16")}, built_at=built_at)
     assert found.group.days == (D("2024-01-15"),)
@@ -158,7 +157,7 @@ def test_folder_delivered_days_late_is_new_as_a_whole_despite_its_older_file_tim
     )
     write_orders(tmp_path, D("2024-01-20"), "a.jsonl", [order("9", "2024-01-20T10:00:00Z")])
     cursor = baseline(tmp_path)
-    time.sleep(0.02)
+    clock_after(cursor.high_water_ns)
     deliver_folder(staged, tmp_path)  # four days after its date's successor folders
     found = tick(tmp_path, cursor)
     assert raw(found) == [("raw_orders", D("2024-01-16"), D("2024-01-16"))]
@@ -196,7 +195,7 @@ def test_folder_replaced_by_a_move_is_rebuilt_whole_when_times_cannot_explain_it
     arrival_folder(tmp_path, D("2024-01-22"))  # an empty day, seen as such
     cursor = baseline(tmp_path)
     assert cursor.counts["orders"][D("2024-01-22")] == 0
-    time.sleep(0.02)
+    clock_after(cursor.high_water_ns)
     os.rename(staged, tmp_path / "orders" / staged.name)  # replaces the empty folder
     found = tick(tmp_path, cursor)
     assert found.group.days == (D("2024-01-21"),)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from datetime import date
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from backfill_assets_tests.automation.landing_files import (
     write_orders,
     write_rates,
 )
+from backfill_assets_tests.file_clock import past_stamps
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ class Harness:
         self.sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))
 
     def tick(self, cursor: str | None) -> tuple[list[dg.RunRequest], str]:
-        time.sleep(0.01)  # past the clock tick that stamped the last file written
+        past_stamps(self.root)  # what landed so far stamped before the tick's mark
         result = self.sensor(dg.build_sensor_context(instance=self.instance, cursor=cursor))
         assert isinstance(result, dg.SensorResult)
         assert result.cursor is not None, "every tick stores its cursor"
@@ -105,7 +105,7 @@ def harness(tmp_path, instance):
     write_orders(tmp_path, D("2024-01-15"), "a.jsonl", [order("2", "2024-01-15T09:00:00Z")])
     write_rates(tmp_path, D("2024-01-08"), "a.csv", {"EUR": "1.08"})
     write_rates(tmp_path, D("2024-01-12"), "a.csv", {"EUR": "1.09"})
-    time.sleep(0.01)
+    past_stamps(tmp_path)  # built after every file landed
     build(instance, RAW_ORDERS, "2024-01-10", "2024-01-15")
     build(instance, RAW_FX_RATES, "2024-01-08", "2024-01-12")
     return Harness(tmp_path, instance)
@@ -274,7 +274,7 @@ def test_failed_raw_run_keeps_its_event_days_pending_until_its_re_execution_succ
 
 def test_failed_raw_run_releases_its_event_days_once_another_run_rebuilt_its_partitions(harness):
     _, cursor = late_file_with_failed_raw_run(harness)
-    time.sleep(0.01)
+    past_stamps(harness.root)  # rebuilt after the late file landed
     build(harness.instance, RAW_ORDERS, "2024-01-15")  # a backfill, or the daily refresh
     released, _ = harness.tick(cursor)
     assert [ranged(r) for r in released] == [(EVENT_DAYS, "2024-01-13", "2024-01-13")]

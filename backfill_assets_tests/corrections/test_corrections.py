@@ -5,9 +5,13 @@ restated landing."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -43,7 +47,7 @@ from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
 from backfill_assets_tests.corrections.test_pending import CHANGED_ASSETS
-from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_tests.pipeline_env import PipelineEnv, copied_env, pipeline_env
 from backfill_assets_tests.reference import Reference
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
@@ -88,38 +92,172 @@ def assert_tables_equal(env, reference: Reference, days) -> None:
 
 
 def active_files(env, table) -> dict[str, set[str]]:
+    """The table's live files per day, by their paths in the table (the same in a copy)."""
     by_day: dict[str, set[str]] = {}
     t = DeltaTable(str(env.settings.lake_dir / table))
-    for path in t.file_uris():
+    for uri in t.file_uris():
+        path = uri.split(f"/{table}/", 1)[1]
         day = path.split("event_date=")[1].split("/")[0]
         by_day.setdefault(day, set()).add(path)
     return by_day
 
 
+# The module's states, each built once from the one before it (a copy of it) and only read by
+# tests: production, backfilled from the original landing; the landing restated; the correction
+# staged; diffed; production changed since the diff; cut over; a second correction made from the
+# form and discarded. A test that acts does so on a copy of the state it starts from (`copy_of`).
+
+
+@dataclass(frozen=True)
+class State:
+    """A state of the module's lake and Dagster instance, and what the commands that made it
+    returned and printed, in order."""
+
+    env: PipelineEnv
+    said: tuple[tuple[int, str, str], ...] = ()  # per command: its exit code, stdout, stderr
+
+
+def run_main(args: list[str]) -> tuple[int, str, str]:
+    """``backfill-assets`` with ``args`` in this process: its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def copy_of(tmp_path) -> Iterator[Callable[[State], PipelineEnv]]:
+    """``copy_of(state)``: a copy of ``state``'s lake and instance for this test alone, with the
+    pipeline's environment pointing at it while the test runs."""
+    copies: list[PipelineEnv] = []
+    with contextlib.ExitStack() as stack:
+
+        def copy(state: State) -> PipelineEnv:
+            root = tmp_path / f"copy{len(copies)}"
+            copies.append(stack.enter_context(copied_env(state.env, root)))
+            return copies[-1]
+
+        yield copy
+
+
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, spark):
+def production(tmp_path_factory, spark) -> Iterator[State]:
+    """The feed landed (and a copy of it kept as ``original_landing``) and backfilled."""
     root = tmp_path_factory.mktemp("correction")
     with pipeline_env(root) as penv:
         generate_feed(penv.settings.landing_dir, FEED_START, FEED_END, orders_per_day=30, seed=3)
         shutil.copytree(penv.settings.landing_dir, root / "original_landing")
         assert run_backfill(penv.settings, START, END) == 0
-        yield penv
+        yield State(penv)
 
 
 @pytest.fixture(scope="module")
-def original(env):
+def original(production):
+    env = production.env
     return Reference(
         env.settings.landing_dir.parent / "original_landing", env.settings.max_lateness_days
     )
 
 
 @pytest.fixture(scope="module")
-def restated(env):
-    assert (
-        restate_rates(env.settings.landing_dir, "EUR", RESTATED[0], RESTATED[-1], Decimal("1.03"))
-        == 2
-    )
+def restatement(production, tmp_path_factory) -> Iterator[State]:
+    """Production, and EUR restated in the landing zone for the ``RESTATED`` days."""
+    with copied_env(production.env, tmp_path_factory.mktemp("restatement")) as env:
+        rate = Decimal("1.03")
+        assert restate_rates(env.settings.landing_dir, "EUR", RESTATED[0], RESTATED[-1], rate) == 2
+        yield State(env)
+
+
+@pytest.fixture(scope="module")
+def restated(restatement):
+    env = restatement.env
     return Reference(env.settings.landing_dir, env.settings.max_lateness_days)
+
+
+@pytest.fixture(scope="module")
+def staged(restatement, tmp_path_factory) -> Iterator[State]:
+    """The restatement, and the correction ``CID`` of the ``FIX`` days staged by `correct`."""
+    with copied_env(restatement.env, tmp_path_factory.mktemp("staged")) as env:
+        reason = "provider restated EUR for Jan 3-4"
+        fix = ["--start", str(FIX_START), "--end", str(FIX_END), "--reason", reason]
+        yield State(env, (run_main(["correct", *fix, "--id", CID]),))
+
+
+@pytest.fixture(scope="module")
+def diffed(staged, tmp_path_factory) -> Iterator[State]:
+    """The staged correction, diffed."""
+    with copied_env(staged.env, tmp_path_factory.mktemp("diffed")) as env:
+        yield State(env, (run_main(["diff", CID]),))
+
+
+@pytest.fixture(scope="module")
+def rebuilt(diffed, changed_days, tmp_path_factory) -> Iterator[State]:
+    """The diffed correction after the live lane rebuilt a day the restatement does not touch:
+    a cutover refused, the diff again, a cutover without ``--skip-rebuilt`` refused."""
+    with copied_env(diffed.env, tmp_path_factory.mktemp("rebuilt")) as env:
+        unchanged = next(d for d in _days(FIX_START, FIX_END) if d not in changed_days)
+        plan = RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], unchanged, unchanged)
+        assert execute(plan, env.instance).success
+        commands = (["cutover", CID], ["diff", CID], ["cutover", CID])
+        yield State(env, tuple(run_main(args) for args in commands))
+
+
+@dataclass(frozen=True)
+class CutOver(State):
+    held: date | None = None  # the changed day held by a check while it was cut over
+    before: dict[str, dict[str, set[str]]] | None = None  # live files per table before it
+
+
+@pytest.fixture(scope="module")
+def cut_over(rebuilt, changed_days, tmp_path_factory) -> Iterator[CutOver]:
+    """The correction cut over with ``--skip-rebuilt``, its first changed day held by a check
+    then (and released after: it stays as production had it)."""
+    with copied_env(rebuilt.env, tmp_path_factory.mktemp("cut_over")) as env:
+        held = changed_days[0]
+        set_held(env, held, ["stg_orders.fx_rate_present"])
+        before = {t: active_files(env, t) for t in TABLES}
+        said = run_main(["cutover", CID, "--skip-rebuilt"])
+        set_held(env, held, None)
+        yield CutOver(env, (said,), held, before)
+
+
+@dataclass(frozen=True)
+class FormCorrection(State):
+    correction: registry.Correction | None = None  # as the form's run recorded it
+    run_tags: tuple[str | None, ...] = ()  # the correction tag of each run tagged with its id
+    staged_rows: frozenset = frozenset()  # its staged orders, before it was discarded
+    discarded: bool = False  # the UI's discard job succeeded
+
+
+@pytest.fixture(scope="module")
+def form_discarded(cut_over, spark, tmp_path_factory) -> Iterator[FormCorrection]:
+    """The cut over correction, and a second one over the same days started from the form with
+    no id, then discarded by the UI's job."""
+    with copied_env(cut_over.env, tmp_path_factory.mktemp("form_discarded")) as env:
+        ok, why = build_from_form(env, {"reason": FORM_REASON})  # no id: one is made
+        assert ok, why
+        c = form_correction(env)
+        runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: c.id}))
+        staged = lake(env, spark).staged_version("staging/orders", c.id)
+        assert staged is not None, c.id
+        rows = lake(env, spark).read_staged(staged, _days(FIX_START, FIX_END)).collect()
+
+        def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
+            return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value
+
+        staged_rows = frozenset(
+            tuple(sorted((k, utc(v)) for k, v in r.asDict().items() if not k.startswith("_")))
+            for r in rows
+        )
+        done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=c.id)
+        yield FormCorrection(
+            env,
+            (),
+            c,
+            tuple(r.tags.get(CORRECTION_TAG) for r in runs),
+            staged_rows,
+            done.success,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +276,8 @@ def lake(env, spark) -> Lake:
     return Lake(env.settings.lake_dir, spark)
 
 
-def test_the_correction_job_refuses_a_run_without_a_correction_id(env, original):
+def test_the_correction_job_refuses_a_run_without_a_correction_id(production, copy_of):
+    env = copy_of(production)
     before = {t: DeltaTable(str(env.settings.lake_dir / t)).version() for t in TABLES}
     outcome = execute(
         RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], FIX_START, FIX_END), env.instance, correction=True
@@ -147,26 +286,13 @@ def test_the_correction_job_refuses_a_run_without_a_correction_id(env, original)
     assert {t: DeltaTable(str(env.settings.lake_dir / t)).version() for t in TABLES} == before
 
 
-def test_correct_stages_beside_production_and_publishes_nothing(env, original, restated, capsys):
-    before = {t: active_files(env, t) for t in TABLES}
-    code = main(
-        [
-            "correct",
-            "--start",
-            str(FIX_START),
-            "--end",
-            str(FIX_END),
-            "--reason",
-            "provider restated EUR for Jan 3-4",
-            "--id",
-            CID,
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0, out
+def test_correct_stages_beside_production_and_publishes_nothing(staged, restatement, original):
+    env, [(code, out, err)] = staged.env, staged.said
+    assert code == 0, err
     assert out.strip().splitlines()[-1] == CID
     # Production is the original landing's, file for file.
     assert_tables_equal(env, original, _days(START, END))
+    before = {t: active_files(restatement.env, t) for t in TABLES}
     assert {t: active_files(env, t) for t in TABLES} == before
     c = registry.get(env.settings.lake_dir, CID)
     assert c.state == registry.State.STAGED and c.reason.startswith("provider restated")
@@ -226,7 +352,8 @@ def pending_marks(env) -> dict[dg.AssetKey, str]:
     return marks
 
 
-def test_a_correction_never_mixes_code_versions(env, restated, monkeypatch, capsys):
+def test_a_correction_never_mixes_code_versions(staged, copy_of, monkeypatch, capsys):
+    copy_of(staged)
     monkeypatch.setenv("BACKFILL_CODE_VERSION", "another-build")
     code = main(
         [
@@ -245,9 +372,9 @@ def test_a_correction_never_mixes_code_versions(env, restated, monkeypatch, caps
     assert code == 1 and "never mixes code versions" in capsys.readouterr().err
 
 
-def test_diff_shows_exactly_the_restated_days(env, original, restated, changed_days, capsys):
-    assert main(["diff", CID]) == 0
-    out = capsys.readouterr().out
+def test_diff_shows_exactly_the_restated_days(diffed, original, restated, changed_days):
+    env, [(code, out, err)] = diffed.env, diffed.said
+    assert code == 0, err
     listed = out.split("changed days: ")[1].splitlines()[0]
     assert listed == ", ".join(map(str, changed_days))
     # Revenue before and after per day, as the reference computes it.
@@ -288,27 +415,21 @@ def test_diff_shows_exactly_the_restated_days(env, original, restated, changed_d
     )
 
 
-def test_cutover_refuses_past_the_revenue_guardrail(env, original, capsys):
+def test_cutover_refuses_past_the_revenue_guardrail(diffed, original, copy_of, capsys):
+    env = copy_of(diffed)
     assert main(["cutover", CID, "--max-revenue-change-pct", "0.0001"]) == 1
     assert "--force" in capsys.readouterr().err
     assert_tables_equal(env, original, _days(START, END))
 
 
-def test_cutover_refuses_when_production_changed_since_the_diff(
-    env, original, changed_days, capsys
-):
-    # The live lane rebuilds a day the restatement does not touch.
-    unchanged = next(d for d in _days(FIX_START, FIX_END) if d not in changed_days)
-    assert execute(
-        RunPlan(STEP_ASSETS[EVENT_DAYS_STEP], unchanged, unchanged), env.instance
-    ).success
-    assert main(["cutover", CID]) == 1
-    assert "diff" in capsys.readouterr().err
-    assert main(["diff", CID]) == 0
-    assert "Rebuilt in production after the correction was staged" in capsys.readouterr().out
-    assert main(["cutover", CID]) == 1
-    assert "--skip-rebuilt" in capsys.readouterr().err
-    assert_tables_equal(env, original, _days(START, END))
+def test_cutover_refuses_when_production_changed_since_the_diff(rebuilt, original):
+    # The live lane rebuilt a day the restatement does not touch (``rebuilt``).
+    (refused, _, why), (diffed_again, report, _), (again, _, why_again) = rebuilt.said
+    assert refused == 1 and "diff" in why
+    assert diffed_again == 0
+    assert "Rebuilt in production after the correction was staged" in report
+    assert again == 1 and "--skip-rebuilt" in why_again
+    assert_tables_equal(rebuilt.env, original, _days(START, END))
 
 
 def set_held(env, day, checks) -> None:
@@ -325,27 +446,21 @@ def set_held(env, day, checks) -> None:
 
 
 def test_cutover_publishes_the_correction_but_no_held_day_and_touches_nothing_else(
-    env, original, restated, changed_days, capsys
+    cut_over, original, restated, changed_days
 ):
-    held = changed_days[0]
-    set_held(env, held, ["stg_orders.fx_rate_present"])
+    env, held, before = cut_over.env, cut_over.held, cut_over.before
+    [(code, _, err)] = cut_over.said
+    assert code == 0, err
     outside = [d.isoformat() for d in _days(START, END) if not FIX_START <= d <= FIX_END]
-    before = {t: active_files(env, t) for t in TABLES}
-    assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
     assert_tables_equal(env, original, [held])  # held by a check: never cut over
     assert_tables_equal(env, restated, [d for d in _days(START, END) if d != held])
-    set_held(env, held, None)
     after = {t: active_files(env, t) for t in TABLES}
     for t in TABLES:
         assert {d: after[t][d] for d in outside} == {d: before[t][d] for d in outside}
     # Metadata only: the published files are the staged ones, no copy.
     manifest = env.settings.lake_dir / "staging/orders/_staged" / f"{CID}.json"
     staged = {f["path"] for f in json.loads(manifest.read_text())["files"]}
-    live = {
-        p.split("/staging/orders/")[1]
-        for d in changed_days[1:]
-        for p in after["staging/orders"][d.isoformat()]
-    }
+    live = {p for d in changed_days[1:] for p in after["staging/orders"][d.isoformat()]}
     assert live <= staged
     mats = env.instance.fetch_materializations(STG_ORDERS, limit=200).records
     cut = {
@@ -388,7 +503,10 @@ def reference_figures(reference: Reference, days) -> dict[date, tuple[int, int, 
     }
 
 
-def test_rollback_restores_production_then_cutover_again(env, original, restated, capsys):
+def test_rollback_restores_production_then_cutover_again(
+    cut_over, original, restated, copy_of, capsys
+):
+    env = copy_of(cut_over)
     cut = [date.fromisoformat(d) for d in registry.get(env.settings.lake_dir, CID).cutover["days"]]
     assert main(["rollback", CID]) == 0, capsys.readouterr().err
     assert_tables_equal(env, original, _days(START, END))
@@ -421,7 +539,10 @@ def run_action(env, job: str, **config) -> tuple[dg.ExecuteInProcessResult, str]
     return result, message
 
 
-def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, restated):
+def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(
+    cut_over, original, restated, copy_of
+):
+    env = copy_of(cut_over)
     done, _ = run_action(env, CORRECTION_ROLLBACK_JOB, correction_id=CID)
     assert done.success
     assert_tables_equal(env, original, _days(START, END))
@@ -449,7 +570,8 @@ def test_the_ui_jobs_roll_back_and_cut_over_as_the_commands_do(env, original, re
 
 
 @pytest.mark.parametrize("job", [CORRECTION_DIFF_JOB, CORRECTION_DISCARD_JOB])
-def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(env, job):
+def test_a_ui_job_for_an_unknown_correction_says_so_and_changes_nothing(production, copy_of, job):
+    env = copy_of(production)
     before = {t: active_files(env, t) for t in TABLES}
     refused, why = run_action(env, job, correction_id="no-such-fix")
     assert not refused.success and "no correction 'no-such-fix'" in why, why
@@ -483,29 +605,14 @@ def form_correction(env) -> registry.Correction:
 FORM_REASON = "from the form"
 
 
-def test_a_correction_started_from_the_form_stages_the_references_rows(env, restated, spark):
-    ok, why = build_from_form(env, {"reason": FORM_REASON})  # no id: one is made
-    assert ok, why
-    c = form_correction(env)
-    assert re.fullmatch(rf"c{FIX_START:%Y%m%d}-[0-9a-f]{{6}}", c.id), c.id
+def test_a_correction_started_from_the_form_stages_the_references_rows(form_discarded, restated):
+    env, c = form_discarded.env, form_discarded.correction
+    assert c is not None and re.fullmatch(rf"c{FIX_START:%Y%m%d}-[0-9a-f]{{6}}", c.id), c
     assert c.state == registry.State.STAGED and c.created_by
-    assert [
-        r.tags.get(CORRECTION_TAG)
-        for r in env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: c.id}))
-    ] == [c.id]
+    assert form_discarded.run_tags == (c.id,)
     days = _days(FIX_START, FIX_END)
-    staged = lake(env, spark).staged_version("staging/orders", c.id)
-    rows = lake(env, spark).read_staged(staged, days).collect()
-
-    def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
-        return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value
-
-    assert {
-        tuple(sorted((k, utc(v)) for k, v in r.asDict().items() if not k.startswith("_")))
-        for r in rows
-    } == expected_rows(restated, days)["staging/orders"]
-    done, _ = run_action(env, CORRECTION_DISCARD_JOB, correction_id=c.id)
-    assert done.success
+    assert set(form_discarded.staged_rows) == expected_rows(restated, days)["staging/orders"]
+    assert form_discarded.discarded
     assert registry.get(env.settings.lake_dir, c.id).state == registry.State.DISCARDED
 
 
@@ -521,16 +628,20 @@ def test_a_correction_started_from_the_form_stages_the_references_rows(env, rest
     ],
     ids=["empty-reason", "bad-id", "empty-form", "duplicate-id", "rebuild-unknown", "outside"],
 )
-def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(env, config, job, message):
-    assert_refused(env, message, config, job)
+def test_a_bad_form_is_refused_with_its_reason_and_builds_nothing(
+    cut_over, copy_of, config, job, message
+):
+    assert_refused(copy_of(cut_over), message, config, job)
 
 
-def test_a_closed_correction_is_refused_even_to_rebuild(env):
+def test_a_closed_correction_is_refused_even_to_rebuild(form_discarded, copy_of):
+    env = copy_of(form_discarded)
     config = {"correction_id": form_correction(env).id, "reason": "why", "rebuild": True}
     assert_refused(env, "discarded", config, correction_job)
 
 
-def test_correct_refuses_a_taken_id_unless_asked_to_rebuild(env, capsys):
+def test_correct_refuses_a_taken_id_unless_asked_to_rebuild(cut_over, copy_of, capsys):
+    env = copy_of(cut_over)
     command = ["correct", "--start", str(FIX_START), "--end", str(FIX_START), "--reason", "again"]
     assert main([*command, "--id", CID]) == 1
     assert f"correction {CID} exists" in capsys.readouterr().err
@@ -539,7 +650,10 @@ def test_correct_refuses_a_taken_id_unless_asked_to_rebuild(env, capsys):
     assert registry.load(env.settings.lake_dir, "never-made") is None
 
 
-def test_a_range_production_never_published_is_refused_and_builds_nothing(env, capsys):
+def test_a_range_production_never_published_is_refused_and_builds_nothing(
+    production, copy_of, capsys
+):
+    env = copy_of(production)
     never = (date(2024, 2, 1), date(2024, 2, 3))  # after the feed and the backfill
     config = {"correction_id": "too-early", "reason": "why"}
     assert_refused(env, "production has no published", config, correction_job, never)
@@ -558,9 +672,10 @@ def assert_refused(env, message: str, *form) -> None:
     assert sorted(c.id for c in registry.all_corrections(env.settings.lake_dir)) == records
 
 
-def test_the_corrections_asset_shows_each_correction_as_its_record_says(env):
-    """Its partitions are the corrections; each one's latest observation is the record's state
-    after the steps above: the first cut over again by the UI's job, the form's discarded."""
+def test_the_corrections_asset_shows_each_correction_as_its_record_says(form_discarded):
+    """Its partitions are the corrections; each one's latest observation is the record's state:
+    the first cut over, the form's discarded."""
+    env = form_discarded.env
     form_id = form_correction(env).id
     assert set(env.instance.get_dynamic_partitions(CORRECTIONS_PARTITIONS)) == {CID, form_id}
     for cid, state in ((CID, "cut over"), (form_id, "discarded")):
@@ -589,13 +704,17 @@ def test_the_corrections_asset_shows_each_correction_as_its_record_says(env):
             )
 
 
-def test_corrections_lists_each_with_its_state(env, capsys):
+def test_corrections_lists_each_with_its_state(cut_over, copy_of, capsys):
+    copy_of(cut_over)
     assert main(["corrections"]) == 0
     line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith(CID))
     assert "cut over" in line and "provider restated EUR" in line
 
 
-def test_after_the_retention_maintain_decommissions_it_and_rollback_is_refused(env, spark, capsys):
+def test_after_the_retention_maintain_decommissions_it_and_rollback_is_refused(
+    cut_over, copy_of, capsys
+):
+    env = copy_of(cut_over)
     record = env.settings.lake_dir / registry.FOLDER / f"{CID}.json"
     document = json.loads(record.read_text())
     document["created_at"] = (datetime.now(UTC) - timedelta(days=15)).isoformat(timespec="seconds")
@@ -607,9 +726,10 @@ def test_after_the_retention_maintain_decommissions_it_and_rollback_is_refused(e
     assert "decommissioned" in capsys.readouterr().err
 
 
-def test_the_demos_correction_tour_prints_the_references_numbers(env, spark, capsys):
-    """`make demo`'s last act on this lake: EUR restated again for Jan 2..5, then correct, diff,
+def test_the_demos_correction_tour_prints_the_references_numbers(production, copy_of, capsys):
+    """`make demo`'s last act on production: EUR restated for Jan 2..5, then correct, diff,
     cutover, rollback, cutover. Its printed totals are the reference's before and after."""
+    env = copy_of(production)
     before_tour = env.settings.landing_dir.parent / "before_tour"
     shutil.copytree(env.settings.landing_dir, before_tour)
     first, last = restated_period(START, END)

@@ -4,6 +4,8 @@ processes that never exceeds the limit, and the live lane's reserved share."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import subprocess
 import sys
 import time
@@ -142,26 +144,54 @@ def test_a_backfill_cannot_take_the_live_lanes_share(tmp_path):
 
 HAMMER = """
 import sys, time
+from pathlib import Path
 from backfill_assets.enrichment.client import SharedBucket
-bucket, taken, end = SharedBucket(sys.argv[1], 20, 0.4), 0, time.monotonic() + 3
-while time.monotonic() < end:
+bucket, stop = SharedBucket(sys.argv[1], 20, 0.4), Path(sys.argv[2])
+taken, began = 0, time.monotonic()
+while not stop.exists():
     bucket.take("backfill")
     taken += 1
-print(taken)
+print(taken, time.monotonic() - began)
 """
 
 
+def tokens_now(bucket: SharedBucket) -> float:
+    """The tokens in ``bucket`` now, read from the file every process shares (under its lock)
+    and refilled at its rate since: its capacity while no process has written it."""
+    if not bucket.path.exists():
+        return bucket.capacity
+    with open(bucket.path, encoding="utf-8") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        text = f.read()
+    if not text:
+        return bucket.capacity
+    state = json.loads(text)
+    refilled = float(state["tokens"]) + max(0.0, time.time() - float(state["at"])) * bucket.rate
+    return min(bucket.capacity, refilled)
+
+
 def test_a_backfill_flat_out_in_another_process_leaves_the_live_lane_its_tokens(tmp_path):
-    path = str(tmp_path / "bucket")
-    hammer = subprocess.Popen(
-        [sys.executable, "-c", HAMMER, path], stdout=subprocess.PIPE, text=True
-    )
+    path, stop = tmp_path / "bucket", tmp_path / "stop"
     bucket = SharedBucket(path, 20, 0.4)  # 5 tokens, 15 a second, 2 reserved
-    time.sleep(1.0)  # the backfill has drained the bucket to the reserve
-    waits = []
-    for _ in range(8):
-        waits.append(bucket.take(LIVE))
-        time.sleep(0.2)
-    backfill_took = int(hammer.communicate(timeout=60)[0])
+    hammer = subprocess.Popen(
+        [sys.executable, "-c", HAMMER, str(path), str(stop)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        # The backfill drains the bucket to its floor: no token left that it may take.
+        give_up = time.monotonic() + 60
+        while tokens_now(bucket) >= bucket.reserve + 1:
+            assert hammer.poll() is None, "the backfill's process ended before it drained"
+            assert time.monotonic() < give_up, f"not drained: {tokens_now(bucket)} tokens"
+            time.sleep(0.01)
+        waits = []
+        for _ in range(8):
+            assert hammer.poll() is None  # the backfill is still taking flat out
+            waits.append(bucket.take(LIVE))
+            time.sleep(0.2)
+        assert hammer.poll() is None
+    finally:
+        stop.touch()
+    taken, seconds = hammer.communicate(timeout=60)[0].split()
     assert max(waits) < 0.05, waits  # a token was there every time: the reserve refills first
-    assert backfill_took > 25  # and the backfill ran at the rest of the rate meanwhile
+    # and the backfill ran at the rest of the rate meanwhile
+    assert int(taken) > 0.5 * bucket.rate * float(seconds), (taken, seconds)

@@ -33,6 +33,7 @@ from backfill_assets_tests.e2e.servers import (
     free_port,
     server_env,
 )
+from backfill_assets_tests.file_clock import past_stamps
 from backfill_assets_tests.reference import Reference
 
 pytestmark = pytest.mark.slow
@@ -246,7 +247,7 @@ def test_sensor_tick_on_postgres_requests_raw_then_the_late_orders_event_day(pg,
     sensor = build_late_data_sensor(settings, AutomationSettings(settle_seconds=0))
 
     def tick(cursor):
-        time.sleep(0.01)  # past the clock tick that stamped the last file written
+        past_stamps(settings.landing_dir)  # what landed so far stamped before the tick's mark
         result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
         return [
             (
