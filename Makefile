@@ -14,17 +14,17 @@ setup:
 demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
 
+ORDER_TESTS := backfill_assets_tests/defs/test_downstream.py \
+	backfill_assets_tests/corrections/test_corrections.py \
+	backfill_assets_tests/enrichment/test_client.py
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end; fails on a skip not allowed
 	@./scripts/test-deps.sh
 	@$(PY) -m backfill_assets.delta_jars --s3a  # the suite runs delta-spark on S3 too
-	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(PYTEST_ARGS)
+	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(ORDER_TESTS:%=--reverse-module=%) $(PYTEST_ARGS)
 
 test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
-ORDER_TESTS := backfill_assets_tests/defs/test_downstream.py \
-	backfill_assets_tests/corrections/test_corrections.py \
-	backfill_assets_tests/enrichment/test_client.py
 test-order: setup  ## the modules that share expensive state, each run last test first: no test relies on one before it
 	$(PY) -m pytest --reverse-order $(ORDER_TESTS) $(PYTEST_ARGS)
 

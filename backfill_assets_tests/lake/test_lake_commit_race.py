@@ -22,7 +22,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TABLE = "t/race"
 SECONDS = 60  # of committing, both processes at once
 DELAY_US = 400_000
-NO_STRACE = "strace is not installed: `make test` installs it (scripts/test-deps.sh), or `apt-get install strace`"
+NO_STRACE = (
+    "strace is not installed: `make test` installs it (scripts/test-deps.sh), "
+    "or `apt-get install strace`"
+)
 
 
 def landed_write_ids(table_dir: Path) -> dict[int, str | None]:
