@@ -64,12 +64,17 @@ def code_hash(files: list[str], digests: dict[str, str]) -> str | None:
 
 
 def head_commit(root: Path = REPO) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    """The checkout's commit, ``-dirty`` when its code (not its docs, nor the ledger) differs."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip()
+
+    code = [*PINS, *(f"{folder}/*.py" for folder in CODE_FOLDERS)]
+    changed = git("status", "--porcelain", "--", *code)
+    return git("rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
 
 
 class Ledger:
