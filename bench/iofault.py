@@ -1,17 +1,19 @@
 """The whole I/O-fault sweep: every lake path failed at every one of its I/O operations.
 
-    .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark] [--paths publish_all ...]
-                                      [--modes error kill] [--corrections cutover ...]
+    .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark delta-rs-s3]
+                                      [--paths publish_all ...] [--modes error kill]
+                                      [--corrections cutover ...]
                                       [--steps raw event_days ltv correct]
 
 For each engine, path and point N (1 to the path's last operation), on a fresh copy of the
 path's starting lake: an ``OSError`` at operation N in this process (``error``), and a SIGKILL
 of a child running the path at operation N (``kill``; the child starts a Spark session of its
-own where the path or the engine needs one), then the recovery and the
-checks of ``backfill_assets_tests/iofault_harness.py``. The same for a correction's commands
-(``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline steps
-run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per path,
-every problem found, and last:
+own where the path or the engine needs one), then the recovery and the checks of
+``backfill_assets_tests/iofault_harness.py``; on ``delta-rs-s3`` the lake paths the same way on
+delta-rs, on lakes in S3 (a SeaweedFS server the sweep starts). The same for a correction's
+commands (``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline
+steps run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per
+path, every problem found, and last:
 
     IOFAULT paths=P points=N crashes=C errors=E unreadable=0 torn=0 lost_files=0 orphans=0
     record_mismatch=0 unconverged=0
@@ -37,12 +39,17 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from backfill_assets_tests.iofault_ledger import Ledger
+
+# delta-rs on lakes in S3 (a SeaweedFS server of the sweep's own): the lake paths only
+ON_S3 = "delta-rs-s3"
 
 
 def main() -> int:
@@ -52,7 +59,12 @@ def main() -> int:
     from backfill_assets_tests import iofault_harness as h
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--engines", nargs="+", default=["delta-rs", "delta-spark"])
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        default=["delta-rs", "delta-spark", ON_S3],
+        help=f"{ON_S3}: the lake paths on delta-rs, on lakes in S3 (no corrections nor steps)",
+    )
     parser.add_argument("--paths", nargs="*", default=[p.name for p in h.PATHS])
     parser.add_argument("--modes", nargs="+", default=["error", "kill"])
     parser.add_argument(
@@ -81,30 +93,32 @@ def main() -> int:
     tally = h.Tally()
     ledger = Ledger(args.ledger, args.modes)
     for engine in args.engines:
-        os.environ["BACKFILL_LAKE_ENGINE"] = engine  # the pipeline's steps, and their children
-        steps = [name for name in args.steps if not ledger.take(tally, engine, f"step:{name}")]
+        local = engine != ON_S3
+        lake_engine = engine if local else "delta-rs"
+        os.environ["BACKFILL_LAKE_ENGINE"] = lake_engine  # the pipeline's steps, and children
+        wanted = args.steps if local else []
+        steps = [name for name in wanted if not ledger.take(tally, engine, f"step:{name}")]
         if steps:
             sweep_steps(steps, args.modes, tally, engine, ledger)
         paths = [name for name in args.paths if not ledger.take(tally, engine, name)]
         commands = [
             name
-            for name in args.corrections
+            for name in (args.corrections if local else [])
             if not ledger.take(tally, engine, f"correction:{name}")
         ]
         if not (paths or commands):
             continue
         session = build_session(
             spark_config(
-                master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=engine
+                master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=lake_engine
             )
         )
         session.sparkContext.setLogLevel("ERROR")
 
-        def make(root: str, engine: str = engine, session=session) -> Lake:
+        def make(root: str, engine: str = lake_engine, session=session) -> Lake:
             return Lake(root, session, engine=engine)
 
-        with tempfile.TemporaryDirectory(prefix="iofault-") as tmp:
-            work = Path(tmp)
+        with tempfile.TemporaryDirectory(prefix="iofault-") as tmp, lakes_in(engine, tmp) as work:
             for name in paths:
                 path = h.BY_NAME[name]
                 with ledger.path(tally, engine, name) as done:
@@ -112,7 +126,7 @@ def main() -> int:
                     count = h.operations(make, template, work, path)
                     for mode in args.modes:
                         for n in range(1, count + 1):
-                            h.run_point(make, template, work, path, mode, n, tally, engine)
+                            h.run_point(make, template, work, path, mode, n, tally, lake_engine)
                     done(count)
         if commands:
             sweep_corrections(commands, args.modes, tally, engine, make, ledger)
@@ -123,6 +137,25 @@ def main() -> int:
     print(tally.line())
     print(ledger.provenance(), flush=True)
     return 1 if tally.details else 0
+
+
+@contextmanager
+def lakes_in(engine: str, tmp: str) -> Iterator[str | Path]:
+    """Where the sweep's lakes live: the folder ``tmp``; for ``ON_S3``, a prefix of a bucket on a
+    SeaweedFS server (``local_s3.py``) started in ``tmp`` for the sweep, whose AWS variables this
+    process and its killed children use."""
+    if engine != ON_S3:
+        yield Path(tmp)
+        return
+    from backfill_assets.local_s3 import S3Server
+
+    server = S3Server.start(Path(tmp) / "seaweedfs")
+    try:
+        os.environ.update(server.env())
+        server.create_bucket("iofault")
+        yield "s3://iofault/lakes"
+    finally:
+        server.stop()
 
 
 def per_engine(args: argparse.Namespace) -> int:
