@@ -7,7 +7,7 @@ with ``NullPool``, and disposes of it afterwards. Each statement therefore pays 
 set-up, for compiling the statement (SQLAlchemy caches compiled statements per engine), and for
 opening and closing a SQLite connection; closing the last connection to a file checkpoints its
 write-ahead log. On a year's backfill that was most of the time Dagster spends storing its
-~9,000 events (docs/journal.md, "Dagster's SQLite event log with its connections kept").
+~9,000 events (bench/journal.md, "Dagster's SQLite event log with its connections kept").
 This subclass:
 
 - keeps one engine per file (the most recently used ``MAX_ENGINES``), each with a pool that keeps

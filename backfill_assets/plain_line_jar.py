@@ -3,7 +3,7 @@ its eight fields in one pass (``transforms/jvm/PlainLineFields.java``), instead 
 ``from_json``'s parser.
 
 ``from_json`` builds a reader and an 8 KB buffer for every line it parses: over a year of the
-feed that and Jackson's work were a fifth of raw's time (docs/journal.md). A line of the plain
+feed that and Jackson's work were a fifth of raw's time (bench/journal.md). A line of the plain
 shape (``orders.PLAIN_LINE``) needs no JSON parser: its quotes delimit every key and string value.
 
 Set-up (``make setup``) runs ``python -m backfill_assets.plain_line_jar``, which compiles the

@@ -1,48 +1,55 @@
 """The whole I/O-fault sweep: every lake path failed at every one of its I/O operations.
 
-    .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark] [--paths publish_all ...]
-                                      [--modes error kill] [--corrections cutover ...]
+    .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark delta-rs-s3]
+                                      [--paths publish_all ...] [--modes error kill]
+                                      [--corrections cutover ...]
                                       [--steps raw event_days ltv correct]
 
 For each engine, path and point N (1 to the path's last operation), on a fresh copy of the
 path's starting lake: an ``OSError`` at operation N in this process (``error``), and a SIGKILL
 of a child running the path at operation N (``kill``; the child starts a Spark session of its
-own where the path or the engine needs one), then the recovery and the
-checks of ``backfill_assets_tests/iofault_harness.py``. The same for a correction's commands
-(``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline steps
-run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per path,
-every problem found, and last:
+own where the path or the engine needs one), then the recovery and the checks of
+``backfill_assets_tests/iofault_harness.py``; on ``delta-rs-s3`` the lake paths the same way on
+delta-rs, on lakes in S3 (a SeaweedFS server the sweep starts). The same for a correction's
+commands (``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline
+steps run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per
+path, every problem found, and last:
 
     IOFAULT paths=P points=N crashes=C errors=E unreadable=0 torn=0 lost_files=0 orphans=0
     record_mismatch=0 unconverged=0
+    IOFAULT_ON ran_on=<the commits the figures ran on> head=<the checkout's commit>
 
 Exit code 1 when any problem was found. ``make test`` runs a sample of the points
 (``backfill_assets_tests/lake/test_iofault.py``).
 
 The whole sweep of both engines takes hours on a small machine, so it can be run in parts:
 with ``--ledger FILE`` each finished path (an engine, a path, its modes) is appended to FILE
-as one JSON line (its counts, every problem, the commit and the time), a path already there
-is not run again, and the last line sums every selected path from the ledger. A sweep
-stopped half way loses only the path it was in. ``bench/iofault-ledger.jsonl`` is the
+as one JSON line (its counts, every problem, the commit, the time, and a hash of the code it
+exercised: ``backfill_assets_tests/iofault_ledger.py``), a path whose line is there with the
+code of the checkout now is not run again, one whose code changed since runs again, and the
+last lines sum every selected path and name the commits their figures ran on. A sweep stopped
+half way loses only the path it was in. ``bench/iofault-ledger.jsonl`` is the
 project's record; docs/benchmarks.md quotes its line.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from backfill_assets_tests.iofault_ledger import Ledger
+
+# delta-rs on lakes in S3 (a SeaweedFS server of the sweep's own): the lake paths only
+ON_S3 = "delta-rs-s3"
 
 
 def main() -> int:
@@ -52,7 +59,12 @@ def main() -> int:
     from backfill_assets_tests import iofault_harness as h
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--engines", nargs="+", default=["delta-rs", "delta-spark"])
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        default=["delta-rs", "delta-spark", ON_S3],
+        help=f"{ON_S3}: the lake paths on delta-rs, on lakes in S3 (no corrections nor steps)",
+    )
     parser.add_argument("--paths", nargs="*", default=[p.name for p in h.PATHS])
     parser.add_argument("--modes", nargs="+", default=["error", "kill"])
     parser.add_argument(
@@ -81,30 +93,32 @@ def main() -> int:
     tally = h.Tally()
     ledger = Ledger(args.ledger, args.modes)
     for engine in args.engines:
-        os.environ["BACKFILL_LAKE_ENGINE"] = engine  # the pipeline's steps, and their children
-        steps = [name for name in args.steps if not ledger.take(tally, engine, f"step:{name}")]
+        local = engine != ON_S3
+        lake_engine = engine if local else "delta-rs"
+        os.environ["BACKFILL_LAKE_ENGINE"] = lake_engine  # the pipeline's steps, and children
+        wanted = args.steps if local else []
+        steps = [name for name in wanted if not ledger.take(tally, engine, f"step:{name}")]
         if steps:
             sweep_steps(steps, args.modes, tally, engine, ledger)
         paths = [name for name in args.paths if not ledger.take(tally, engine, name)]
         commands = [
             name
-            for name in args.corrections
+            for name in (args.corrections if local else [])
             if not ledger.take(tally, engine, f"correction:{name}")
         ]
         if not (paths or commands):
             continue
         session = build_session(
             spark_config(
-                master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=engine
+                master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=lake_engine
             )
         )
         session.sparkContext.setLogLevel("ERROR")
 
-        def make(root: str, engine: str = engine, session=session) -> Lake:
+        def make(root: str, engine: str = lake_engine, session=session) -> Lake:
             return Lake(root, session, engine=engine)
 
-        with tempfile.TemporaryDirectory(prefix="iofault-") as tmp:
-            work = Path(tmp)
+        with tempfile.TemporaryDirectory(prefix="iofault-") as tmp, lakes_in(engine, tmp) as work:
             for name in paths:
                 path = h.BY_NAME[name]
                 with ledger.path(tally, engine, name) as done:
@@ -112,7 +126,7 @@ def main() -> int:
                     count = h.operations(make, template, work, path)
                     for mode in args.modes:
                         for n in range(1, count + 1):
-                            h.run_point(make, template, work, path, mode, n, tally, engine)
+                            h.run_point(make, template, work, path, mode, n, tally, lake_engine)
                     done(count)
         if commands:
             sweep_corrections(commands, args.modes, tally, engine, make, ledger)
@@ -120,8 +134,28 @@ def main() -> int:
     for detail in tally.details:
         print(detail)
     print(f"IOFAULT_PATHS {','.join(sorted(tally.paths))}")
-    print(tally.line(), flush=True)
+    print(tally.line())
+    print(ledger.provenance(), flush=True)
     return 1 if tally.details else 0
+
+
+@contextmanager
+def lakes_in(engine: str, tmp: str) -> Iterator[str | Path]:
+    """Where the sweep's lakes live: the folder ``tmp``; for ``ON_S3``, a prefix of a bucket on a
+    SeaweedFS server (``local_s3.py``) started in ``tmp`` for the sweep, whose AWS variables this
+    process and its killed children use."""
+    if engine != ON_S3:
+        yield Path(tmp)
+        return
+    from backfill_assets.local_s3 import S3Server
+
+    server = S3Server.start(Path(tmp) / "seaweedfs")
+    try:
+        os.environ.update(server.env())
+        server.create_bucket("iofault")
+        yield "s3://iofault/lakes"
+    finally:
+        server.stop()
 
 
 def per_engine(args: argparse.Namespace) -> int:
@@ -131,6 +165,8 @@ def per_engine(args: argparse.Namespace) -> int:
 
     totals: dict[str, int] = {}
     paths: set[str] = set()
+    ran_on: set[str] = set()
+    head = ""
     code = 0
     for engine in args.engines:
         command = [sys.executable, __file__, "--engines", engine, "--paths", *args.paths]
@@ -146,6 +182,10 @@ def per_engine(args: argparse.Namespace) -> int:
             elif line.startswith("IOFAULT "):
                 for key, value in re.findall(r"(\w+)=(\d+)", line):
                     totals[key] = totals.get(key, 0) + int(value)
+            elif line.startswith("IOFAULT_ON "):
+                fields = dict(re.findall(r"(\w+)=(\S*)", line))
+                ran_on |= set(filter(None, fields["ran_on"].split(",")))
+                head = fields["head"]
             else:
                 print(line, flush=True)
         if "IOFAULT " not in child.stdout:
@@ -154,81 +194,8 @@ def per_engine(args: argparse.Namespace) -> int:
     totals["paths"] = len(paths)
     keys = "paths points crashes errors unreadable torn lost_files orphans record_mismatch"
     print("IOFAULT " + " ".join(f"{k}={totals.get(k, 0)}" for k in [*keys.split(), "unconverged"]))
+    print(f"IOFAULT_ON ran_on={','.join(sorted(ran_on))} head={head}")
     return code
-
-
-class Ledger:
-    """The finished paths of a sweep run in parts (``--ledger``); without a file, only the
-    one line per path."""
-
-    PROBLEMS = ("unreadable", "torn", "lost_files", "orphans", "record_mismatch", "unconverged")
-
-    def __init__(self, file: Path | None, modes: list[str]) -> None:
-        self.file, self.modes = file, sorted(modes)
-        self.entries: dict[tuple[str, str, tuple[str, ...]], dict] = {}
-        if file is not None and file.exists():
-            for line in file.read_text().splitlines():
-                if line.strip():
-                    e = json.loads(line)
-                    self.entries[(e["engine"], e["path"], tuple(e["modes"]))] = e
-        self.commit = subprocess.run(
-            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-
-    def take(self, tally, engine: str, path: str) -> bool:
-        """Add ``path``'s recorded figures to ``tally``; False when the ledger has none."""
-        e = self.entries.get((engine, path, tuple(self.modes)))
-        if e is None:
-            return False
-        tally.paths.add(path)
-        tally.points += e["points"]
-        tally.faults["kill"] += e["crashes"]
-        tally.faults["error"] += e["errors"]
-        for kind in self.PROBLEMS:
-            tally.problems[kind] += e[kind]
-        tally.details.extend(e["details"])
-        print(
-            f"{engine:12} {path:24} operations={e['operations']:3} problems="
-            f"{sum(e[k] for k in self.PROBLEMS)} (ledger: {e['finished_at']}, {e['commit']})",
-            flush=True,
-        )
-        return True
-
-    @contextmanager
-    def path(self, tally, engine: str, path: str) -> Iterator[Callable[[int], None]]:
-        """Run one path's points inside; ``done(operations)`` prints its line and records it."""
-        started = time.monotonic()
-        before = (tally.points, dict(tally.faults), dict(tally.problems), len(tally.details))
-
-        def done(operations: int) -> None:
-            points, faults, problems, details = before
-            e = {
-                "engine": engine,
-                "path": path,
-                "modes": self.modes,
-                "operations": operations,
-                "points": tally.points - points,
-                "crashes": tally.faults["kill"] - faults.get("kill", 0),
-                "errors": tally.faults["error"] - faults.get("error", 0),
-                **{k: tally.problems[k] - problems.get(k, 0) for k in self.PROBLEMS},
-                "details": tally.details[details:],
-                "commit": self.commit,
-                "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "seconds": round(time.monotonic() - started, 1),
-            }
-            found = sum(e[k] for k in self.PROBLEMS)
-            print(
-                f"{engine:12} {path:24} operations={operations:3} problems={found} "
-                f"({e['seconds']} s)",
-                flush=True,
-            )
-            if self.file is not None:
-                with self.file.open("a") as out:
-                    out.write(json.dumps(e, sort_keys=True) + "\n")
-                    out.flush()
-                    os.fsync(out.fileno())
-
-        yield done
 
 
 def sweep_corrections(

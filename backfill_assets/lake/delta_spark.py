@@ -211,7 +211,7 @@ class DeltaSparkEngine:
         None). A table a plain Parquet scan reads right (``_plain``) is read from its files as
         the log replayed in Python lists them, as delta-rs's engine reads: Delta's reader would
         first rebuild the version's state in Spark jobs, a second or more per table read
-        (docs/journal.md). Any other table goes through Delta's reader."""
+        (bench/journal.md). Any other table goes through Delta's reader."""
         pinned = self._pinned(name, table_dir, version)
         replayed = _plain(table_dir, pinned)
         if replayed is not None:

@@ -13,7 +13,7 @@ type is asked (of the shape on a plain line, of the variant on another) only for
 rule another value's text could pass: the ids (``123`` is no string) and the amount (a number is
 judged by its text as written). Typing every field out of the variant instead built a ``Cast``
 per row and field, a third of validation's time (bench/raw_profile.py); judging the plain shape
-costs less than the parse and the key listing it spares (docs/journal.md).
+costs less than the parse and the key listing it spares (bench/journal.md).
 """
 
 from __future__ import annotations

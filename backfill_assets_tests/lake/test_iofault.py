@@ -4,23 +4,36 @@ path and a SIGKILL at a middle one of each path that writes no data; on delta-sp
 error at a middle one; on a lake in S3 (``delta-rs-s3``: the lakes under a prefix of the
 test's bucket) as on delta-rs. ``bench/iofault.py`` sweeps every point, on both engines.
 
-On delta-spark only the paths that run the engine's own code (its publish, vacuum and
-compaction) are sampled here; the others (stage, discard, ``keep_staged``, expiry) run the lake's
-shared code on either engine, sampled here on delta-rs and swept on delta-spark by the bench."""
+On delta-spark only the paths that call the engine's own code (its version, publish, vacuum and
+compaction) are sampled here; the others (discard, ``keep_staged``, expiry) run the lake's shared
+code alone on either engine, sampled here on delta-rs and swept on delta-spark by the bench. A
+test here runs each of those on delta-spark and checks that it calls no function of the
+engine's modules."""
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
+import backfill_assets.lake
 from backfill_assets.lake import Lake
 from backfill_assets_tests import iofault_harness as h
 
 ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 
 
-# The paths whose I/O on delta-spark goes through code of delta-spark's own.
-DELTA_SPARK_OWN = {"publish_all", "vacuum", "compact"}
+# The paths that call code of delta-spark's own on that engine (``left_to_bench`` the others).
+DELTA_SPARK_OWN = {"stage", "publish_all", "publish_some", "vacuum", "compact"}
 assert DELTA_SPARK_OWN <= {path.name for path in h.PATHS}, "a path was renamed: name it here"
+LEFT_TO_BENCH = [path for path in h.PATHS if path.name not in DELTA_SPARK_OWN]
+# delta-spark's own code: the engine and the modules only it calls
+DELTA_SPARK_CODE = frozenset(
+    str(p) for p in Path(backfill_assets.lake.__file__).parent.glob("delta_spark*.py")
+)
 
 
 def paths() -> list:
@@ -57,3 +70,40 @@ def test_a_fault_at_any_sampled_point_loses_nothing_and_exposes_nothing(lake, tm
         h.run_point(make, template, work, path, "kill", max(1, count // 2), tally, "delta-rs")
     assert not tally.details, "\n".join(tally.details)
     assert tally.points == len(points) + tally.faults["kill"]
+
+
+def engine_calls(run: Callable[[], object]) -> list[str]:
+    """The functions of delta-spark's modules (``DELTA_SPARK_CODE``) that ``run()`` calls, in
+    this thread or in a thread it starts."""
+    calls: list[str] = []
+
+    def profile(frame, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename in DELTA_SPARK_CODE:
+            calls.append(frame.f_code.co_qualname)
+
+    previous = sys.getprofile(), threading.getprofile()
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(previous[0])
+        threading.setprofile(previous[1])
+    return calls
+
+
+@pytest.mark.parametrize("path", LEFT_TO_BENCH, ids=lambda p: p.name)
+def test_a_path_left_to_the_bench_on_delta_spark_calls_none_of_its_code(
+    two_engines, tmp_path, path
+):
+    """The ``left_to_bench`` mark's claim, checked: on delta-spark the path, where the sweep
+    fails its I/O, runs the lake's shared code only (its recovery, ``maintain``, is the vacuum
+    case's)."""
+    spark = two_engines[1].spark
+
+    def make(root):
+        return Lake(root, spark, engine="delta-spark")
+
+    lake = make(h.build_template(make, tmp_path, path))
+    assert "DeltaSparkEngine.version" in engine_calls(lambda: lake.version(h.TABLE))
+    assert engine_calls(lambda: path.run(lake)) == [], f"{path.name} runs delta-spark's code"
