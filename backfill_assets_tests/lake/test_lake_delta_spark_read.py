@@ -81,7 +81,13 @@ def test_the_replayed_log_holds_what_deltas_jvm_holds_at_every_version(lake):
         assert sorted(
             (relative_path(root, a["path"]), a["size"]) for a in replayed.adds.values()
         ) == sorted((relative_path(root, r["path"]), r["size"]) for r in files), version
-    assert replay(root, 3).configuration == {"owner.note": "kept"}
+    # another writer's property kept beside the retention every table of the lake is created
+    # with: 14 days (BACKFILL_RETENTION_DAYS), never below Delta's defaults (7 and 30 days)
+    assert replay(root, 3).configuration == {
+        "owner.note": "kept",
+        "delta.deletedFileRetentionDuration": "interval 14 days",
+        "delta.logRetentionDuration": "interval 30 days",
+    }
 
 
 @NATIVE
