@@ -18,6 +18,7 @@ import os
 import socket
 from dataclasses import dataclass
 
+from backfill_assets import signals
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.diff import CORRECTED
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
@@ -67,7 +68,9 @@ def commit_carrying(lake: Lake, table: str, write_id: str, after: int | None) ->
 
 
 def begin(lake: Lake, c: Correction, action: str, days: list[dt.date], **extra: object) -> None:
-    """Save the intent of ``action`` in the record, before its first effect."""
+    """Save the intent of ``action`` in the record, before its first effect; none after a SIGINT
+    or SIGTERM (``signals.check``): an operation whose intent is saved finishes its commits."""
+    signals.check()
     c.pending = {
         "action": action,
         "at": registry.now(),

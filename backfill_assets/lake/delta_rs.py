@@ -370,6 +370,8 @@ class DeltaRsEngine:
             props = CommitProperties(
                 custom_metadata={"userMetadata": metadata}, max_commit_retries=0
             )
+            if attempt == 1:
+                pause_point("before_commit")
             try:
                 io_step("commit")
                 with commit_lock.held(table_dir, "compact"):

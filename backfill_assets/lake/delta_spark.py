@@ -408,6 +408,8 @@ class DeltaSparkEngine:
             rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
             previous = self.spark.conf.get(USER_METADATA_CONF, None)
+            if attempt == 1:
+                pause_point("before_commit")
             try:
                 self.spark.conf.set(USER_METADATA_CONF, metadata)
                 io_step("commit")

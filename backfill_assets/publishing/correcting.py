@@ -24,6 +24,7 @@ from dagster._core.definitions.metadata import RawMetadataMapping
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from backfill_assets import signals
 from backfill_assets.catalog import (
     ASSET_TABLES,
     CORRECTION_JOB,
@@ -33,7 +34,6 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.corrections import events, lifecycle, recovery, registry
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
-from backfill_assets.publishing import interrupts
 from backfill_assets.publishing.publication import (
     CheckOutcome,
     Publication,
@@ -182,8 +182,8 @@ class CorrectionPublication(Publication):
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
         """Keep the staged files of ``days`` in the correction's version of the table; not
-        after a SIGINT or SIGTERM (``interrupts.check``)."""
-        interrupts.check()
+        after a SIGINT or SIGTERM (``signals.check``)."""
+        signals.check()
         kept = self.lake.keep_staged(staged, days, into=self.correction.id)
         record = self.correction.table(staged.table)
         for d in days:
