@@ -24,7 +24,7 @@ import json
 import os
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
@@ -47,6 +47,7 @@ from backfill_assets.lake.commit import (
     encode_metadata,
     write_id_of,
 )
+from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats, indexed_columns
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import (
     commit_added_files,
@@ -67,6 +68,9 @@ from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import pause_point
 from backfill_assets.testing.iofault import io_step
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 MAX_ATTEMPTS = 12
 
@@ -118,7 +122,12 @@ class DeltaRsEngine:
         if existing is not None:
             _check_target(existing, name, new_schema, column)
         storage_for(table_dir).makedirs(table_dir)
-        files = write_files(df, table_dir, column, dates)
+        indexed = (
+            DEFAULT_INDEXED_COLUMNS
+            if existing is None
+            else indexed_columns(dict(existing.metadata().configuration))
+        )
+        files = write_files(df, table_dir, column, dates, indexed_columns=indexed)
         pause_point("after_files")
         return self._overwrite(
             name,
@@ -181,7 +190,7 @@ class DeltaRsEngine:
                 {column: date_text(f.partition)},
                 f.modification_time,
                 True,
-                json.dumps({"numRecords": f.rows}),
+                f.stats or json.dumps({"numRecords": f.rows}),
             )
             for f in files
         ]
@@ -241,7 +250,7 @@ class DeltaRsEngine:
         counts: dict[dt.date, int] = {}
         for path, day, _, records in _active_files(table, column):
             if records is None:
-                records = _parquet_rows(table_dir, path)
+                records = _footer(table_dir, path).num_rows
             if day is None:
                 raise LakeError(f"table {name}: file {path} has no {column} value")
             counts[day] = counts.get(day, 0) + records
@@ -290,6 +299,7 @@ class DeltaRsEngine:
                 f"cannot restore {name} to version {version}: files were vacuumed, "
                 f"e.g. {missing[0]}"
             )
+        indexed = indexed_columns(dict(old.metadata().configuration))
         rows = {day: 0 for day in dates}
         for day, _, _, records in old_files.values():
             rows[day] += records or 0
@@ -317,9 +327,9 @@ class DeltaRsEngine:
                     {column: date_text(day)},
                     mtime,
                     True,
-                    json.dumps({"numRecords": rec}) if rec is not None else "",
+                    file_stats(_footer(table_dir, p), indexed),
                 )
-                for p, (day, size, mtime, rec) in old_files.items()
+                for p, (day, size, mtime, _) in old_files.items()
                 if p not in current
             ]
             added[0] = len(adds)
@@ -565,16 +575,16 @@ def _active_files(
     ]
 
 
-def _parquet_rows(table_dir: str, path: str) -> int:
-    """The rows of a data file, from its footer (a file whose add action has no statistics)."""
+def _footer(table_dir: str, path: str) -> pq.FileMetaData:
+    """A data file's Parquet footer."""
     import pyarrow.parquet as pq
 
     filesystem, scheme = storage_for(table_dir).arrow_filesystem()
     full = os.path.join(table_dir, path)
     if filesystem is None:
-        return pq.read_metadata(full).num_rows
+        return pq.read_metadata(full)
     with filesystem.open_input_file(full.removeprefix(scheme)) as source:
-        return pq.read_metadata(source).num_rows
+        return pq.read_metadata(source)
 
 
 def _as_date(value: object) -> dt.date | None:

@@ -34,6 +34,7 @@ from backfill_assets.lake.commit import (
     decode_metadata,
     new_write_id,
 )
+from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
 from backfill_assets.lake.keys import (
     LakeError,
     check_column_name,
@@ -395,7 +396,14 @@ class Lake:
         pause_point("before_files")
         self.storage.makedirs(table_dir)
         io_step("files.write")
-        written = write_files(df, table_dir, column, dates, spread, in_day_blocks, nulls_apart)
+        indexed = (
+            DEFAULT_INDEXED_COLUMNS
+            if base is None
+            else indexed_columns(self._engine.properties(table, table_dir))
+        )
+        written = write_files(
+            df, table_dir, column, dates, spread, in_day_blocks, nulls_apart, indexed
+        )
         pause_point("after_files")
         staged = StagedVersion(
             table=table,
@@ -403,7 +411,7 @@ class Lake:
             column=column,
             dates=tuple(dates),
             files=tuple(
-                StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time)
+                StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time, f.stats)
                 for f in written
             ),
             schema_json=nullable(df.schema).json(),
