@@ -32,7 +32,8 @@ the holder, and how to clear a lock that a killed process left behind::
 
     .venv/bin/python -m backfill_assets.lake.commit_lock release s3://bucket/lake/<table>
 
-(only once that process is surely gone). A lock whose holder is proven gone (``lock_holder``:
+(only once that process is surely gone; while the lock's lease is current, its holder renewing
+it, only with ``--force``). A lock whose holder is proven gone (``lock_holder``:
 same boot and PID namespace, its pid absent, a zombie or reused) is broken by the next taker,
 so a re-run after a kill converges on one machine without a hand; any doubt (another host,
 container or boot) waits for the hand release. A holder released by hand while it holds the
@@ -55,7 +56,7 @@ from collections.abc import Iterator
 
 from backfill_assets.lake import lock_holder, s3_lock
 from backfill_assets.lake.keys import LakeError
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.lake.storage import S3Storage, storage_for
 
 LOCK_NAME = "_commit.lock"  # at the table's root: "_" keeps it out of VACUUM's reach
 WAIT_SECONDS = 120.0
@@ -152,23 +153,48 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def release(table_dir: str) -> str:
-    """Delete the lock on S3 whoever holds it (a crashed process's); what it said. A local lock
-    is never deleted: the kernel frees it when its holder dies."""
-    if storage_for(table_dir).is_local:
+def release(table_dir: str, force: bool = False) -> str:
+    """Delete the lock on S3 whoever holds it (a crashed process's); what it said. LakeError,
+    the lock left, while its lease is current (its holder renews it: probably alive) unless
+    ``force``, or when it changed between the look and the delete. A local lock is never
+    deleted: the kernel frees it when its holder dies."""
+    storage = storage_for(table_dir)
+    if storage.is_local:
         return "nothing to release: a local lock frees itself when its process ends"
-    who = holder(table_dir)
-    if not storage_for(table_dir).delete(lock_path(table_dir)):
+    assert isinstance(storage, S3Storage), table_dir
+    path = lock_path(table_dir)
+    try:
+        data, etag = storage.read_tagged(path)
+    except FileNotFoundError:
         return "there was no lock"
+    try:
+        found = json.loads(data)
+    except ValueError:
+        found = {}
+    who = lock_holder.describe(found)
+    left = lock_holder.lease_left(found)
+    if left is not None and left > 0 and not force:
+        raise LakeError(
+            f"{table_dir}: the commit lock's lease is current ({who}): its holder renews it, "
+            f"so it is probably alive. Once it is surely gone: {RELEASE} --force {table_dir}"
+        )
+    if not storage.delete(path, if_match=etag):
+        raise LakeError(f"{table_dir}: the commit lock changed meanwhile (renewed or taken): kept")
     return who
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    force = "--force" in args
+    args = [a for a in args if a != "--force"]
     if len(args) != 2 or args[0] != "release":
-        print(f"usage: {RELEASE} s3://bucket/lake/<table>", file=sys.stderr)
+        print(f"usage: {RELEASE} [--force] s3://bucket/lake/<table>", file=sys.stderr)
         return 2
-    print(f"released {lock_path(args[1])}: {release(args[1])}")
+    try:
+        print(f"released {lock_path(args[1])}: {release(args[1], force)}")
+    except LakeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

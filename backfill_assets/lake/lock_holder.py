@@ -66,16 +66,25 @@ def describe(found: dict[str, Any]) -> str:
         f"host {found.get('host')}, pid {found.get('pid')}, since {found.get('since')}, "
         f"for {found.get('what')}"
     )
+    left = lease_left(found)
+    if left is None:
+        return text
+    if left < 0:
+        expires = found["expires_at"]
+        return f"{text}; its lease ran out at {expires}, not renewed since: probably gone"
+    return f"{text}; lease renewed until {found['expires_at']}"
+
+
+def lease_left(found: dict[str, Any]) -> float | None:
+    """Seconds until the lease the lock records runs out (negative: ran out); None when it
+    records none."""
     expires = found.get("expires_at")
     if not isinstance(expires, str):
-        return text
+        return None
     try:
-        ran_out = dt.datetime.fromisoformat(expires) < dt.datetime.now(dt.UTC)
-    except ValueError:
-        return text
-    if ran_out:
-        return f"{text}; its lease ran out at {expires}, not renewed since: probably gone"
-    return f"{text}; lease renewed until {expires}"
+        return (dt.datetime.fromisoformat(expires) - dt.datetime.now(dt.UTC)).total_seconds()
+    except (TypeError, ValueError):
+        return None
 
 
 def _proc_is_ours(pid: int) -> bool:

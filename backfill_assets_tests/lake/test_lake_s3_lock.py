@@ -74,11 +74,13 @@ def test_a_holder_in_another_pid_namespace_is_not_broken_while_it_lives(s3_bucke
                 pass
         assert child.poll() is None, log_tail(tmp_path / "holder.log")
         assert lock_body(table_dir)["token"] == recorded["token"]
+        assert commit_lock.main(["release", table_dir]) == 1  # its lease is current
+        assert lock_body(table_dir)["token"] == recorded["token"]
         kill_group(child, signal.SIGKILL)
         with pytest.raises(LakeError, match="another driver holds"):
             with commit_lock.held(table_dir, "taker after the kill", wait_seconds=1):
                 pass
-        assert commit_lock.main(["release", table_dir]) == 0
+        assert commit_lock.main(["release", "--force", table_dir]) == 0
         with commit_lock.held(table_dir, "after the hand release", wait_seconds=5):
             assert lock_body(table_dir)["what"] == "after the hand release"
     finally:
@@ -125,7 +127,7 @@ def test_a_holder_released_by_hand_refuses_to_commit(s3_bucket, spark):
     lake.replace_partitions(THINGS, frame, "d", [D1], commit("first"))
     table_dir = lake.table_location(THINGS)
     with commit_lock.held(table_dir, "a long publish"):
-        assert commit_lock.main(["release", table_dir]) == 0  # by hand, the holder alive
+        assert commit_lock.main(["release", "--force", table_dir]) == 0  # the holder alive
         again = spark.createDataFrame([(D1, 2, "b")], SCHEMA)
         with pytest.raises(LakeError, match="no longer holds the commit lock"):
             lake.replace_partitions(THINGS, again, "d", [D1], commit("second"))
