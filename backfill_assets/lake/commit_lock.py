@@ -37,8 +37,8 @@ it, only with ``--force``). A lock whose holder is proven gone (``lock_holder``:
 same boot and PID namespace, its pid absent, a zombie or reused) is broken by the next taker,
 so a re-run after a kill converges on one machine without a hand; any doubt (another host,
 container or boot) waits for the hand release. A holder released by hand while it holds the
-lock refuses to commit: entering ``held`` again, as every commit call does, confirms that the
-lock is still its own.
+lock refuses to commit: a commit that enters ``held`` inside another hold of its thread (its
+guard's) first confirms that the lock is still its own; an outermost hold has just taken it.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from backfill_assets.lake import lock_holder, s3_lock
+import backfill_assets.lake.lock_holder as lock_holder
+import backfill_assets.lake.s3_lock as s3_lock
 from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.storage import S3Storage, storage_for
 

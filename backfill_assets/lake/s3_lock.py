@@ -5,7 +5,9 @@ one wins) and deleted after the commit.
 The object records its holder (``lock_holder.identity``: host, pid, PID namespace, boot, start
 time), what it is for, a token of its own (a new uuid per take) and a lease, ``expires_at``,
 which a thread of the holder renews every third of ``LEASE_SECONDS`` with a PUT conditional on
-the ETag it last wrote. Its guarantees:
+the ETag it last wrote. The token names a take rather than counting takes: no store-side check
+could compare a count (Delta's commit PUT carries none), so the fencing is the holder's own
+check that the object is still the one it wrote, by ETag. Its guarantees:
 
 - A taker never enters while a live holder holds it. A taker finding it held waits; it breaks
   the lock only when ``lock_holder.gone`` proves the holder gone (same boot and PID namespace,
@@ -38,7 +40,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from backfill_assets.lake import lock_holder
+import backfill_assets.lake.lock_holder as lock_holder
 from backfill_assets.lake.keys import LakeError
 from backfill_assets.lake.storage import S3Storage, storage_for
 
