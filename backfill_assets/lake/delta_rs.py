@@ -70,6 +70,7 @@ from backfill_assets.testing.faults import pause_point
 from backfill_assets.testing.iofault import io_step
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
 MAX_ATTEMPTS = 12
@@ -409,6 +410,71 @@ class DeltaRsEngine:
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
+    def merge(
+        self,
+        name: str,
+        table_dir: str,
+        df: DataFrame,
+        on: list[str],
+        replace_for: str | None,
+        commit: CommitInfo,
+    ) -> int:
+        """delta-rs's MERGE of ``df`` into the table (``Lake.merge``), holding the commit lock
+        from its read to its commit: no commit lands in between, so the rows it keeps are the
+        table's as the commit finds it."""
+        source = df.toArrow()
+        write_id = write_id_of(commit)
+        metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
+        matched = " AND ".join(f"t.{c} = s.{c}" for c in on)  # names checked by Lake.merge
+        last_error: Exception | None = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            with commit_lock.held(table_dir, "merge"):
+                table = self.load(table_dir)
+                if table is None:
+                    raise LakeTableMissing(f"table {name} does not exist")
+                check_readable(table, name)
+                read_version = table.version()
+                if attempt == 1:
+                    pause_point("before_commit")
+                props = CommitProperties(
+                    custom_metadata={"userMetadata": metadata}, max_commit_retries=0
+                )
+                merger = (
+                    table.merge(
+                        source,
+                        matched,
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=props,
+                    )
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                )
+                keys = replaced_keys(source, replace_for)
+                if keys:
+                    listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
+                    merger = merger.when_not_matched_by_source_delete(
+                        f"t.{replace_for} IN ({listed})"
+                    )
+                try:
+                    io_step("commit")
+                    merger.execute()
+                    io_step("commit.landed")
+                except Exception as exc:
+                    landed = commit_of_write(table_dir, write_id, read_version)
+                    if landed is not None:
+                        return landed
+                    if not isinstance(exc, CommitFailedError):
+                        raise
+                    last_error = exc
+                    continue
+            version = commit_of_write(table_dir, write_id, read_version)
+            if version is None:
+                raise LakeError(f"{name}: the merge's commit is not in the log")
+            durable.sync_commit(table_dir, version, sorted(commit_added_files(table_dir, version)))
+            return version
+        raise LakeError(f"merge into {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""
         table = self.load(table_dir)
@@ -591,3 +657,10 @@ def _as_date(value: object) -> dt.date | None:
     if value is None or isinstance(value, dt.date):
         return value
     return dt.date.fromisoformat(str(value))
+
+
+def replaced_keys(source: pa.Table, replace_for: str | None) -> list[str]:
+    """The values of ``replace_for`` that ``source`` holds whole (``Lake.merge``)."""
+    if replace_for is None:
+        return []
+    return sorted({k for k in source.column(replace_for).to_pylist() if k is not None})
