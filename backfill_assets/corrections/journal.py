@@ -5,7 +5,8 @@ both tables' staged files: a crash or an I/O error between two steps must not le
 record and the lake telling different stories. So before its first effect an operation saves
 its intent in the record (``Correction.pending``, ``begin``): the action, the days, and per
 table the write id its commit will carry (``CommitInfo.write_id``) and the version it starts
-from. Then it commits the tables whose
+from; a cutover's also names, per table, the staged files its diff compared, the only ones it
+publishes (``Lake.publish``'s ``files``). Then it commits the tables whose
 commit has not landed (``forward``: the log is asked first, so a commit is never made twice),
 then saves its outcome and clears the intent. ``recovery.py`` completes or undoes an intent
 left behind.
@@ -130,7 +131,8 @@ def _commit(lake: Lake, c: Correction, path: str) -> WriteResult:
         staged = lake.staged_version(path, c.id)
         if staged is None:
             raise CorrectionError(f"{path}: the staged version of {c.id} is gone")
-        return lake.publish(staged, days, commit, since=p["since"][path])
+        files = p.get("files", {}).get(path)  # none in an intent saved before file sets were
+        return lake.publish(staged, days, commit, since=p["since"][path], files=files)
     cut = c.cutover["versions"][path]
     try:
         return restore(lake, c, path, days, c.cutover["versions_before"][path], commit, cut)
