@@ -139,7 +139,13 @@ def cutover(
 
 def _diffed_files(c: Correction, staged: dict[str, StagedVersion], days: list[dt.date]) -> dict:
     """Per table, the staged files of ``days`` the diff compared, which the cutover publishes;
-    CorrectionError when the staged versions hold others now (a rebuild kept after the diff)."""
+    CorrectionError when the staged versions hold others now (a rebuild kept after the diff), or
+    when the diff recorded none (a diff made before file sets were recorded)."""
+    if "files" not in c.diff:
+        raise CorrectionError(
+            f"refusing: the diff of correction {c.id} recorded no file set (it predates them), so "
+            f"what it compared is unknown: run backfill-assets diff {c.id} again"
+        )
     changed = {}
     for path, version in staged.items():
         moved = files_since_diff(c, version, days)

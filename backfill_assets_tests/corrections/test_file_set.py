@@ -144,3 +144,14 @@ def test_a_rebuild_stopped_before_its_record_save_leaves_the_correction_to_diff_
     with pytest.raises(CorrectionError, match="has not been diffed"):
         lifecycle.cutover(lake, CID, force=True)
     assert_untouched(lake, before)
+
+
+def test_a_diff_that_recorded_no_file_set_is_refused_until_diffed_again(template, tmp_path):
+    lake = copy(template, tmp_path / "lake")
+    before = {t: lake.version(t) for t in TABLES}
+    c = registry.get(lake.root, CID)
+    del c.diff["files"]  # a record diffed before file sets were recorded
+    registry.save(lake.root, c)
+    with pytest.raises(CorrectionError, match=rf"recorded no file set.*diff {CID} again"):
+        lifecycle.cutover(lake, CID)
+    assert_untouched(lake, before)
