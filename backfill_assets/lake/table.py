@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -477,11 +477,14 @@ class Lake:
         partitions: Iterable[object] | None = None,
         commit: CommitInfo | None = None,
         since: int | None = None,
+        files: Collection[str] | None = None,
     ) -> WriteResult:
         """Make the staged files of ``partitions`` (all by default) the table's content of those
         partitions, in one commit that swaps files and copies no data. Raises LakeConflict when
         a commit after ``since`` (default: the staged version's base, the version its audit
-        compared with) touched one of them.
+        compared with) touched one of them. ``files``: the staged files (paths in the table)
+        those partitions must hold, exactly, for instance the ones a check or a diff read;
+        ManifestChanged, with nothing committed, when the manifest holds others for them.
 
         The manifest is claimed by compare-and-swap (the intent is saved only over the manifest
         this publish read), then checked again, with every staged file it adds, right before
@@ -490,6 +493,15 @@ class Lake:
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
         table_dir = self.table_location(staged.table)
         on_disk = self._open_staged(staged, dates)
+        if files is not None:  # the claim below fails if the manifest changes after this read
+            held = {f.path for f in on_disk.files_of(dates)}
+            if held != set(files):
+                raise manifests.ManifestChanged(
+                    f"{staged.table}: staged version {staged.id} holds other files for "
+                    f"{[date_text(d) for d in dates]} than were named to publish "
+                    f"({len(held - set(files))} added, {len(set(files) - held)} gone since): "
+                    "nothing was committed"
+                )
         pause_point("publish_read")
         commit = commit or staged.commit
         if commit.write_id is None:  # a journaling caller's own id is kept: it looks for it
