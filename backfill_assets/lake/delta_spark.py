@@ -23,10 +23,12 @@ whose writes Delta must check (constraints, generated columns).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import random
 import time
+from collections.abc import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -94,6 +96,20 @@ def native_delta_available(spark: SparkSession) -> bool:
         return True
     except Py4JError:
         return False
+
+
+@contextlib.contextmanager
+def _user_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
+    """The session's commits in the block carry ``metadata`` as their ``userMetadata``."""
+    previous = spark.conf.get(USER_METADATA_CONF, None)
+    spark.conf.set(USER_METADATA_CONF, metadata)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(USER_METADATA_CONF)
+        else:
+            spark.conf.set(USER_METADATA_CONF, previous)
 
 
 def _sql_path(table_dir: str) -> str:
@@ -407,13 +423,14 @@ class DeltaSparkEngine:
             read_version = self._pinned(name, table_dir, None)
             rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
-            previous = self.spark.conf.get(USER_METADATA_CONF, None)
             if attempt == 1:
                 pause_point("before_commit")
             try:
-                self.spark.conf.set(USER_METADATA_CONF, metadata)
                 io_step("commit")
-                with commit_lock.held(table_dir, "compact"):
+                with (
+                    _user_metadata(self.spark, metadata),
+                    commit_lock.held(table_dir, "compact"),
+                ):
                     optimized = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()
                 metrics = optimized[0]["metrics"]
                 io_step("commit.landed")
@@ -425,11 +442,6 @@ class DeltaSparkEngine:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
                 continue
-            finally:
-                if previous is None:
-                    self.spark.conf.unset(USER_METADATA_CONF)
-                else:
-                    self.spark.conf.set(USER_METADATA_CONF, previous)
             return Compaction(
                 name,
                 commit_of_write(table_dir, write_id, read_version),
@@ -462,14 +474,12 @@ class DeltaSparkEngine:
             else sorted(r[0] for r in df.select(replace_for).distinct().collect() if r[0])
         )
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            previous = self.spark.conf.get(USER_METADATA_CONF, None)
             read_version: int | None = None
             try:
-                with commit_lock.held(table_dir, "merge"):
+                with commit_lock.held(table_dir, "merge"), _user_metadata(self.spark, metadata):
                     read_version = self._pinned(name, table_dir, None)
                     if attempt == 1:
                         pause_point("before_commit")
-                    self.spark.conf.set(USER_METADATA_CONF, metadata)
                     merger = (
                         DeltaSparkTable.forPath(self.spark, table_dir)
                         .alias("t")
@@ -493,11 +503,6 @@ class DeltaSparkEngine:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
                 continue
-            finally:
-                if previous is None:
-                    self.spark.conf.unset(USER_METADATA_CONF)
-                else:
-                    self.spark.conf.set(USER_METADATA_CONF, previous)
             version = commit_of_write(table_dir, write_id, read_version)
             if version is None:
                 raise LakeError(f"{name}: the merge's commit is not in the log")

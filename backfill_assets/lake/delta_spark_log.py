@@ -52,8 +52,31 @@ def _java_exceptions(exc: BaseException) -> Iterator[Any]:
         origin, seen = origin.getCause(), seen + 1
 
 
+def _python_conflicts() -> tuple[type, ...]:
+    """The Python classes delta-spark's package raises for Delta's conflicts (none when it is
+    not installed): ``io.delta.exceptions``'s, which share no Python base class."""
+    try:
+        from delta.exceptions import base
+    except ImportError:
+        return ()
+    return (
+        base.DeltaConcurrentModificationException,
+        base.ConcurrentWriteException,
+        base.MetadataChangedException,
+        base.ProtocolChangedException,
+        base.ConcurrentAppendException,
+        base.ConcurrentDeleteReadException,
+        base.ConcurrentDeleteDeleteException,
+        base.ConcurrentTransactionException,
+    )
+
+
 def is_lost_race(spark: SparkSession, exc: BaseException) -> bool:
-    """True when ``exc`` is Delta's signal that a concurrent commit invalidated this one."""
+    """True when ``exc`` is Delta's signal that a concurrent commit invalidated this one:
+    its JVM exception, or the Python class delta-spark's package converts it to once imported
+    (``delta.exceptions``, which keeps no JVM origin)."""
+    if isinstance(exc, _python_conflicts()):
+        return True
     base = java_class(spark, CONFLICT_BASE)
     return any(base.isInstance(origin) for origin in _java_exceptions(exc))
 

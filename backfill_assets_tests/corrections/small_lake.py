@@ -8,6 +8,8 @@ import datetime as dt
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -17,6 +19,7 @@ from backfill_assets.corrections import registry
 from backfill_assets.corrections.diff import CORRECTED
 from backfill_assets.corrections.registry import Correction, State
 from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets_tests.processes import REPO
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 DAYS = [D1, D2, D3]
@@ -24,7 +27,6 @@ FIXED = [D1, D2]  # the days the correction restates
 CID = "fix-1"
 SCHEMA = "event_date date, key string, n int"
 TABLES = [t.path for t in CORRECTED]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def production_rows(table: str) -> set[tuple]:
@@ -116,3 +118,28 @@ def unreferenced_files(root: Path, table: str) -> set[str]:
                 added.add(os.path.normpath(unquote(add["path"])))
     on_disk = {str(p.relative_to(root / table)) for p in (root / table).glob("*=*/*.parquet")}
     return on_disk - added
+
+
+CUTOVER_CHILD = """
+import sys
+from backfill_assets.corrections import lifecycle
+from backfill_assets.lake import Lake
+lifecycle.cutover(Lake(sys.argv[1], None, engine="delta-rs"), sys.argv[2])
+"""
+
+
+def start_child(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``python -c code args`` from the repository, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def start_cutover(root: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The cutover of ``CID`` on the lake at ``root``, in a child process."""
+    return start_child(CUTOVER_CHILD, str(root), CID, env=env)

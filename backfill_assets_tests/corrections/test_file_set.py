@@ -6,10 +6,7 @@ and its record's save leaves the correction to be diffed again."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,17 +23,11 @@ from backfill_assets_tests.corrections.small_lake import (
     production_rows,
     rows,
     staged_files,
+    start_cutover,
 )
 from backfill_assets_tests.corrections.sweep import operations
 
 STAGING, FACT = TABLES
-REPO = Path(__file__).resolve().parents[2]
-CUTOVER = """
-import sys
-from backfill_assets.corrections import lifecycle
-from backfill_assets.lake import Lake
-lifecycle.cutover(Lake(sys.argv[1], None, engine="delta-rs"), sys.argv[2])
-"""
 
 
 def rebuilt_rows(table: str) -> set[tuple]:
@@ -89,14 +80,7 @@ def test_files_kept_while_the_cutover_runs_are_refused_inside_its_publish(
         "BACKFILL_LAKE_PAUSE_DIR": str(pause),
         "BACKFILL_LAKE_PAUSE_AT": "record_compared",
     }
-    child = subprocess.Popen(
-        [sys.executable, "-c", CUTOVER, str(lake.root), CID],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = start_cutover(lake.root, env)
     try:
         for n in range(2, 6):  # its later saves (the recovery's) go on at once
             (pause / f"record_compared.{n}.resume").touch()

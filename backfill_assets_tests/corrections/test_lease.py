@@ -7,8 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,15 +23,8 @@ from backfill_assets_tests.corrections.small_lake import (
     copy,
     production_rows,
     rows,
+    start_cutover,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-CUTOVER = """
-import sys
-from backfill_assets.corrections import lifecycle
-from backfill_assets.lake import Lake
-lifecycle.cutover(Lake(sys.argv[1], None, engine="delta-rs"), sys.argv[2])
-"""
 
 
 def as_another_host(monkeypatch, later: dt.timedelta = dt.timedelta(0)) -> None:
@@ -51,14 +42,7 @@ class PausedCutover:
     def __init__(self, root: Path, pause: Path, point: str) -> None:
         self.pause, self.point = pause, point
         env = {**os.environ, "BACKFILL_LAKE_PAUSE_DIR": str(pause), "BACKFILL_LAKE_PAUSE_AT": point}
-        self.child = subprocess.Popen(
-            [sys.executable, "-c", CUTOVER, str(root), CID],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.child = start_cutover(root, env)
         for n in range(2, 6):  # later visits go on at once
             (pause / f"{point}.{n}.resume").touch()
         reached = pause / f"{point}.1.reached"

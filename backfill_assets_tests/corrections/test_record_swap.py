@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -25,16 +23,9 @@ from backfill_assets_tests.corrections.small_lake import (
     copy,
     production_rows,
     rows,
+    start_child,
+    start_cutover,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-
-CUTOVER = """
-import sys
-from backfill_assets.corrections import lifecycle
-from backfill_assets.lake import Lake
-lifecycle.cutover(Lake(sys.argv[1], None, engine="delta-rs"), sys.argv[2])
-"""
 
 # Each saver adds its own notes, one per save, re-reading the record when its save is refused;
 # it starts when the file ``go`` appears, so that the savers overlap.
@@ -58,22 +49,12 @@ print(refused)
 """
 
 
-def run_child(code: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_a_copy_read_before_a_cutover_in_another_process_cannot_write_diffed_over_it(
     template, tmp_path
 ):
     lake = copy(template, tmp_path / "lake")
     stale = registry.get(lake.root, CID)  # a diff, say, that read the record and ran long
-    child = run_child(CUTOVER, str(lake.root), CID)
+    child = start_cutover(lake.root)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 0, err
     stale.note("diffed", "2 of 2 day(s) changed")
@@ -159,7 +140,7 @@ def test_a_save_landing_after_the_comparison_on_s3_makes_the_other_fail_by_its_e
 def test_processes_saving_at_once_lose_no_save(template, tmp_path):
     lake = copy(template, tmp_path / "lake")
     go, saves = tmp_path / "go", 150
-    savers = [run_child(SAVER, str(lake.root), name, str(saves), str(go)) for name in "ab"]
+    savers = [start_child(SAVER, str(lake.root), name, str(saves), str(go)) for name in "ab"]
     go.touch()
     refused = 0
     for saver in savers:

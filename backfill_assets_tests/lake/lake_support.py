@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from deltalake import DeltaTable
 
 from backfill_assets.lake import CommitInfo
+from backfill_assets.testing.faults import forget_visits
 
 NATIVE_ENV = "BACKFILL_LAKE_NATIVE_SESSION"
 NO_JARS = (
@@ -55,6 +58,40 @@ def wait_for(path: Path, procs: list[subprocess.Popen], timeout: float = 120) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {path}")
         time.sleep(0.05)
+
+
+def race_past_a_pause(
+    pauses: Path, monkeypatch, first: Callable[[], object], second: Callable[[], object]
+) -> list[BaseException]:
+    """``first`` in a thread, stopped at its first ``before_commit`` pause point; then
+    ``second`` in another thread, never stopped; ``first`` resumed once ``second`` finished or
+    has waited 5 s (on a lock ``first`` holds). What either raised."""
+    pauses.mkdir(exist_ok=True)
+    monkeypatch.setenv("BACKFILL_LAKE_PAUSE_DIR", str(pauses))
+    monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", "before_commit")
+    forget_visits()
+    (pauses / "before_commit.2.resume").touch()  # the second writer's visit
+    errors: list[BaseException] = []
+
+    def run(body: Callable[[], object]) -> None:
+        try:
+            body()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(body,)) for body in (first, second)]
+    threads[0].start()
+    try:
+        wait_for(pauses / "before_commit.1.reached", [], 300)
+        threads[1].start()
+        threads[1].join(timeout=5)
+    finally:
+        (pauses / "before_commit.1.resume").touch()
+        for thread in threads:
+            if thread.ident is not None:  # started
+                thread.join(timeout=300)
+        monkeypatch.delenv("BACKFILL_LAKE_PAUSE_DIR")
+    return errors
 
 
 THINGS = "staging/things"  # the table the write-audit-publish and maintenance tests write
