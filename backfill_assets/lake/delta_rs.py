@@ -219,7 +219,14 @@ class DeltaRsEngine:
         pause_point("after_commit")
         return WriteResult(name, version, rows, len(adds), attempts)
 
-    def read(self, name, table_dir, column, dates, version):
+    def read(
+        self,
+        name: str,
+        table_dir: str,
+        column: str | None,
+        dates: list[dt.date] | None,
+        version: int | None,
+    ) -> tuple[DataFrame, int]:
         """(DataFrame, version) of the files of ``dates`` (all files when None) at ``version``."""
         table = self.load(table_dir, version)
         if table is None:
@@ -233,6 +240,7 @@ class DeltaRsEngine:
         elif partition_columns != [column]:
             raise LakeError(f"table {name} is partitioned by {partition_columns}, not [{column!r}]")
         active = _active_files(table, column)
+        files: list[tuple[str, dt.date | None]]
         if dates is not None:
             wanted = set(dates)
             files = [(path, day) for path, day, _, _ in active if day in wanted]

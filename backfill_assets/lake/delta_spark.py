@@ -222,7 +222,14 @@ class DeltaSparkEngine:
             raise LakeError(f"table {name} has no version {pinned} (latest is {latest})")
         return pinned
 
-    def read(self, name, table_dir, column, dates, version):
+    def read(
+        self,
+        name: str,
+        table_dir: str,
+        column: str | None,
+        dates: list[dt.date] | None,
+        version: int | None,
+    ) -> tuple[DataFrame, int]:
         """(DataFrame, version) of ``dates`` (all when None) at ``version`` (the latest when
         None). A table a plain Parquet scan reads right (``_plain``) is read from its files as
         the log replayed in Python lists them, as delta-rs's engine reads: Delta's reader would

@@ -34,6 +34,7 @@ from backfill_assets.lake.commit import (
     decode_metadata,
     new_write_id,
 )
+from backfill_assets.lake.engine import Engine
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
 from backfill_assets.lake.keys import (
     LakeError,
@@ -60,8 +61,6 @@ from backfill_assets.testing.iofault import io_step
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from backfill_assets.lake.delta_rs import DeltaRsEngine
-    from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
 ENGINES = ("auto", "delta-rs", "delta-spark")
 
@@ -97,7 +96,7 @@ class Lake:
 
             native = spark is not None and native_delta_available(spark)
             engine = "delta-spark" if native and self.storage.is_local else "delta-rs"
-        self._engine: DeltaSparkEngine | DeltaRsEngine
+        self._engine: Engine
         if engine == "delta-spark":
             from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
