@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import backfill_assets.lake.lock_holder as lock_holder
 from backfill_assets.corrections import lease, lifecycle, recovery, registry
 from backfill_assets.corrections.registry import CorrectionError, State
 from backfill_assets.lake import Lake
@@ -32,7 +33,10 @@ def as_another_host(monkeypatch, later: dt.timedelta = dt.timedelta(0)) -> None:
     clock ``later`` ahead."""
     real = lease.clock
     monkeypatch.setattr(socket, "gethostname", lambda: "another-host")
-    monkeypatch.setattr(lease, "machine", lambda: "another-boot:1")
+    here = lock_holder.identity()
+    monkeypatch.setattr(
+        lock_holder, "identity", lambda: {**here, "boot_id": "another-boot", "pid_ns": "pid:[1]"}
+    )
     monkeypatch.setattr(lease, "clock", lambda: real() + later)
 
 
@@ -112,9 +116,10 @@ def foreign_intent(lake: Lake, expires: dt.datetime) -> dict:
         "at": registry.now(),
         "by": "someone",
         "host": "another-host",
-        "machine": "another-boot:1",
+        "boot_id": "another-boot",
+        "pid_ns": "pid:[1]",
         "pid": 1,
-        "started": 1.0,
+        "started": 1,
         "heartbeat": registry.now(),
         "expires": expires.isoformat(timespec="seconds"),
         "days": [d.isoformat() for d in FIXED],
