@@ -561,7 +561,7 @@ class Setup:
     delay: float = 0.3
     strace_delay_ms: int = 200  # every rename of a delta-spark worker's JVM; 0: none
     expire_after: float = 20.0  # seconds: maintenance expires staged versions older
-    stall: float = 0.15  # the chance that a publish waits past that age before publishing
+    stall: float = 0.15  # the chance that a publish waits about that age before publishing
     seed: int = 0
     env: dict[str, str] = field(default_factory=dict)  # added to the workers' environment
 

@@ -48,7 +48,7 @@ def main() -> int:
         "--expire-after", type=float, default=20.0, help="maintenance expires staged versions older"
     )
     parser.add_argument(
-        "--stall", type=float, default=0.15, help="chance a publish waits past that age first"
+        "--stall", type=float, default=0.15, help="chance a publish waits about that age first"
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="work here (logs, lake) and leave it")

@@ -6,7 +6,7 @@ lake ``root``, the ``engine``, the ``role`` (``live``, ``backfill``, ``correctio
 ``maintenance``), the ``days`` the lake holds, the ``seconds`` to run, a ``seed``, ``delay``
 (the longest random pause between two steps, in seconds), ``expire_after`` (maintenance: the
 age in seconds past which a staged version is expired), ``stall`` (the chance that a publish
-waits past that age between its audit and its publish) and ``out``: a JSON-lines file whose
+waits about that age between its audit and its publish) and ``out``: a JSON-lines file whose
 first line (``{"ready": ...}``) says the process is ready; the clock starts once
 ``<out>.go`` exists. A ``live`` worker with ``seed`` set first publishes every day of both
 tables, so the others find production there.
@@ -153,10 +153,10 @@ class Worker:
             staged = self.stage_audited(table, days, tag, entry)
             staged_ref.append(staged)
             if self.rng.random() < self.spec["stall"]:
-                # a run that stalls between its audit and its publish past the expiry age:
-                # maintenance expires its staged version while the publish is under way
+                # a run that stalls between its audit and its publish about as long as the
+                # expiry age: maintenance expires its staged version before or while it publishes
                 entry["stalled"] = True
-                time.sleep(self.rng.uniform(1.0, 1.3) * self.spec["expire_after"])
+                time.sleep(self.rng.uniform(0.8, 1.5) * self.spec["expire_after"])
             else:
                 self.pause()
             result = self.lake.publish(staged)
@@ -222,6 +222,7 @@ class Worker:
                 )
                 correction.state = registry.State.STAGED
                 registry.save(self.lake.location, correction)
+                self.lake.discard(staged)  # as a run's step closes what it staged
 
             fields = {"table": table, "days": texts, "tag": tag, "correction": cid}
             kept_all = self.attempt("keep", fields, keep) and kept_all
