@@ -277,18 +277,25 @@ class Worker:
         return discard
 
     def maintenance(self) -> None:
-        """Expire staged versions older than ``expire_after`` seconds, vacuum at the lake's
-        retention, checkpoint: each table in turn."""
+        """Vacuum at the lake's retention and checkpoint, each table in turn, and before each
+        of those steps expire every table's staged versions older than ``expire_after``
+        seconds (a vacuum can take long: expiry keeps its pace)."""
         hours = self.spec["expire_after"] / 3600
+        steps: dict[str, Callable[[str], dict]] = {
+            "vacuum": lambda t: {"deleted": len(self.lake.vacuum(t, self.lake.retention_hours))},
+            "checkpoint": lambda t: {"version": self.lake.checkpoint(t)},
+        }
         for table in TABLES:
-            steps: dict[str, Callable[[str], dict]] = {
-                "expire": lambda t: {"expired": self.lake.expire_staged(t, hours)},
-                "vacuum": lambda t: {
-                    "deleted": len(self.lake.vacuum(t, self.lake.retention_hours))
-                },
-                "checkpoint": lambda t: {"version": self.lake.checkpoint(t)},
-            }
             for op, step in steps.items():
+                for expired in TABLES:
+                    self.attempt(
+                        "expire",
+                        {"table": expired},
+                        self._filled(
+                            lambda t: {"expired": self.lake.expire_staged(t, hours)}, expired
+                        ),
+                    )
+                self.pause()
                 self.attempt(op, {"table": table}, self._filled(step, table))
                 self.pause()
 
