@@ -53,6 +53,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="work here (logs, lake) and leave it")
     args = parser.parse_args()
+    # the code the run starts on, before anything is committed during it
+    head = git("rev-parse", "--short", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     engines = args.engines.split(",")
     roles = h.assign(engines, args.roles.split(","))
     with tempfile.TemporaryDirectory(prefix="concurrency-") as tmp:
@@ -92,12 +95,14 @@ def main() -> int:
     refused = " ".join(f"{k}={v}" for k, v in sorted(report.refused.items()))
     print(f"CONCURRENCY_REFUSED {refused or 'none'} ambiguous={report.ambiguous}")
     print(f"CONCURRENCY_ROLES {' '.join(f'{r}:{e}' for r, e in roles)}")
-    head = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    print(f"CONCURRENCY_ON head={head or '?'}")
+    print(f"CONCURRENCY_ON head={head or '?'}{' (uncommitted changes)' if dirty else ''}")
     print(h.line(report, engines, "s3" if args.s3 else "local"), flush=True)
     return 0 if report.ok else 1
+
+
+def git(*args: str) -> str:
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
 
 
 if __name__ == "__main__":

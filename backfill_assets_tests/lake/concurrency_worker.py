@@ -112,7 +112,7 @@ class Worker:
 
     # write-audit-publish ---------------------------------------------------------------------
 
-    def stage_audited(self, table: str, days: list[dt.date], tag: str, entry: dict, **kw: Any):
+    def stage_audited(self, table: str, days: list[dt.date], tag: str, entry: dict) -> Any:
         """Stage ``tag``'s rows of ``days``, then audit them: the staged rows must be exactly
         the rows written. Records the files the audit saw, per day, in ``entry``."""
         from backfill_assets.lake import CommitInfo
@@ -120,7 +120,7 @@ class Worker:
         rows = [r for d in days for r in rows_for(table, d, tag)]
         frame = self.spark.createDataFrame(rows, SCHEMAS[table])
         commit = CommitInfo(run_id=f"{self.name}:{tag}", code_version="concurrency", write_id=tag)
-        staged = self.lake.stage(table, frame, COLUMN, days, commit, **kw)
+        staged = self.lake.stage(table, frame, COLUMN, days, commit)
         entry["stage_id"] = staged.id
         self.pause()
         seen = sorted(tuple(r) for r in self.lake.read_staged(staged).collect())

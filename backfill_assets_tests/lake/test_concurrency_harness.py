@@ -45,11 +45,10 @@ def test_every_guarantee_holds_with_all_roles_racing(harness):
     assert report.counts == dict.fromkeys(h.COUNTS, 0), report.problems
     assert not report.unexpected, report.unexpected
     assert report.ops > 0 and report.races > 0, h.line(report, ["delta-rs", "delta-spark"], "local")
-    # each role did acknowledged work, and both engines committed a publish
+    # each role, so each engine, did acknowledged work
     done = {o["worker"].rsplit("-", 1)[0] for o in ops if o["ok"]}
-    assert done >= {"live", "backfill", "maintenance", "correction"}, done
-    engines = {o["engine"] for o in ops if o["ok"] and o["op"] in h.WRITES}
-    assert engines == {"delta-rs", "delta-spark"}, engines
+    assert done == {"live", "backfill", "maintenance", "correction"}, done
+    assert {o["engine"] for o in ops if o["ok"]} == {"delta-rs", "delta-spark"}
 
 
 def planted(harness, tmp_path) -> tuple[Path, list[dict], dict]:
