@@ -3,13 +3,15 @@ on one lake at once, both engines, then a checker over the whole history.
 
     .venv/bin/python bench/concurrency.py [--engines delta-rs,delta-spark] [--seconds 60]
                                           [--s3] [--delay 0.3] [--strace-delay-ms 200]
+                                          [--expire-after 20] [--stall 0.15]
                                           [--roles live,backfill,maintenance,correction]
                                           [--seed 0] [--keep DIR]
 
 One process per role (``backfill_assets_tests/lake/concurrency_worker.py``), the engines given
 to the roles in turn; on local disk by default, with ``--s3`` in a bucket of a SeaweedFS server
 the harness starts (``local_s3.py``). Random pauses up to ``--delay`` seconds between the
-steps of every operation, and each rename of a delta-spark process delayed by strace. The
+steps of every operation, each rename of a delta-spark process delayed by strace, and now and
+then a publish stalled about the age past which maintenance expires staged versions. The
 checker (``backfill_assets_tests/concurrency_harness.py``) prints every problem, the
 operations refused, and last:
 
@@ -17,7 +19,8 @@ operations refused, and last:
     unaudited=0 mismatch=0
 
 Exit code 1 when any problem was found. ``make test`` runs a few seconds of it
-(``backfill_assets_tests/lake/test_concurrency_harness.py``).
+(``backfill_assets_tests/lake/test_concurrency_harness.py``); docs/benchmarks.md quotes its
+lines.
 """
 
 from __future__ import annotations
