@@ -48,7 +48,7 @@ fi
 # Bytecode compiled once, here: a process that may not write it (PYTHONDONTWRITEBYTECODE, a
 # read-only image) would otherwise compile every module it imports from source, each time.
 # That is about 3.5 s of CPU for each Dagster run, daemon and code server (docs/benchmarks.md).
-"$UV" sync --frozen --quiet --compile-bytecode
+"$UV" sync --frozen --quiet --compile-bytecode --extra native  # delta-spark: Delta's Python API
 .venv/bin/python -m compileall -q -j 0 backfill_assets >/dev/null
 .venv/bin/python -m backfill_assets.delta_jars
 # Raw's plain-line reader, compiled with the JDK's javac (optional: from_json reads them, slower).

@@ -8,15 +8,17 @@ from datetime import date
 from signal import SIGINT
 from typing import TYPE_CHECKING
 
+from backfill_assets import signals
 from backfill_assets.catalog import (
     CLI_TAG,
     PLAN_TAG,
 )
 from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.publishing import interrupts
 from backfill_assets.settings import Settings
 
 if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
     from backfill_assets.backfill_plan import RunPlan
     from backfill_assets.cli.runner import RunOutcome
 
@@ -53,7 +55,7 @@ def stop_summary(signum: int, plans: list[RunPlan], outcomes: list[RunOutcome]) 
         return "; ".join(parts) or "none"
 
     return (
-        f"stopped by {interrupts.signal_name(signum)}, no later run started. "
+        f"stopped by {signals.signal_name(signum)}, no later run started. "
         f"Published before the stop: {spans(published)}. Not published: {spans(left)}. "
         "To resume, run the same command again: a published day is rebuilt to the same rows."
     )
@@ -119,13 +121,7 @@ def run_plans(
         raw_run_tags,
         would_wipe,
     )
-    from backfill_assets.cli.planning import (
-        downstream_plans,
-        input_files,
-        reads_landing,
-        record_throughput,
-    )
-    from backfill_assets.cli.runner import execute
+    from backfill_assets.cli.planning import downstream_plans
 
     ensure_dagster_home()
     plans = plan_backfill(settings, start, end)
@@ -146,42 +142,69 @@ def run_plans(
             plans += downstream
             for note in notes:
                 print(note, flush=True)
-        total = sum(len(p.days) * len(p.assets) for p in plans)
-        done, began = 0, time.monotonic()
+        progress = _Progress(sum(len(p.days) * len(p.assets) for p in plans))
         outcomes: list[RunOutcome] = []
         try:
             for plan in plans:
-                if (signum := interrupts.received()) is not None:
+                if (signum := signals.received()) is not None:
                     raise PlanStopped(signum, plans, outcomes)
-                names = "+".join(k.to_user_string() for k in plan.assets)
-                print(f"[{done}/{total}] {names} {plan.start}..{plan.end} ...", flush=True)
-                run_began = time.monotonic()
                 correcting = correction_tags is not None and plan is plans[-1]
                 run_tags = {**tags, **plan_tags.get(plan, {PLAN_TAG: plan_id})}
-                outcome = execute(
-                    plan,
-                    instance,
-                    tags={**run_tags, **(correction_tags or {})} if correcting else run_tags,
-                    correction=correcting,
-                )
-                if outcome.success and reads_landing(plan):
-                    record_throughput(
-                        sum(f.size_bytes for f in input_files(settings, plan)),
-                        time.monotonic() - run_began,
-                    )
-                outcomes.append(outcome)
-                done += len(plan.days) * len(plan.assets)
-                rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
-                elapsed = time.monotonic() - began
-                remaining = elapsed / done * (total - done) if done else 0
-                print(
-                    f"[{done}/{total}] {names}: run {outcome.run_id[:8]} "
-                    f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
-                    f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining",
-                    flush=True,
-                )
-        except KeyboardInterrupt:  # between two runs (``interrupts.watch_signals``)
-            raise PlanStopped(interrupts.received() or SIGINT, plans, outcomes) from None
-    if (signum := interrupts.received()) is not None:  # it stopped the last run
+                if correcting:
+                    run_tags |= correction_tags or {}
+                outcomes.append(_run(settings, instance, plan, run_tags, correcting, progress))
+        except KeyboardInterrupt:  # between two runs (``signals.watch_signals``)
+            raise PlanStopped(signals.received() or SIGINT, plans, outcomes) from None
+    if (signum := signals.received()) is not None:  # it stopped the last run
         raise PlanStopped(signum, plans, outcomes)
     return outcomes
+
+
+class _Progress:
+    """The plan's progress on the terminal: partitions done of the total, time left."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.began = total, 0, time.monotonic()
+
+    def starting(self, plan: RunPlan) -> None:
+        print(f"[{self.done}/{self.total}] {_names(plan)} {plan.start}..{plan.end} ...", flush=True)
+
+    def ended(self, plan: RunPlan, outcome: RunOutcome) -> None:
+        self.done += len(plan.days) * len(plan.assets)
+        rows = sum(sum(by_day.values()) for by_day in outcome.published.values())
+        elapsed = time.monotonic() - self.began
+        remaining = elapsed / self.done * (self.total - self.done) if self.done else 0
+        print(
+            f"[{self.done}/{self.total}] {_names(plan)}: run {outcome.run_id[:8]} "
+            f"{'succeeded' if outcome.success else 'FAILED'}; {rows:,} rows published; "
+            f"elapsed {elapsed:.0f}s, ~{remaining:.0f}s remaining",
+            flush=True,
+        )
+
+
+def _names(plan: RunPlan) -> str:
+    return "+".join(k.to_user_string() for k in plan.assets)
+
+
+def _run(
+    settings: Settings,
+    instance: DagsterInstance,
+    plan: RunPlan,
+    tags: dict[str, str],
+    correcting: bool,
+    progress: _Progress,
+) -> RunOutcome:
+    """One run of the plan, its progress shown, and the landing's read throughput recorded
+    for the next plans' estimates."""
+    from backfill_assets.cli.planning import input_files, reads_landing, record_throughput
+    from backfill_assets.cli.runner import execute
+
+    progress.starting(plan)
+    began = time.monotonic()
+    outcome = execute(plan, instance, tags=tags, correction=correcting)
+    if outcome.success and reads_landing(plan):
+        record_throughput(
+            sum(f.size_bytes for f in input_files(settings, plan)), time.monotonic() - began
+        )
+    progress.ended(plan, outcome)
+    return outcome

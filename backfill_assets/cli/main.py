@@ -7,10 +7,10 @@ import signal
 import sys
 from datetime import date
 
+from backfill_assets import signals
 from backfill_assets.cli import corrections
 from backfill_assets.cli.backfill import PlanStopped, run_backfill
 from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.publishing import interrupts
 from backfill_assets.settings import Settings
 
 
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     stops publishing (``publishing.interrupts``), and the exit code is 130 or 143; a second
     one ends the process at once."""
     args = parser().parse_args(argv)
-    interrupts.watch_signals(on_second=_second_signal)
+    signals.watch_signals(on_second=_second_signal)
     try:
         settings = Settings.from_env()
         return args.func(args, settings)
@@ -251,15 +251,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except PlanStopped as stop:
         print(f"backfill-assets: {stop}", file=sys.stderr)
-        return interrupts.exit_code()
-    except (KeyboardInterrupt, interrupts.Stopped):
-        name = interrupts.signal_name(interrupts.received() or signal.SIGINT)
+        return signals.exit_code()
+    except (KeyboardInterrupt, signals.Stopped):
+        name = signals.signal_name(signals.received() or signal.SIGINT)
         print(f"backfill-assets: stopped by {name}", file=sys.stderr)
-        return interrupts.exit_code()
+        return signals.exit_code()
 
 
 def _second_signal(signum: int) -> str:
     return (
-        f"backfill-assets: a second {interrupts.signal_name(signum)}: exiting now (a publish "
+        f"backfill-assets: a second {signals.signal_name(signum)}: exiting now (a publish "
         "under way lands or not; the next command or `backfill-assets maintain` recovers)"
     )

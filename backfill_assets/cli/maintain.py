@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from backfill_assets import signals
 from backfill_assets.catalog import LAKE_TABLES
 from backfill_assets.cli.instance import open_instance
 from backfill_assets.corrections import actions, registry
@@ -54,7 +55,8 @@ def run_maintain(settings: Settings) -> int:
             "rollback from now on)",
             flush=True,
         )
-    done = maintain_tables(lake, [(t.path, t.partition_column) for t in LAKE_TABLES], days, commit)
+    tables = [(t.path, t.partition_column) for t in LAKE_TABLES]
+    done = maintain_tables(lake, tables, days, commit, between=signals.check)
     for table in done:
         print(table.summary(), flush=True)
     refused = [t.table for t in done if t.vacuum_refused]

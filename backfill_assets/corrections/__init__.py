@@ -16,7 +16,10 @@ The life of a correction (``registry.State``):
 5. **discarded** / **decommissioned**: its staged files are deleted, by hand or by maintenance
    after ``BACKFILL_RETENTION_DAYS``; after that, no rollback.
 
-Each correction's record is one JSON file under ``<lake>/_corrections/`` (``registry.py``).
-Cutover, rollback and discard record their intent there first and recover when interrupted
-(``journal.py``); ``forget`` sets aside a record that cannot be read (``repair.py``).
+Each correction's record is one JSON file under ``<lake>/_corrections/`` (``registry.py``),
+saved as a compare-and-swap. A run keeps its days into the correction after saving the record
+back to staged (``keeping.py``); a cutover publishes only the files its diff compared.
+Cutover, rollback and discard record their intent there first, with a lease, and recover when
+interrupted (``journal.py``, ``lease.py``, ``recovery.py``); ``forget`` sets aside a record
+that cannot be read (``repair.py``).
 """

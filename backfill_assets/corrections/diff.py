@@ -3,8 +3,11 @@
 Per table and day: rows added, removed and changed, by key (staging: ``order_id``; fact:
 ``country``). For the fact: orders, paid orders and revenue before and after, and the change
 in %. The production versions compared with are recorded: a cutover refuses if production
-changed after them. Days production rebuilt after the correction was staged (the live lane
-ran meanwhile) are flagged: a cutover never overwrites them silently.
+changed after them. So is the exact file set compared, per table and day (the staged files'
+paths): a cutover publishes only those files, and refuses when the correction's staged version
+holds others for a day (a rebuild kept since the diff). Days production rebuilt after the
+correction was staged (the live lane ran meanwhile) are flagged: a cutover never overwrites
+them silently.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pyspark.sql import DataFrame
 from backfill_assets.catalog import FACT_TABLE, STAGING_TABLE, Table
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
-from backfill_assets.lake import Lake
+from backfill_assets.lake import Lake, StagedVersion
 from backfill_assets.transforms.audit import ZERO, fact_totals
 from backfill_assets.transforms.compare import row_changes
 
@@ -72,6 +75,9 @@ class Diff:
     rebuilt: dict[str, list[date]] = field(
         default_factory=dict
     )  # table -> days rebuilt since staged
+    files: dict[str, dict[str, list[str]]] = field(
+        default_factory=dict
+    )  # table -> day -> the staged files compared (paths in the table)
 
     def totals(self, which: str) -> dict:
         total = dict(ZERO)
@@ -101,6 +107,7 @@ def compute(lake: Lake, correction: Correction) -> Diff:
     versions: dict[str, int | None] = {}
     rebuilt: dict[str, list[date]] = {}
     sides: dict[str, tuple] = {}
+    files: dict[str, dict[str, list[str]]] = {}
     for table in CORRECTED:
         staged = lake.staged_version(table.path, correction.id)
         if staged is None:
@@ -109,6 +116,7 @@ def compute(lake: Lake, correction: Correction) -> Diff:
                 "discarded or decommissioned"
             )
         after = lake.read_staged(staged, days)
+        files[table.path] = file_set(staged, days)
         if lake.exists(table.path):
             before, versions[table.path] = lake.read_partitions(
                 table.path, table.partition_column, days
@@ -135,7 +143,27 @@ def compute(lake: Lake, correction: Correction) -> Diff:
         ],
         versions,
         rebuilt,
+        files,
     )
+
+
+def file_set(staged: StagedVersion, days: list[date]) -> dict[str, list[str]]:
+    """Per day, the sorted paths of ``staged``'s files: what a diff compared, what a cutover
+    publishes."""
+    found: dict[str, list[str]] = {d.isoformat(): [] for d in days}
+    for f in staged.files_of(days):
+        found[f.partition.isoformat()].append(f.path)
+    return {d: sorted(paths) for d, paths in found.items()}
+
+
+def files_since_diff(correction: Correction, staged: StagedVersion, days: list[date]) -> list[date]:
+    """The ``days`` whose files in ``staged`` are not the ones the correction's diff compared
+    (all of them when the diff recorded no file set: a diff made before file sets were)."""
+    compared = correction.diff.get("files", {}).get(staged.table)
+    if compared is None:
+        return list(days)
+    now = file_set(staged, days)
+    return [d for d in days if compared.get(d.isoformat()) != now[d.isoformat()]]
 
 
 def record(lake: Lake, diff: Diff) -> Correction:
@@ -165,6 +193,7 @@ def record(lake: Lake, diff: Diff) -> Correction:
             for d in diff.days
         },
         "rebuilt": {t: [d.isoformat() for d in days] for t, days in diff.rebuilt.items()},
+        "files": diff.files,
     }
     if correction.state in (State.STAGED, State.DIFFED, State.ROLLED_BACK):
         correction.state = State.DIFFED

@@ -5,20 +5,21 @@ both tables' staged files: a crash or an I/O error between two steps must not le
 record and the lake telling different stories. So before its first effect an operation saves
 its intent in the record (``Correction.pending``, ``begin``): the action, the days, and per
 table the write id its commit will carry (``CommitInfo.write_id``) and the version it starts
-from. Then it commits the tables whose
+from; a cutover's also names, per table, the staged files its diff compared, the only ones it
+publishes (``Lake.publish``'s ``files``). Then it commits the tables whose
 commit has not landed (``forward``: the log is asked first, so a commit is never made twice),
-then saves its outcome and clears the intent. ``recovery.py`` completes or undoes an intent
-left behind.
+then saves its outcome and clears the intent. The intent carries a lease, renewed before each
+table's step (``lease.py``): recovery, on any host, leaves an intent alone while its lease is
+live, and ``recovery.py`` completes or undoes one left behind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 from dataclasses import dataclass
 
-from backfill_assets.corrections import registry
+from backfill_assets import signals
+from backfill_assets.corrections import lease, registry
 from backfill_assets.corrections.diff import CORRECTED
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
 from backfill_assets.lake import CommitInfo, Lake, LakeConflict, WriteResult
@@ -67,19 +68,20 @@ def commit_carrying(lake: Lake, table: str, write_id: str, after: int | None) ->
 
 
 def begin(lake: Lake, c: Correction, action: str, days: list[dt.date], **extra: object) -> None:
-    """Save the intent of ``action`` in the record, before its first effect."""
+    """Save the intent of ``action`` in the record, before its first effect; none after a SIGINT
+    or SIGTERM (``signals.check``): an operation whose intent is saved finishes its commits."""
+    signals.check()
     c.pending = {
         "action": action,
         "at": registry.now(),
         "by": registry.user(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
         "days": [d.isoformat() for d in days],
         "tables": {
             t.path: {"write_id": new_write_id(), "from": lake.version(t.path)} for t in CORRECTED
         },
         **extra,
     }
+    lease.hold(c.pending)
     try:
         registry.save(lake.location, c)
     except OSError as exc:
@@ -88,6 +90,14 @@ def begin(lake: Lake, c: Correction, action: str, days: list[dt.date], **extra: 
             f"{action} of {c.id} not started: its intent could not be saved to "
             f"{registry.record_path(lake.location, c.id)} ({exc}); nothing changed"
         ) from exc
+
+
+def renew(lake: Lake, c: Correction) -> None:
+    """Renew this process's lease on ``c``'s intent before its next step, saved: RecordChanged
+    when another process saved the record meanwhile (took the intent over, say): then this one
+    stops, before the step."""
+    lease.hold(c.pending)
+    registry.save(lake.location, c)
 
 
 def days_of(c: Correction) -> list[dt.date]:
@@ -110,6 +120,7 @@ def forward(lake: Lake, c: Correction) -> Outcome:
         for table in CORRECTED:
             staged = lake.staged_version(table.path, c.id)
             if staged is not None:
+                renew(lake, c)
                 deleted += lake.discard(staged)
         return _finish(lake, c, {}, deleted)
     done = landed(lake, c)
@@ -117,6 +128,7 @@ def forward(lake: Lake, c: Correction) -> Outcome:
     for table in CORRECTED:
         version = done[table.path]
         if version is None:
+            renew(lake, c)
             writes[table.path] = _commit(lake, c, table.path)
         else:
             writes[table.path] = _landed_write(lake, table.path, version)
@@ -130,7 +142,8 @@ def _commit(lake: Lake, c: Correction, path: str) -> WriteResult:
         staged = lake.staged_version(path, c.id)
         if staged is None:
             raise CorrectionError(f"{path}: the staged version of {c.id} is gone")
-        return lake.publish(staged, days, commit, since=p["since"][path])
+        files = p.get("files", {}).get(path)  # none in an intent saved before file sets were
+        return lake.publish(staged, days, commit, since=p["since"][path], files=files)
     cut = c.cutover["versions"][path]
     try:
         return restore(lake, c, path, days, c.cutover["versions_before"][path], commit, cut)

@@ -1,10 +1,12 @@
 """Cutover, rollback, discard and decommission of a correction: each a metadata change.
 
 - ``cutover``: one commit per table, staging before fact, publishing the correction's
-  passing days (the staged files themselves; nothing copied on delta-rs). Refused when
-  production changed those days after the diff, when a day's revenue moves more than the
-  guardrail allows (unless forced), or when the live lane rebuilt a day after the
-  correction was staged (unless those days are skipped).
+  passing days: exactly the staged files its diff compared (nothing copied on delta-rs).
+  Refused when production changed those days after the diff, when the correction holds other
+  files for them than the diff compared (a rebuild kept since: diff again), when a day's
+  revenue moves more than the guardrail allows (unless forced), or when the live lane rebuilt
+  a day after the correction was staged (unless those days are skipped). The file set is
+  checked again inside each table's publish, against the manifest it claims.
 - ``rollback``: one commit per table pointing exactly the cut-over days back at their
   pre-cutover files. Refused when production changed them after the cutover.
 - ``discard`` drops the correction's staged files; ``decommission`` does it for every
@@ -22,7 +24,7 @@ from collections.abc import Iterable
 
 from backfill_assets.catalog import STAGING_TABLE
 from backfill_assets.corrections import journal, recovery, registry
-from backfill_assets.corrections.diff import CORRECTED, ready_days
+from backfill_assets.corrections.diff import CORRECTED, file_set, files_since_diff, ready_days
 from backfill_assets.corrections.journal import Outcome
 from backfill_assets.corrections.recovery import Recovery, recover, recover_all
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
@@ -122,11 +124,42 @@ def cutover(
     days = [d for d in days if d not in set(rebuilt)]
     if not days:
         raise CorrectionError(f"correction {c.id}: every diffed day was rebuilt in production")
-    _staged_versions(lake, c)  # both open, checked before anything is published
+    staged = _staged_versions(lake, c)  # both open, checked before anything is published
     journal.begin(
-        lake, c, "cutover", days, since=since, skipped_rebuilt=[d.isoformat() for d in rebuilt]
+        lake,
+        c,
+        "cutover",
+        days,
+        since=since,
+        skipped_rebuilt=[d.isoformat() for d in rebuilt],
+        files=_diffed_files(c, staged, days),
     )
     return recovery.carry_out(lake, c)
+
+
+def _diffed_files(c: Correction, staged: dict[str, StagedVersion], days: list[dt.date]) -> dict:
+    """Per table, the staged files of ``days`` the diff compared, which the cutover publishes;
+    CorrectionError when the staged versions hold others now (a rebuild kept after the diff), or
+    when the diff recorded none (a diff made before file sets were recorded)."""
+    if "files" not in c.diff:
+        raise CorrectionError(
+            f"refusing: the diff of correction {c.id} recorded no file set (it predates them), so "
+            f"what it compared is unknown: run backfill-assets diff {c.id} again"
+        )
+    changed = {}
+    for path, version in staged.items():
+        moved = files_since_diff(c, version, days)
+        if moved:
+            changed[path] = moved
+    if changed:
+        raise CorrectionError(
+            f"refusing: correction {c.id} was rebuilt since the diff ({_listing(changed)} hold "
+            f"other files than the diff compared): run backfill-assets diff {c.id} again"
+        )
+    return {
+        path: sorted(p for paths in file_set(version, days).values() for p in paths)
+        for path, version in staged.items()
+    }
 
 
 def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:

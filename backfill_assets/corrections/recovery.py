@@ -11,20 +11,21 @@
   versions the operation started from, under an undo intent of its own, so the undo recovers
   too. Days production rebuilt after the landed commit are left to production.
 
-A discard is always completed (deleting staged files again is harmless). An intent whose
-process still runs on this host is left to it. Every command on a correction recovers it
-first (``settled``), an operation that fails recovers at once (``carry_out``), and
-``maintain`` recovers them all (``recover_all``).
+A discard is always completed (deleting staged files again is harmless). An intent being
+carried out now, by a process on this host or any other, is left to it: its lease is live
+(``lease.py``). Past the lease, or once its process is gone from this host, it was interrupted:
+recovery takes it over (a compare-and-swap save of the record, so of two recoveries one acts
+and the other fails with RecordChanged) and renews the lease before each step, as the
+operation did. Every command on a correction recovers it first (``settled``), an operation that
+fails recovers at once (``carry_out``), and ``maintain`` recovers them all (``recover_all``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 from dataclasses import dataclass, field
 
-from backfill_assets.corrections import registry
+from backfill_assets.corrections import lease, registry
 from backfill_assets.corrections.journal import (
     ACTIONS,
     COLUMNS,
@@ -34,15 +35,12 @@ from backfill_assets.corrections.journal import (
     days_of,
     forward,
     landed,
+    renew,
     restore,
 )
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
 from backfill_assets.lake import Lake, LakeError
 from backfill_assets.lake.commit import new_write_id
-
-# An intent whose process still runs on this host, younger than this, is that process's to
-# finish: recovery leaves it alone. Older, or its process gone, it was interrupted.
-IN_PROGRESS_AT_MOST = dt.timedelta(hours=1)
 
 
 @dataclass
@@ -98,8 +96,9 @@ def recover(lake: Lake, correction_id: str) -> Recovery | None:
         raise CorrectionError(
             f"correction {c.id}: its record names an unknown interrupted operation {action!r}"
         )
-    if _running_elsewhere(p):
-        return Recovery(c.id, action, "in progress", f"by process {p['pid']} since {p['at']}")
+    if lease.held_elsewhere(p):
+        return Recovery(c.id, action, "in progress", _holder(p))
+    renew(lake, c)  # taken over: no other recovery acts on it now
     if "undo" in p:
         return _undo(lake, c, p.get("undo_reason", ""))
     if action == "discard":
@@ -153,19 +152,10 @@ def completed(found: Recovery | None, action: str) -> Outcome | None:
     return None
 
 
-def _running_elsewhere(p: dict) -> bool:
-    if p.get("host") != socket.gethostname() or p.get("pid") in (None, os.getpid()):
-        return False
-    at = dt.datetime.fromisoformat(p["at"])
-    if dt.datetime.now(dt.UTC) - at > IN_PROGRESS_AT_MOST:
-        return False
-    try:
-        os.kill(int(p["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _holder(p: dict) -> str:
+    where = f" on {p['host']}" if p.get("host") else ""
+    until = f", its lease until {p['expires']}" if "expires" in p else ""
+    return f"by process {p.get('pid')}{where} since {p['at']}{until}"
 
 
 def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
@@ -184,6 +174,7 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
     for path, u in p["undo"].items():
         version = commit_carrying(lake, path, u["write_id"], u["landed"])
         if version is None:
+            renew(lake, c)
             # Days production rebuilt after the landed commit are production's now.
             rebuilt = lake.changed_since(path, COLUMNS[path], u["landed"], days)
             todo = [d for d in days if d not in rebuilt]

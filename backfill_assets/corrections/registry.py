@@ -5,8 +5,15 @@ who made the correction, when and why; the code version and input versions it wa
 from; per table, the days staged and the days its checks held; the production versions the
 diff compared with; the versions a cutover replaced and wrote; and, while a cutover, rollback
 or discard is under way, its intent (``pending``, see ``journal.py``). Written atomically (a
-reader sees the old record or the new one), by one writer at a time: a correction's runs, then
-the commands an engineer gives it.
+reader sees the old record or the new one).
+
+A record is compare-and-swap, as a staged manifest is (``lake/staged.py``): it counts its saves
+(``generation``; a record saved before it had one reads as generation 0), and a save names the
+generation it read, so a writer holding an older copy (a correction run, a diff, a recovery
+that read it before a cutover saved it) fails with RecordChanged, saving nothing, instead of
+writing over a newer state. On S3 the save is a conditional PUT, ``If-Match`` the ETag of the
+object whose generation was compared; on local disk the comparison and the write are made
+holding the record's lock (``durable.exclusive``).
 
 The records live beside the lake's tables, on its storage (``lake/storage.py``): a local folder
 or an S3 prefix, so ``lake_root`` is a path or an ``s3://`` location. A new record is created
@@ -30,6 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 from backfill_assets.lake import durable
 from backfill_assets.lake.storage import normalise, storage_for
 from backfill_assets.settings import RunSettings
+from backfill_assets.testing.faults import pause_point
 
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
 BROKEN_SUFFIX = ".broken"  # a broken record set aside by `forget`: kept, never read again
@@ -48,6 +56,11 @@ class State:
 
 class CorrectionError(ValueError):
     """A correction command that cannot be carried out; the message says why and what to do."""
+
+
+class RecordChanged(CorrectionError):
+    """A save of a correction's record that another writer saved (or set aside) after this one
+    read it: nothing was saved."""
 
 
 class BrokenRecord(CorrectionError):
@@ -92,6 +105,7 @@ class Correction:
     rollback: dict = field(default_factory=dict)  # at, versions
     history: list[dict] = field(default_factory=list)  # at, by, action, detail
     pending: dict = field(default_factory=dict)  # the intent of an operation under way (journal)
+    generation: int = 0  # the saves of the record so far: each save names the one it read
 
     def table(self, path: str) -> TableRecord:
         return self.tables.setdefault(path, TableRecord())
@@ -194,6 +208,10 @@ def load(lake_root: LakeRoot, correction_id: str) -> Correction | None:
         text = storage_for(path).read_text(path)
     except FileNotFoundError:
         return None
+    return _parse(correction_id, path, text)
+
+
+def _parse(correction_id: str, path: str, text: str) -> Correction:
     try:
         correction = Correction.from_json(text)
     except (ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError included
@@ -214,10 +232,43 @@ def get(lake_root: LakeRoot, correction_id: str) -> Correction:
 
 
 def save(lake_root: LakeRoot, correction: Correction, create: bool = False) -> None:
-    """Write the record atomically; ``create``: only when there is none yet (FileExistsError:
-    another writer created it first)."""
-    durable.write_atomically(
-        _path(lake_root, correction.id), correction.to_json(), "record", create=create
+    """Write the record atomically, as a compare-and-swap: only while the record in storage is
+    at ``correction.generation``, the generation this copy was read at; RecordChanged, with
+    nothing saved, when another writer saved it or set it aside meanwhile. Once saved,
+    ``correction.generation`` is the saved record's, so the same copy can be saved again.
+    ``create``: only when there is none yet (FileExistsError: another writer created it first);
+    generation 0."""
+    path = _path(lake_root, correction.id)
+    if create:
+        correction.generation = 0
+        durable.write_atomically(path, correction.to_json(), "record", create=True)
+        return
+    read_at = correction.generation
+    with durable.exclusive(path, "correction record"):
+        try:
+            text, tag = durable.read_tagged(path)
+        except FileNotFoundError:
+            raise _changed(correction, read_at, "set aside (forget) or never created") from None
+        found = _parse(correction.id, path, text).generation
+        if found != read_at:
+            raise _changed(correction, read_at, f"saved again (generation {found})")
+        pause_point("record_compared")
+        correction.generation = read_at + 1
+        try:
+            durable.write_atomically(path, correction.to_json(), "record", if_match=tag)
+        except FileExistsError:  # S3's If-Match: replaced or deleted since it was read
+            correction.generation = read_at
+            raise _changed(correction, read_at, "saved or set aside") from None
+        except BaseException:
+            correction.generation = read_at
+            raise
+
+
+def _changed(correction: Correction, read_at: int, how: str) -> RecordChanged:
+    return RecordChanged(
+        f"the record of correction {correction.id} was {how} by another writer after this one "
+        f"read it (generation {read_at}); this one saved nothing: run the command again, which "
+        "reads the record as it is now"
     )
 
 
@@ -249,12 +300,13 @@ def set_aside(lake_root: LakeRoot, correction_id: str) -> str:
     """Rename the record to ``<id>.json.broken`` (``.broken.<n>`` when taken): kept, not read."""
     path = _path(lake_root, correction_id)
     storage = storage_for(path)
-    aside = path + BROKEN_SUFFIX
-    n = 1
-    while storage.exists(aside):
-        aside = f"{path}{BROKEN_SUFFIX}.{n}"
-        n += 1
-    storage.rename(path, aside)
+    with durable.exclusive(path, "correction record"):  # a save waits, then finds it gone
+        aside = path + BROKEN_SUFFIX
+        n = 1
+        while storage.exists(aside):
+            aside = f"{path}{BROKEN_SUFFIX}.{n}"
+            n += 1
+        storage.rename(path, aside)
     return aside
 
 

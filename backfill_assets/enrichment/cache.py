@@ -3,14 +3,15 @@
 
 A customer is cached when every entry of their history is: the service answers a customer's
 whole history at once, one commit writes all of it, and each row carries the history's length
-(``_history_entries``). Writes merge by key, never append: the touched partitions are rewritten
-as their current rows with the fetched customers' entries put in (replacing any they had), in
-one commit, so writing the same answers twice leaves the same rows. Two runs merging at once:
-the lake layer retries the loser's commit from a fresh snapshot with the rows it computed,
-which can drop entries the winner added to a shared partition. A customer left with fewer rows
-than their history's length is not cached: the next run that needs them asks again (the
-answers are the same). So no run enriches from a history with a hole, and the run itself
-enriches from the answers it holds, not from what the cache kept.
+(``_history_entries``). Writes are a MERGE by (customer_id, valid_from), never an append: the
+fetched customers' entries go in, replacing any they had, and their entries the new history
+no longer holds are deleted, in one commit; writing the same answers twice leaves the same rows.
+The MERGE reads the table and commits with the table's commit lock held (``Lake.merge``), so
+two runs storing at once both keep their customers. The table's first write creates it (a
+replace); of two runs creating it at once, the second replaces the months it wrote. A customer
+left with fewer rows than their history's length (so) is not cached: the next run that needs
+them asks again. So no run enriches from a history with a hole, and the run itself enriches from the
+answers it holds, not from what the cache kept.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from backfill_assets.transforms.enrichment import segments_frame
 from backfill_assets.transforms.schemas import CUSTOMER_SEGMENTS
 
 TABLE = CUSTOMER_SEGMENTS_TABLE
+KEY = ["customer_id", "valid_from"]
 
 
 def cached_segments(lake: Lake, customers: set[str]) -> tuple[DataFrame, set[str]]:
@@ -60,10 +62,7 @@ def store_segments(
     months = sorted({vf for history in histories.values() for vf, _ in history})
     if not months:
         return lake.version(TABLE.path)
-    rows = fetched
     if lake.exists(TABLE.path):
-        current, _ = lake.read_partitions(TABLE.path, TABLE.partition_column, months)
-        others = current.where(~F.col("customer_id").isin(sorted(histories)))
-        rows = others.select(*CUSTOMER_SEGMENTS.fieldNames()).unionByName(fetched)
-    write = lake.replace_partitions(TABLE.path, rows, TABLE.partition_column, months, commit)
+        return lake.merge(TABLE.path, fetched, KEY, commit, replace_for="customer_id")
+    write = lake.replace_partitions(TABLE.path, fetched, TABLE.partition_column, months, commit)
     return write.version

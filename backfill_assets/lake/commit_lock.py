@@ -25,20 +25,20 @@ that drives the commit, delta-rs's or delta-spark's through py4j. The kernel fre
 process dies, however it dies. A taker waits ``LOCAL_WAIT_SECONDS``, then is refused with a
 LakeError naming the holder the file records (host, pid, since, what).
 
-On S3 it is the object ``<table>/_commit.lock``, taken with a create-only PUT
-(``If-None-Match: *``: of racing takers exactly one wins) and deleted after the commit. It
-names its holder (host, pid, since, what). Another driver finding it held tries again for
-``WAIT_SECONDS``, then is refused with a LakeError naming the table, the holder, and how to
-clear a lock that a killed process left behind::
+On S3 it is the object ``<table>/_commit.lock``, created only if absent and deleted after the
+commit, with a lease and a token that its holder checks before each commit (``s3_lock``). A
+taker finding it held waits ``WAIT_SECONDS``, then is refused with a LakeError naming the table,
+the holder, and how to clear a lock that a killed process left behind::
 
     .venv/bin/python -m backfill_assets.lake.commit_lock release s3://bucket/lake/<table>
 
-(only once that process is surely gone). A lock whose holder ran on this host and is gone (no
-such process, or a zombie: killed, not yet reaped) is broken by the next taker, so a re-run
-after a kill converges on one machine without a hand: of racing breakers, the one that
-creates ``<lock>.broken-<token>`` (create-only, and kept: who broke whose lock, and when)
-deletes the lock, and only while it still carries that token. A holder on another host
-cannot be seen from here: its lock waits for the hand release.
+(only once that process is surely gone; while the lock's lease is current, its holder renewing
+it, only with ``--force``). A lock whose holder is proven gone (``lock_holder``:
+same boot and PID namespace, its pid absent, a zombie or reused) is broken by the next taker,
+so a re-run after a kill converges on one machine without a hand; any doubt (another host,
+container or boot) waits for the hand release. A holder released by hand while it holds the
+lock refuses to commit: a commit that enters ``held`` inside another hold of its thread (its
+guard's) first confirms that the lock is still its own; an outermost hold has just taken it.
 """
 
 from __future__ import annotations
@@ -47,69 +47,66 @@ import contextlib
 import datetime as dt
 import fcntl
 import json
-import logging
 import os
 import random
-import socket
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
+import backfill_assets.lake.lock_holder as lock_holder
+import backfill_assets.lake.s3_lock as s3_lock
 from backfill_assets.lake.keys import LakeError
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.lake.storage import S3Storage, storage_for
 
 LOCK_NAME = "_commit.lock"  # at the table's root: "_" keeps it out of VACUUM's reach
 WAIT_SECONDS = 120.0
 # A local lock is held only by a live process (the kernel frees a dead one's): a taker waits out
 # a long commit (a compaction rewrites files holding it) rather than failing.
 LOCAL_WAIT_SECONDS = 1800.0
-RELEASE = "python -m backfill_assets.lake.commit_lock release"
+RELEASE = s3_lock.RELEASE
 
 
 def lock_path(table_dir: str) -> str:
     return f"{table_dir}/{LOCK_NAME}"
 
 
-_held = threading.local()  # per thread: table folder -> how deeply it holds its lock
+_held = threading.local()  # per thread: table folder -> its S3 hold (None: a local flock)
 
 
 @contextlib.contextmanager
 def held(table_dir: str, what: str, wait_seconds: float | None = None) -> Iterator[None]:
-    """Hold the table's commit lock while the block runs (see the module docstring); a thread
-    that holds it already just runs the block."""
-    depths: dict[str, int] = _held.__dict__.setdefault("depths", {})
+    """Hold the table's commit lock while the block runs (see the module docstring). A thread
+    that holds it already runs the block once it has confirmed that the lock is still its own
+    (``s3_lock.Held.confirm``: LakeError when it was released by hand meanwhile)."""
+    holding: dict[str, s3_lock.Held | None] = _held.__dict__.setdefault("holding", {})
     key = table_dir.rstrip("/")
-    if depths.get(key):
-        depths[key] += 1
-        try:
-            yield
-        finally:
-            depths[key] -= 1
+    if key in holding:
+        hold = holding[key]
+        if hold is not None:
+            hold.confirm(what)
+        yield
         return
-    local = storage_for(table_dir).is_local
-    default = LOCAL_WAIT_SECONDS if local else WAIT_SECONDS
-    wait = default if wait_seconds is None else wait_seconds
-    take = _flocked if local else _put_lock
-    with take(table_dir, what, wait):
-        depths[key] = 1
+    if storage_for(table_dir).is_local:
+        wait = LOCAL_WAIT_SECONDS if wait_seconds is None else wait_seconds
+        with _flocked(table_dir, what, wait):
+            holding[key] = None
+            try:
+                yield
+            finally:
+                holding.pop(key, None)
+        return
+    wait = WAIT_SECONDS if wait_seconds is None else wait_seconds
+    with s3_lock.taken(table_dir, lock_path(table_dir), what, wait) as hold:
+        holding[key] = hold
         try:
             yield
         finally:
-            depths.pop(key, None)
+            holding.pop(key, None)
 
 
-def _body(what: str, token: str = "") -> bytes:
-    return json.dumps(
-        {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "since": _now(),
-            "what": what,
-            "token": token,
-        }
-    ).encode()
+def _body(what: str) -> bytes:
+    return json.dumps({**lock_holder.identity(), "since": _now(), "what": what}).encode()
 
 
 @contextlib.contextmanager
@@ -142,36 +139,6 @@ def _flocked(table_dir: str, what: str, wait: float) -> Iterator[None]:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def _put_lock(table_dir: str, what: str, wait: float) -> Iterator[None]:
-    """A table's lock on S3: an object created only if absent, deleted after the block."""
-    storage = storage_for(table_dir)
-    path = lock_path(table_dir)
-    token = uuid.uuid4().hex
-    body = _body(what, token)
-    deadline = time.monotonic() + wait
-    pause = 0.05
-    while True:
-        try:
-            storage.put(path, body, create=True)  # type: ignore[union-attr]
-            break
-        except FileExistsError:
-            if _break_if_gone(table_dir):
-                continue
-            if time.monotonic() >= deadline:
-                raise LakeError(
-                    f"{table_dir}: another driver holds the commit lock ({holder(table_dir)}); "
-                    f"waited {wait:g} s. "
-                    f"If that process is gone (killed), clear it: {RELEASE} {table_dir}"
-                ) from None
-            time.sleep(pause * random.uniform(0.5, 1.5))
-            pause = min(1.0, pause * 2)
-    try:
-        yield
-    finally:
-        _release_own(table_dir, token)
-
-
 def holder(table_dir: str) -> str:
     """Who holds the lock, as its object says ("gone" when it was released meanwhile)."""
     try:
@@ -180,92 +147,55 @@ def holder(table_dir: str) -> str:
         return "released meanwhile"
     except (OSError, ValueError) as exc:
         return f"unreadable: {exc}"
-    return _describe(found)
-
-
-def _describe(found: dict) -> str:
-    return (
-        f"host {found.get('host')}, pid {found.get('pid')}, since {found.get('since')}, "
-        f"for {found.get('what')}"
-    )
-
-
-def _gone(found: dict) -> bool:
-    """Whether the lock's holder ran on this host and is no longer running."""
-    pid = found.get("pid")
-    if found.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # someone else's process, alive
-    try:  # killed but not yet reaped by its parent: a zombie holds nothing
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _break_if_gone(table_dir: str) -> bool:
-    """Delete the lock when its holder is gone (``_gone``) and this caller wins the right to;
-    whether to try taking it again at once."""
-    storage = storage_for(table_dir)
-    path = lock_path(table_dir)
-    try:
-        found = json.loads(storage.read_text(path))
-    except FileNotFoundError:
-        return True  # released meanwhile
-    except (OSError, ValueError):
-        return False
-    token = found.get("token")
-    if not isinstance(token, str) or not _gone(found):
-        return False
-    note = {**found, "broken_by_pid": os.getpid(), "broken_at": _now()}
-    try:
-        storage.put(f"{path}.broken-{token}", json.dumps(note).encode(), create=True)  # type: ignore[union-attr]
-    except FileExistsError:
-        return False  # another taker breaks it
-    _release_own(table_dir, token)
-    logging.getLogger(__name__).warning(
-        "%s: broke the commit lock of a process that is gone (%s)", table_dir, _describe(found)
-    )
-    return True
+    return lock_holder.describe(found)
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _release_own(table_dir: str, token: str) -> None:
-    """Delete the lock if it is still this holder's (a hand release may have cleared it)."""
+def release(table_dir: str, force: bool = False) -> str:
+    """Delete the lock on S3 whoever holds it (a crashed process's); what it said. LakeError,
+    the lock left, while its lease is current (its holder renews it: probably alive) unless
+    ``force``, or when it changed between the look and the delete. A local lock is never
+    deleted: the kernel frees it when its holder dies."""
     storage = storage_for(table_dir)
+    if storage.is_local:
+        return "nothing to release: a local lock frees itself when its process ends"
+    assert isinstance(storage, S3Storage), table_dir
     path = lock_path(table_dir)
     try:
-        if json.loads(storage.read_text(path)).get("token") == token:
-            storage.delete(path)
+        data, etag = storage.read_tagged(path)
     except FileNotFoundError:
-        pass
-
-
-def release(table_dir: str) -> str:
-    """Delete the lock on S3 whoever holds it (a crashed process's); what it said. A local lock
-    is never deleted: the kernel frees it when its holder dies."""
-    if storage_for(table_dir).is_local:
-        return "nothing to release: a local lock frees itself when its process ends"
-    who = holder(table_dir)
-    if not storage_for(table_dir).delete(lock_path(table_dir)):
         return "there was no lock"
+    try:
+        found = json.loads(data)
+    except ValueError:
+        found = {}
+    who = lock_holder.describe(found)
+    left = lock_holder.lease_left(found)
+    if left is not None and left > 0 and not force:
+        raise LakeError(
+            f"{table_dir}: the commit lock's lease is current ({who}): its holder renews it, "
+            f"so it is probably alive. Once it is surely gone: {RELEASE} --force {table_dir}"
+        )
+    if not storage.delete(path, if_match=etag):
+        raise LakeError(f"{table_dir}: the commit lock changed meanwhile (renewed or taken): kept")
     return who
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    force = "--force" in args
+    args = [a for a in args if a != "--force"]
     if len(args) != 2 or args[0] != "release":
-        print(f"usage: {RELEASE} s3://bucket/lake/<table>", file=sys.stderr)
+        print(f"usage: {RELEASE} [--force] s3://bucket/lake/<table>", file=sys.stderr)
         return 2
-    print(f"released {lock_path(args[1])}: {release(args[1])}")
+    try:
+        print(f"released {lock_path(args[1])}: {release(args[1], force)}")
+    except LakeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

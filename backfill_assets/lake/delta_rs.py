@@ -24,7 +24,7 @@ import json
 import os
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
@@ -47,6 +47,7 @@ from backfill_assets.lake.commit import (
     encode_metadata,
     write_id_of,
 )
+from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats, indexed_columns
 from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
 from backfill_assets.lake.log import (
     commit_added_files,
@@ -67,6 +68,10 @@ from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import pause_point
 from backfill_assets.testing.iofault import io_step
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 MAX_ATTEMPTS = 12
 
@@ -118,7 +123,12 @@ class DeltaRsEngine:
         if existing is not None:
             _check_target(existing, name, new_schema, column)
         storage_for(table_dir).makedirs(table_dir)
-        files = write_files(df, table_dir, column, dates)
+        indexed = (
+            DEFAULT_INDEXED_COLUMNS
+            if existing is None
+            else indexed_columns(dict(existing.metadata().configuration))
+        )
+        files = write_files(df, table_dir, column, dates, indexed_columns=indexed)
         pause_point("after_files")
         return self._overwrite(
             name,
@@ -181,7 +191,7 @@ class DeltaRsEngine:
                 {column: date_text(f.partition)},
                 f.modification_time,
                 True,
-                json.dumps({"numRecords": f.rows}),
+                f.stats or json.dumps({"numRecords": f.rows}),
             )
             for f in files
         ]
@@ -241,7 +251,7 @@ class DeltaRsEngine:
         counts: dict[dt.date, int] = {}
         for path, day, _, records in _active_files(table, column):
             if records is None:
-                records = _parquet_rows(table_dir, path)
+                records = _footer(table_dir, path).num_rows
             if day is None:
                 raise LakeError(f"table {name}: file {path} has no {column} value")
             counts[day] = counts.get(day, 0) + records
@@ -290,6 +300,7 @@ class DeltaRsEngine:
                 f"cannot restore {name} to version {version}: files were vacuumed, "
                 f"e.g. {missing[0]}"
             )
+        indexed = indexed_columns(dict(old.metadata().configuration))
         rows = {day: 0 for day in dates}
         for day, _, _, records in old_files.values():
             rows[day] += records or 0
@@ -317,9 +328,9 @@ class DeltaRsEngine:
                     {column: date_text(day)},
                     mtime,
                     True,
-                    json.dumps({"numRecords": rec}) if rec is not None else "",
+                    file_stats(_footer(table_dir, p), indexed),
                 )
-                for p, (day, size, mtime, rec) in old_files.items()
+                for p, (day, size, mtime, _) in old_files.items()
                 if p not in current
             ]
             added[0] = len(adds)
@@ -370,6 +381,8 @@ class DeltaRsEngine:
             props = CommitProperties(
                 custom_metadata={"userMetadata": metadata}, max_commit_retries=0
             )
+            if attempt == 1:
+                pause_point("before_commit")
             try:
                 io_step("commit")
                 with commit_lock.held(table_dir, "compact"):
@@ -396,6 +409,71 @@ class DeltaRsEngine:
                 name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+    def merge(
+        self,
+        name: str,
+        table_dir: str,
+        df: DataFrame,
+        on: list[str],
+        replace_for: str | None,
+        commit: CommitInfo,
+    ) -> int:
+        """delta-rs's MERGE of ``df`` into the table (``Lake.merge``), holding the commit lock
+        from its read to its commit: no commit lands in between, so the rows it keeps are the
+        table's as the commit finds it."""
+        source = df.toArrow()
+        write_id = write_id_of(commit)
+        metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
+        matched = " AND ".join(f"t.{c} = s.{c}" for c in on)  # names checked by Lake.merge
+        last_error: Exception | None = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            with commit_lock.held(table_dir, "merge"):
+                table = self.load(table_dir)
+                if table is None:
+                    raise LakeTableMissing(f"table {name} does not exist")
+                check_readable(table, name)
+                read_version = table.version()
+                if attempt == 1:
+                    pause_point("before_commit")
+                props = CommitProperties(
+                    custom_metadata={"userMetadata": metadata}, max_commit_retries=0
+                )
+                merger = (
+                    table.merge(
+                        source,
+                        matched,
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=props,
+                    )
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                )
+                keys = replaced_keys(source, replace_for)
+                if keys:
+                    listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
+                    merger = merger.when_not_matched_by_source_delete(
+                        f"t.{replace_for} IN ({listed})"
+                    )
+                try:
+                    io_step("commit")
+                    merger.execute()
+                    io_step("commit.landed")
+                except Exception as exc:
+                    landed = commit_of_write(table_dir, write_id, read_version)
+                    if landed is not None:
+                        return landed
+                    if not isinstance(exc, CommitFailedError):
+                        raise
+                    last_error = exc
+                    continue
+            version = commit_of_write(table_dir, write_id, read_version)
+            if version is None:
+                raise LakeError(f"{name}: the merge's commit is not in the log")
+            durable.sync_commit(table_dir, version, sorted(commit_added_files(table_dir, version)))
+            return version
+        raise LakeError(f"merge into {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
 
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""
@@ -563,19 +641,26 @@ def _active_files(
     ]
 
 
-def _parquet_rows(table_dir: str, path: str) -> int:
-    """The rows of a data file, from its footer (a file whose add action has no statistics)."""
+def _footer(table_dir: str, path: str) -> pq.FileMetaData:
+    """A data file's Parquet footer."""
     import pyarrow.parquet as pq
 
     filesystem, scheme = storage_for(table_dir).arrow_filesystem()
     full = os.path.join(table_dir, path)
     if filesystem is None:
-        return pq.read_metadata(full).num_rows
+        return pq.read_metadata(full)
     with filesystem.open_input_file(full.removeprefix(scheme)) as source:
-        return pq.read_metadata(source).num_rows
+        return pq.read_metadata(source)
 
 
 def _as_date(value: object) -> dt.date | None:
     if value is None or isinstance(value, dt.date):
         return value
     return dt.date.fromisoformat(str(value))
+
+
+def replaced_keys(source: pa.Table, replace_for: str | None) -> list[str]:
+    """The values of ``replace_for`` that ``source`` holds whole (``Lake.merge``)."""
+    if replace_for is None:
+        return []
+    return sorted({k for k in source.column(replace_for).to_pylist() if k is not None})

@@ -408,6 +408,8 @@ class DeltaSparkEngine:
             rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
             previous = self.spark.conf.get(USER_METADATA_CONF, None)
+            if attempt == 1:
+                pause_point("before_commit")
             try:
                 self.spark.conf.set(USER_METADATA_CONF, metadata)
                 io_step("commit")
@@ -436,6 +438,71 @@ class DeltaSparkEngine:
                 attempt,
             )
         raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
+
+    def merge(
+        self,
+        name: str,
+        table_dir: str,
+        df: DataFrame,
+        on: list[str],
+        replace_for: str | None,
+        commit: CommitInfo,
+    ) -> int:
+        """Delta's MERGE (``delta.tables.DeltaTable``) of ``df`` into the table
+        (``Lake.merge``), holding the commit lock from its read to its commit: no commit lands
+        in between, so the rows it keeps are the table's as the commit finds it."""
+        from delta.tables import DeltaTable as DeltaSparkTable
+
+        write_id = write_id_of(commit)
+        metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
+        matched = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
+        keys = (
+            []
+            if replace_for is None
+            else sorted(r[0] for r in df.select(replace_for).distinct().collect() if r[0])
+        )
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            previous = self.spark.conf.get(USER_METADATA_CONF, None)
+            read_version: int | None = None
+            try:
+                with commit_lock.held(table_dir, "merge"):
+                    read_version = self._pinned(name, table_dir, None)
+                    if attempt == 1:
+                        pause_point("before_commit")
+                    self.spark.conf.set(USER_METADATA_CONF, metadata)
+                    merger = (
+                        DeltaSparkTable.forPath(self.spark, table_dir)
+                        .alias("t")
+                        .merge(df.alias("s"), matched)
+                        .whenMatchedUpdateAll()
+                        .whenNotMatchedInsertAll()
+                    )
+                    if keys:
+                        listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
+                        merger = merger.whenNotMatchedBySourceDelete(
+                            f"t.`{replace_for}` IN ({listed})"
+                        )
+                    io_step("commit")
+                    merger.execute()
+                    io_step("commit.landed")
+            except Exception as exc:
+                landed = commit_of_write(table_dir, write_id, read_version)
+                if landed is not None:
+                    return landed
+                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+                continue
+            finally:
+                if previous is None:
+                    self.spark.conf.unset(USER_METADATA_CONF)
+                else:
+                    self.spark.conf.set(USER_METADATA_CONF, previous)
+            version = commit_of_write(table_dir, write_id, read_version)
+            if version is None:
+                raise LakeError(f"{name}: the merge's commit is not in the log")
+            return version
+        raise LakeError(f"merge into {name} lost {MAX_ATTEMPTS} races in a row")
 
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""

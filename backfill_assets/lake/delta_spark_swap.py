@@ -193,7 +193,7 @@ def _staged_adds(
                 "partitionValues": {column: date_text(f.partition)},
                 "size": f.size,
                 "modificationTime": f.modification_time,
-                "stats": json.dumps({"numRecords": f.rows}),
+                "stats": f.stats or json.dumps({"numRecords": f.rows}),
             }
         )
     return adds

@@ -69,6 +69,19 @@ def write_atomically(
     sync_folders([os.path.dirname(path), *made])
 
 
+def read_tagged(path: str | os.PathLike) -> tuple[str, str | None]:
+    """The text at ``path`` and, on S3, the ETag of the object read: what a ``write_atomically``
+    with ``if_match`` must replace, so that a compare-and-swap writes over exactly the version it
+    compared (None on local disk, where the caller holds ``exclusive`` instead).
+    FileNotFoundError when there is nothing at ``path``."""
+    path = os.fspath(path)
+    storage = storage_for(path)
+    if isinstance(storage, S3Storage):
+        data, tag = storage.read_tagged(path)
+        return data.decode("utf-8"), tag
+    return storage.read_text(path), None
+
+
 def make_folders(folder: str) -> list[str]:
     """Make ``folder`` and its missing parents; the parents whose entries changed (each new
     folder's parent), to sync once what is in them is."""

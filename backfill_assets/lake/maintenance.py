@@ -21,7 +21,7 @@ version waiting to be published. Below the floor both refuse to run. Per table, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from backfill_assets.lake.commit import CommitInfo, Compaction
@@ -63,23 +63,32 @@ class TableMaintenance:
 
 
 def maintain_tables(
-    lake: Lake, tables: Iterable[tuple[str, str]], retention_days: float, commit: CommitInfo
+    lake: Lake,
+    tables: Iterable[tuple[str, str]],
+    retention_days: float,
+    commit: CommitInfo,
+    between: Callable[[], None] = lambda: None,
 ) -> list[TableMaintenance]:
-    """Maintain each (table path, partition column); see the module docstring."""
+    """Maintain each (table path, partition column); see the module docstring. ``between`` is
+    called before each step of each table: what it raises (a stop) ends maintenance there."""
     check_retention(retention_days)
     hours = retention_days * 24
     done = []
     for path, column in tables:
+        between()
         result = TableMaintenance(path)
         done.append(result)
         if not lake.exists(path):
             result.missing = True
             continue
         result.expired_staged = lake.expire_staged(path, hours)
+        between()
         try:
             result.vacuumed = lake.vacuum(path, hours)
         except LakeError as exc:
             result.vacuum_refused = str(exc)
+        between()
         result.compaction = lake.compact(path, column, commit)
+        between()
         result.checkpoint_version = lake.checkpoint(path)
     return done

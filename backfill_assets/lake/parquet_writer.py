@@ -33,6 +33,7 @@ from pyspark.sql.types import DateType
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
+from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats
 from backfill_assets.lake.keys import LakeError, date_text
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
 from backfill_assets.settings import S3Settings
@@ -46,8 +47,10 @@ if TYPE_CHECKING:
 MAX_ROWS_PER_FILE = 2_000_000
 ROW_GROUP_ROWS = 131_072
 FILE_SCHEMA = (
-    "path string, size long, partition string, rows long, modification_time long, outside long"
+    "path string, size long, partition string, rows long, modification_time long, "
+    "stats string, outside long"
 )
+_FILE_FIELDS = ("path", "size", "partition", "rows", "modification_time", "stats", "outside")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class WrittenFile:
     partition: dt.date
     rows: int
     modification_time: int
+    stats: str  # the add action's statistics (``file_stats``)
 
 
 def write_files(
@@ -69,6 +73,7 @@ def write_files(
     spread: int = 1,
     in_day_blocks: bool = False,
     nulls_apart: str | None = None,
+    indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them.
 
@@ -82,7 +87,9 @@ def write_files(
     come apart in a task, or reach two tasks, is written as more than one file. With
     ``nulls_apart``, a column's NULL rows and its other rows go to row groups of their own, so
     a reader that wants only one kind skips the other's row groups by their statistics (raw's
-    ``_reason``: the quarantine's split reads the rejected records' groups alone)."""
+    ``_reason``: the quarantine's split reads the rejected records' groups alone). Each file's
+    Delta statistics come from its footer, for its first ``indexed_columns`` columns
+    (``file_stats``)."""
     field = next((f for f in df.schema.fields if f.name == column), None)
     if field is None or not isinstance(field.dataType, DateType):
         raise LakeError(f"partition column {column!r} must be a DATE column of the DataFrame")
@@ -96,6 +103,7 @@ def write_files(
         allowed,
         storage.settings if isinstance(storage, S3Storage) else None,
         nulls_apart,
+        indexed_columns,
     )
     if spread > 1 and in_day_blocks:
         raise LakeError("spread and in_day_blocks exclude each other: each arranges the rows")
@@ -114,6 +122,7 @@ def write_files(
             dt.date.fromisoformat(r["partition"]),
             r["rows"],
             r["modification_time"],
+            r["stats"],
         )
         for r in rows
         if r["path"] is not None
@@ -138,7 +147,7 @@ def remove_files(table_dir: str, paths: list[str]) -> None:
 
 
 class _FileTask:
-    """The mapInArrow function; a class so Spark pickles only these five fields."""
+    """The mapInArrow function; a class so Spark pickles only these six fields."""
 
     def __init__(
         self,
@@ -147,15 +156,18 @@ class _FileTask:
         allowed: frozenset[str],
         s3: S3Settings | None,
         nulls_apart: str | None = None,
+        indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
     ) -> None:
         self.table_dir, self.column, self.allowed, self.s3 = table_dir, column, allowed, s3
-        self.nulls_apart = nulls_apart
+        self.nulls_apart, self.indexed_columns = nulls_apart, indexed_columns
 
     def __call__(self, batches):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        sink = _PartitionSink(self.table_dir, self.column, self.s3, self.nulls_apart)
+        sink = _PartitionSink(
+            self.table_dir, self.column, self.s3, self.nulls_apart, self.indexed_columns
+        )
         outside: dict[str | None, int] = {}
         for batch in batches:
             keys = batch.column(self.column)
@@ -175,19 +187,12 @@ class _FileTask:
                     outside[text] = outside.get(text, 0) + part.num_rows
                     continue
                 sink.write(text, part.drop_columns([self.column]))
-        rows = sink.close() + [(None, 0, key, count, 0, count) for key, count in outside.items()]
+        rows = sink.close() + [
+            (None, 0, key, count, 0, None, count) for key, count in outside.items()
+        ]
         if rows:
             yield pa.RecordBatch.from_pylist(
-                [
-                    dict(
-                        zip(
-                            ("path", "size", "partition", "rows", "modification_time", "outside"),
-                            r,
-                            strict=True,
-                        )
-                    )
-                    for r in rows
-                ],
+                [dict(zip(_FILE_FIELDS, r, strict=True)) for r in rows],
                 schema=_result_schema(),
             )
 
@@ -202,6 +207,7 @@ def _result_schema():
             ("partition", pa.string()),
             ("rows", pa.int64()),
             ("modification_time", pa.int64()),
+            ("stats", pa.string()),
             ("outside", pa.int64()),
         ]
     )
@@ -216,8 +222,10 @@ class _PartitionSink:
         column: str,
         s3: S3Settings | None = None,
         nulls_apart: str | None = None,
+        indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
     ) -> None:
         self.table_dir, self.column, self.nulls_apart = table_dir, column, nulls_apart
+        self.indexed_columns = indexed_columns
         # on S3, pyarrow's filesystem and the table as it names it (bucket/prefix/table)
         self.filesystem = None if s3 is None else arrow_s3(s3)
         self.base = table_dir.removeprefix(S3_SCHEME) if s3 is not None else table_dir
@@ -279,12 +287,13 @@ class _PartitionSink:
         if self.writer is None:
             return
         self.writer.close()
+        stats = file_stats(self.writer.writer.metadata, self.indexed_columns)
         target = os.path.join(self.base, self.relative)
         if self.filesystem is None:  # on S3 the upload is durable once it succeeds
             durable.sync_file(target)
             durable.sync_folders([os.path.dirname(target), *self.new_parents])
         size, mtime_ms = self._stat(target)
-        self.done.append((self.relative, size, self.partition, self.file_rows, mtime_ms, 0))
+        self.done.append((self.relative, size, self.partition, self.file_rows, mtime_ms, stats, 0))
         self.writer, self.file_rows = None, 0
         pause_point("mid_files")
 

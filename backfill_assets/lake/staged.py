@@ -56,6 +56,7 @@ class StagedFile:
     partition: dt.date
     rows: int
     modification_time: int
+    stats: str = ""  # the add action's statistics ("": a manifest older than them)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class StagedVersion:
                     dt.date.fromisoformat(f["partition"]),
                     f["rows"],
                     f["modification_time"],
+                    f.get("stats", ""),
                 )
                 for f in d["files"]
             ),

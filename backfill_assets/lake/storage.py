@@ -141,16 +141,17 @@ class S3Storage:
         except Exception as exc:
             raise _not_found_or(exc, path) from None
 
-    def put(self, path: str, data: bytes, create: bool, if_match: str | None = None) -> None:
-        """One PUT; ``create``: only when no object is at ``path`` (FileExistsError if one is);
-        ``if_match``: only while the object there has that ETag (``If-Match``; FileExistsError
-        when another write replaced or deleted it meanwhile)."""
+    def put(self, path: str, data: bytes, create: bool, if_match: str | None = None) -> str:
+        """One PUT; the ETag of the object it wrote. ``create``: only when no object is at
+        ``path`` (FileExistsError if one is); ``if_match``: only while the object there has
+        that ETag (``If-Match``; FileExistsError when another write replaced or deleted it
+        meanwhile)."""
         bucket, key = split(path)
         extra = {"IfNoneMatch": "*"} if create else {}
         if if_match is not None:
             extra["IfMatch"] = if_match
         try:
-            self.client.put_object(Bucket=bucket, Key=key, Body=data, **extra)
+            return str(self.client.put_object(Bucket=bucket, Key=key, Body=data, **extra)["ETag"])
         except Exception as exc:
             if _status(exc) in (409, 412) or (if_match is not None and _status(exc) == 404):
                 raise FileExistsError(f"{path} exists already or was changed") from None
@@ -233,12 +234,22 @@ class S3Storage:
             raise _not_found_or(exc, path) from None
         return int(head["LastModified"].timestamp() * 1000)
 
-    def delete(self, path: str) -> bool:
+    def delete(self, path: str, if_match: str | None = None) -> bool:
         """False when it was already gone (S3 answers a delete of nothing with success: asked
-        first, so that a count of deleted files stays true)."""
+        first, so that a count of deleted files stays true). ``if_match``: only while the
+        object there has that ETag (a conditional delete, ``If-Match``), False when it has
+        another or there is none."""
+        bucket, key = split(path)
+        if if_match is not None:
+            try:
+                self.client.delete_object(Bucket=bucket, Key=key, IfMatch=if_match)
+            except Exception as exc:
+                if _status(exc) in (404, 412):
+                    return False
+                raise _os_error(exc, path) from None
+            return True
         if not self.exists(path):
             return False
-        bucket, key = split(path)
         try:
             self.client.delete_object(Bucket=bucket, Key=key)
         except Exception as exc:

@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +34,7 @@ from backfill_assets.lake.commit import (
     decode_metadata,
     new_write_id,
 )
+from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
 from backfill_assets.lake.keys import (
     LakeError,
     check_column_name,
@@ -177,6 +178,30 @@ class Lake:
             dates,
             commit,
         )
+
+    def merge(
+        self,
+        table: str,
+        df: DataFrame,
+        on: Iterable[str],
+        commit: CommitInfo,
+        replace_for: str | None = None,
+    ) -> int:
+        """Merge ``df`` into the existing table by the key columns ``on``, in one commit: a row
+        whose key the table holds replaces it, the others are added; with ``replace_for``, a
+        table row whose ``replace_for`` value appears in ``df`` and whose key does not is
+        deleted (``df`` holds those values' rows whole). Delta's MERGE, with the table's
+        commit lock held from its read to its commit, so a concurrent writer's rows are merged
+        with, never written over. The version it committed. LakeTableMissing when there is no
+        table: its first rows are a ``replace_partitions``."""
+        keys = [check_column_name(c) for c in on]
+        if not keys:
+            raise LakeError("merge needs at least one key column")
+        if replace_for is not None:
+            check_column_name(replace_for)
+        if not isinstance(commit, CommitInfo):
+            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        return self._engine.merge(table, self.table_location(table), df, keys, replace_for, commit)
 
     def read_partitions(
         self,
@@ -395,7 +420,14 @@ class Lake:
         pause_point("before_files")
         self.storage.makedirs(table_dir)
         io_step("files.write")
-        written = write_files(df, table_dir, column, dates, spread, in_day_blocks, nulls_apart)
+        indexed = (
+            DEFAULT_INDEXED_COLUMNS
+            if base is None
+            else indexed_columns(self._engine.properties(table, table_dir))
+        )
+        written = write_files(
+            df, table_dir, column, dates, spread, in_day_blocks, nulls_apart, indexed
+        )
         pause_point("after_files")
         staged = StagedVersion(
             table=table,
@@ -403,7 +435,7 @@ class Lake:
             column=column,
             dates=tuple(dates),
             files=tuple(
-                StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time)
+                StagedFile(f.path, f.size, f.partition, f.rows, f.modification_time, f.stats)
                 for f in written
             ),
             schema_json=nullable(df.schema).json(),
@@ -445,11 +477,14 @@ class Lake:
         partitions: Iterable[object] | None = None,
         commit: CommitInfo | None = None,
         since: int | None = None,
+        files: Collection[str] | None = None,
     ) -> WriteResult:
         """Make the staged files of ``partitions`` (all by default) the table's content of those
         partitions, in one commit that swaps files and copies no data. Raises LakeConflict when
         a commit after ``since`` (default: the staged version's base, the version its audit
-        compared with) touched one of them.
+        compared with) touched one of them. ``files``: the staged files (paths in the table)
+        those partitions must hold, exactly, for instance the ones a check or a diff read;
+        ManifestChanged, with nothing committed, when the manifest holds others for them.
 
         The manifest is claimed by compare-and-swap (the intent is saved only over the manifest
         this publish read), then checked again, with every staged file it adds, right before
@@ -458,6 +493,15 @@ class Lake:
         dates = list(staged.dates) if partitions is None else self._dates(partitions)
         table_dir = self.table_location(staged.table)
         on_disk = self._open_staged(staged, dates)
+        if files is not None:  # the claim below fails if the manifest changes after this read
+            held = {f.path for f in on_disk.files_of(dates)}
+            if held != set(files):
+                raise manifests.ManifestChanged(
+                    f"{staged.table}: staged version {staged.id} holds other files for "
+                    f"{[date_text(d) for d in dates]} than were named to publish "
+                    f"({len(held - set(files))} added, {len(set(files) - held)} gone since): "
+                    "nothing was committed"
+                )
         pause_point("publish_read")
         commit = commit or staged.commit
         if commit.write_id is None:  # a journaling caller's own id is kept: it looks for it

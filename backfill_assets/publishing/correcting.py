@@ -5,8 +5,8 @@ launched from the UI with its form filled in (``CorrectionForm``), walks the sam
 a production run, with ``CorrectionPublication`` in place of ``Publication``:
 
 - ``publish`` keeps the passing days in the correction's staged version of each table
-  (``Lake.keep_staged``) instead of committing them, and records them in the correction's
-  record (``corrections/registry.py``);
+  instead of committing them, and records them in the correction's record
+  (``corrections/keeping.py``);
 - the fact is built from the correction's staging, not production's;
 - check results go to the correction's record and to an observation per partition, never to
   the production partitions' check status; held days are named there and in the run's log,
@@ -24,6 +24,7 @@ from dagster._core.definitions.metadata import RawMetadataMapping
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from backfill_assets import signals
 from backfill_assets.catalog import (
     ASSET_TABLES,
     CORRECTION_JOB,
@@ -31,9 +32,8 @@ from backfill_assets.catalog import (
     CORRECTION_TAG,
     Table,
 )
-from backfill_assets.corrections import events, lifecycle, recovery, registry
+from backfill_assets.corrections import events, keeping, lifecycle, recovery, registry
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
-from backfill_assets.publishing import interrupts
 from backfill_assets.publishing.publication import (
     CheckOutcome,
     Publication,
@@ -182,27 +182,9 @@ class CorrectionPublication(Publication):
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
         """Keep the staged files of ``days`` in the correction's version of the table; not
-        after a SIGINT or SIGTERM (``interrupts.check``)."""
-        interrupts.check()
-        kept = self.lake.keep_staged(staged, days, into=self.correction.id)
-        record = self.correction.table(staged.table)
-        for d in days:
-            record.staged[d.isoformat()] = self.context.run_id
-            record.held.pop(d.isoformat(), None)
-        self.correction.runs.append(
-            {
-                "run_id": self.context.run_id,
-                "table": staged.table,
-                "code_version": staged.commit.code_version,
-                "input_versions": dict(staged.commit.input_versions),
-                "days": [d.isoformat() for d in days],
-            }
-        )
-        self._widen(days)
-        if self.correction.state != registry.State.STAGED:  # its diff no longer describes it
-            self.correction.state = registry.State.STAGED
-            self.correction.note("staged again", ", ".join(d.isoformat() for d in days))
-        registry.save(self.lake.location, self.correction)
+        after a SIGINT or SIGTERM (``signals.check``)."""
+        signals.check()
+        kept = keeping.keep(self.lake, self.correction, staged, days, self.context.run_id)
         rows = kept.rows_by_partition
         return WriteResult(
             staged.table,
@@ -211,10 +193,6 @@ class CorrectionPublication(Publication):
             0,
             1,
         )
-
-    def _widen(self, days: list[date]) -> None:
-        self.correction.start = min(self.correction.start, days[0].isoformat())
-        self.correction.end = max(self.correction.end, days[-1].isoformat())
 
     def published(self, asset_key: dg.AssetKey, day: date, metadata: RawMetadataMapping) -> None:
         self._events.append(

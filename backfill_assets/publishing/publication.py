@@ -34,10 +34,10 @@ from dagster._core.definitions.metadata import RawMetadataMapping
 from dagster._core.events import DagsterEventType
 from pyspark.sql import DataFrame
 
+from backfill_assets import signals
 from backfill_assets.catalog import Table
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
 from backfill_assets.lake.staged import new_id
-from backfill_assets.publishing import interrupts
 from backfill_assets.publishing.event_times import Pace, paced
 from backfill_assets.publishing.run_workers import record_worker
 
@@ -308,8 +308,8 @@ class Publication:
 
     def publish(self, staged: StagedVersion, days: list[date]) -> WriteResult:
         """One commit that makes the staged files of ``days`` (audited, passed) the table's;
-        none after a SIGINT or SIGTERM (``interrupts.check``)."""
-        interrupts.check()
+        none after a SIGINT or SIGTERM (``signals.check``)."""
+        signals.check()
         return self.lake.publish(staged, days)
 
     def published(self, asset_key: dg.AssetKey, day: date, metadata: RawMetadataMapping) -> None:

@@ -6,7 +6,8 @@ Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set: until then a pause point costs 
 look-up (``settings.fault_settings``) and does nothing. At a point named in
 ``BACKFILL_LAKE_PAUSE_AT`` (comma-separated: ``before_files``, ``mid_files``, ``after_files``,
 ``before_commit``, ``after_commit``; a publish's ``publish_read`` and ``publish_intent``, once it
-read its manifest and once it saved its intent) the process creates ``<dir>/<point>.<n>.reached`` (n
+read its manifest and once it saved its intent; a correction record's save's ``record_compared``,
+once it compared the generation it read) the process creates ``<dir>/<point>.<n>.reached`` (n
 counts visits of that point) and waits until ``<dir>/<point>.<n>.resume`` exists, or forever if
 never resumed: the test then SIGKILLs it. ``before_commit`` pauses only a write's first commit
 attempt, so a writer that lost a race retries without waiting again. Works in executors too,

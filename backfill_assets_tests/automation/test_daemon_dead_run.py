@@ -77,22 +77,31 @@ def stop_all(daemon: subprocess.Popen, seen: set[psutil.Process]) -> list[psutil
     return psutil.wait_procs(alive, timeout=10)[1]
 
 
-@pytest.mark.e2e
-def test_daemon_releases_the_slot_of_a_killed_run(tmp_path):
-    (tmp_path / "home").mkdir()
-    # The project's instance settings, with the monitoring daemon's pass every 5 s instead of 30
+def paused_daemon_env(
+    root: Path, pause_at: str, **run_monitoring: float
+) -> tuple[dict[str, str], Path]:
+    """A daemon's home under ``root`` (the project's instance settings, the monitoring daemon's
+    pass every 5 s instead of 30, and ``run_monitoring``'s other settings), an empty landing,
+    and its environment with the lake's pause point ``pause_at`` armed; and the pause folder."""
+    (root / "home").mkdir()
     config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
-    config["run_monitoring"].update(poll_interval_seconds=5, free_slots_after_run_end_seconds=5)
-    (tmp_path / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
-    prepare_instance_yaml(tmp_path / "home", PROJECT / "dagster.yaml")  # its storage section
-    (tmp_path / "landing" / "orders").mkdir(parents=True)
-    pause = tmp_path / "pause"
+    config["run_monitoring"].update(poll_interval_seconds=5, **run_monitoring)
+    (root / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
+    prepare_instance_yaml(root / "home", PROJECT / "dagster.yaml")  # its storage section
+    (root / "landing" / "orders").mkdir(parents=True)
+    pause = root / "pause"
     pause.mkdir()
     env = {
-        **daemon_env(tmp_path),
+        **daemon_env(root),
         "BACKFILL_LAKE_PAUSE_DIR": str(pause),
-        "BACKFILL_LAKE_PAUSE_AT": "staged",
+        "BACKFILL_LAKE_PAUSE_AT": pause_at,
     }
+    return env, pause
+
+
+@pytest.mark.e2e
+def test_daemon_releases_the_slot_of_a_killed_run(tmp_path):
+    env, pause = paused_daemon_env(tmp_path, "staged", free_slots_after_run_end_seconds=5)
     log, seen = tmp_path / "daemon.log", set()
     with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance, open(log, "wb") as out:
         daemon = start_daemon(env, out)

@@ -18,16 +18,17 @@ from subprocess import Popen
 import dagster as dg
 import psutil
 import pytest
-import yaml
 from dagster._core.events import DagsterEventType
 
 from backfill_assets.automation.state import load_cursor
-from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets_tests.automation.landing_files import order, write_orders
-from backfill_assets_tests.automation.test_daemon_dead_run import LAUNCH_SECONDS, stop_all, tree
+from backfill_assets_tests.automation.test_daemon_dead_run import (
+    LAUNCH_SECONDS,
+    paused_daemon_env,
+    stop_all,
+    tree,
+)
 from backfill_assets_tests.automation.test_daemon_e2e import (
-    PROJECT,
-    daemon_env,
     start_daemon,
     wait_for,
 )
@@ -53,19 +54,7 @@ def paused_daemon_run(root: Path, background: bool = False) -> Iterator[PausedRu
     """The daemon's sensor launches raw's run for a landed file; the run's Spark job waits in
     a task (its driver in a py4j call), as a long write would. Everything is stopped after.
     ``background``: the daemon is started as a background job is (``start_daemon``)."""
-    (root / "home").mkdir()
-    config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
-    config["run_monitoring"].update(poll_interval_seconds=5)
-    (root / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
-    prepare_instance_yaml(root / "home", PROJECT / "dagster.yaml")
-    (root / "landing" / "orders").mkdir(parents=True)
-    pause = root / "pause"
-    pause.mkdir()
-    env = {
-        **daemon_env(root),
-        "BACKFILL_LAKE_PAUSE_DIR": str(pause),
-        "BACKFILL_LAKE_PAUSE_AT": "mid_files",
-    }
+    env, pause = paused_daemon_env(root, "mid_files")
     log = root / "daemon.log"
     with dg.DagsterInstance.from_config(str(root / "home")) as instance, open(log, "wb") as out:
         daemon = start_daemon(env, out, background)

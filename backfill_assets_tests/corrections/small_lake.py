@@ -83,11 +83,21 @@ def build(root: Path, spark) -> None:
             "versions": dict.fromkeys(TABLES, 0),
             "days": {d.isoformat(): {"revenue_pct": 1.0, "changed": True} for d in FIXED},
             "rebuilt": {},
+            "files": {t: staged_files(root, t) for t in TABLES},
         },
     )
     for t in TABLES:
         c.table(t).staged.update({d.isoformat(): "fix-run" for d in FIXED})
-    registry.save(root, c)
+    registry.save(root, c, create=True)
+
+
+def staged_files(root: Path, table: str, stage_id: str = CID) -> dict[str, list[str]]:
+    """Per day, the files the staged version's manifest names (read from its JSON here)."""
+    manifest = json.loads((root / table / "_staged" / f"{stage_id}.json").read_text())
+    found: dict[str, list[str]] = {}
+    for f in manifest["files"]:
+        found.setdefault(f["partition"], []).append(f["path"])
+    return {day: sorted(paths) for day, paths in sorted(found.items())}
 
 
 def copy(template: Path, to: Path) -> Lake:

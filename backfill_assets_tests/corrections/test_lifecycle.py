@@ -45,7 +45,7 @@ def test_cutover_of_a_correction_whose_staged_versions_expired_says_what_to_do(t
     )
     for t in CORRECTED:  # staged and diffed, but no staged version is open any more
         c.table(t.path).staged[DAY] = "run-1"
-    registry.save(lake.root, c)
+    registry.save(lake.root, c, create=True)
     with pytest.raises(CorrectionError, match=r"discarded or expired.*backfill-assets correct"):
         lifecycle.cutover(lake, c.id)
     assert all(lake.version(t.path) is None for t in CORRECTED)  # nothing was published

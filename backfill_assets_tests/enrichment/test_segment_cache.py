@@ -5,12 +5,15 @@ from a history with a hole."""
 
 from __future__ import annotations
 
+import threading
 from datetime import date
 
 from backfill_assets.catalog import CUSTOMER_SEGMENTS_TABLE
 from backfill_assets.enrichment.cache import cached_segments, store_segments
 from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets.testing.faults import forget_visits
 from backfill_assets.transforms.enrichment import segments_frame
+from backfill_assets_tests.lake.lake_support import wait_for
 
 A = [(date(2024, 1, 1), "gold"), (date(2024, 3, 1), "silver"), (date(2024, 6, 1), "bronze")]
 B = [(date(2024, 3, 1), "gold")]
@@ -33,3 +36,45 @@ def test_a_customer_missing_part_of_their_history_is_not_cached(spark, tmp_path)
     )
     _, known = cached_segments(lake, {"A", "B"})
     assert known == {"B"}
+
+
+def test_two_runs_storing_at_once_keep_each_others_entries(spark, tmp_path, monkeypatch):
+    """The first run stops just before its commit; the second stores a customer whose entries
+    share a month with it meanwhile. Both runs' customers must be cached whole afterwards, and
+    a customer stored again keeps only its new history."""
+    lake = Lake(tmp_path / "lake", spark, engine="delta-rs")
+    store_segments(lake, {"A": A, "B": B}, COMMIT)
+    pauses = tmp_path / "pauses"
+    pauses.mkdir()
+    monkeypatch.setenv("BACKFILL_LAKE_PAUSE_DIR", str(pauses))
+    monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", "before_commit")
+    forget_visits()
+    (pauses / "before_commit.2.resume").touch()  # the second run does not stop
+    C = [(date(2024, 3, 1), "silver")]
+    D = [(date(2024, 3, 1), "bronze"), (date(2024, 6, 1), "gold")]
+    B_AGAIN = [(date(2024, 6, 1), "silver")]  # B's March entry is gone from its history
+    errors: list[BaseException] = []
+
+    def store(histories):
+        try:
+            store_segments(lake, histories, COMMIT)
+        except BaseException as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=store, args=({"C": C, "B": B_AGAIN},))
+    first.start()
+    wait_for(pauses / "before_commit.1.reached", [], 300)
+    second = threading.Thread(target=store, args=({"D": D},))
+    second.start()
+    second.join(timeout=5)  # it finishes, or waits for the first run's commit
+    (pauses / "before_commit.1.resume").touch()
+    first.join(timeout=300)
+    second.join(timeout=300)
+    monkeypatch.delenv("BACKFILL_LAKE_PAUSE_DIR")
+    assert not errors, errors
+    table, _ = lake.read_table(CUSTOMER_SEGMENTS_TABLE.path)
+    got = sorted((r["customer_id"], r["valid_from"], r["segment"]) for r in table.collect())
+    histories = {"A": A, "B": B_AGAIN, "C": C, "D": D}
+    assert got == sorted((c, d, s) for c, h in histories.items() for d, s in h)
+    _, known = cached_segments(lake, set(histories))
+    assert known == set(histories)

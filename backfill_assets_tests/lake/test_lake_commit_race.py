@@ -1,7 +1,8 @@
-"""No commit is lost on a local lake written by both engines at once: a delta-spark process whose
+"""No commit is lost on a local lake written by two processes at once: a delta-spark process whose
 JVM's renames are each delayed 400 ms (a GC pause between Delta's "is N.json absent?" and its
-rename over N.json) and a delta-rs process commit to one table in a loop, and every commit either
-reported landed is in the log, at its version, read from the commit files here."""
+rename over N.json) and either a delta-rs process or a second delta-spark process, its JVM's
+renames delayed too, commit to one table in a loop, and every commit either reported landed is
+in the log, at its version, read from the commit files here."""
 
 from __future__ import annotations
 
@@ -42,7 +43,16 @@ def landed_write_ids(table_dir: Path) -> dict[int, str | None]:
     return found
 
 
-def test_no_commit_is_lost_when_both_engines_commit_to_one_local_table(spark, tmp_path):
+# the second committer: its engine, the seconds between its commits, whether its renames are
+# delayed (delta-rs commits in milliseconds: paced, so that the JVM lands commits too)
+SECOND = {
+    "delta-rs": ("delta-rs", 1.0, False),
+    "a second delta-spark JVM": ("delta-spark", 0, True),
+}
+
+
+@pytest.mark.parametrize("second", sorted(SECOND))
+def test_no_commit_is_lost_when_two_processes_commit_to_one_local_table(spark, tmp_path, second):
     if not jars_present():
         pytest.fail(NO_JARS)
     if shutil.which("strace") is None:
@@ -56,19 +66,19 @@ def test_no_commit_is_lost_when_both_engines_commit_to_one_local_table(spark, tm
         TABLE, old, "d", ["2024-01-01", "2024-01-02"], CommitInfo("setup", "t")
     )
     syscalls = "rename,renameat,renameat2"
-    # the delta-spark process and its JVM run under strace, each rename delayed
+    # a delta-spark process and its JVM run under strace, each rename delayed
     delayed = ["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null"]
     delayed += ["-e", f"trace={syscalls}", "-e", f"inject={syscalls}:delay_enter={DELAY_US}"]
     workers: dict[str, subprocess.Popen] = {}
     outs = {}
     try:
-        # delta-rs commits in milliseconds: paced, so that the JVM lands commits too
-        for engine, day, between, command in (
-            ("delta-spark", "2024-01-01", 0, delayed),
-            ("delta-rs", "2024-01-02", 1.0, []),
+        other, pace, slowed = SECOND[second]
+        for name, engine, day, between, command in (
+            ("first", "delta-spark", "2024-01-01", 0, delayed),
+            ("second", other, "2024-01-02", pace, delayed if slowed else []),
         ):
-            outs[engine] = tmp_path / f"{engine}.out"
-            spec = tmp_path / f"{engine}.json"
+            outs[name] = tmp_path / f"{name}.out"
+            spec = tmp_path / f"{name}.json"
             spec.write_text(
                 json.dumps(
                     {
@@ -76,13 +86,13 @@ def test_no_commit_is_lost_when_both_engines_commit_to_one_local_table(spark, tm
                         "engine": engine,
                         "table": TABLE,
                         "day": day,
-                        "out": str(outs[engine]),
+                        "out": str(outs[name]),
                         "seconds": SECONDS,
                         "between": between,
                     }
                 )
             )
-            workers[engine] = start(
+            workers[name] = start(
                 [
                     *command,
                     sys.executable,
@@ -91,23 +101,23 @@ def test_no_commit_is_lost_when_both_engines_commit_to_one_local_table(spark, tm
                     str(spec),
                 ],
                 subprocess_env(),
-                tmp_path / f"{engine}.log",
+                tmp_path / f"{name}.log",
             )
         for out in outs.values():
             wait_for(out, list(workers.values()), timeout=300)
         for out in outs.values():
             Path(f"{out}.go").touch()
-        for engine, proc in workers.items():
-            assert proc.wait(timeout=SECONDS + 300) == 0, log_tail(tmp_path / f"{engine}.log")
+        for name, proc in workers.items():
+            assert proc.wait(timeout=SECONDS + 300) == 0, log_tail(tmp_path / f"{name}.log")
     finally:
         for proc in workers.values():
             kill_group(proc)
 
     in_log = landed_write_ids(root / TABLE)
-    for engine, out in outs.items():
+    for name, out in outs.items():
         reported = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-        assert len(reported) >= 5, f"{engine} committed only {len(reported)} times"
+        assert len(reported) >= 5, f"the {name} committed only {len(reported)} times"
         lost = [r for r in reported if in_log.get(r["version"]) != r["write_id"]]
         assert not lost, (
-            f"{len(lost)} of {len(reported)} commits {engine} reported are not in the log"
+            f"{len(lost)} of {len(reported)} commits the {name} reported are not in the log"
         )

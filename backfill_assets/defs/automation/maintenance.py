@@ -4,7 +4,8 @@ The op is ``lake.maintenance.maintain_tables`` (what ``backfill-assets maintain`
 after the corrections' upkeep: recover their interrupted operations, report broken records,
 decommission the old ones. Per table: expire abandoned staged versions, vacuum with
 ``BACKFILL_RETENTION_DAYS`` honoured, compact small files, write checkpoints. A retention
-below the floor fails the run before anything is touched.
+below the floor fails the run before anything is touched. Terminate (SIGINT or SIGTERM) cancels
+the compaction's Spark jobs and starts no further step (``publishing.interrupts``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import inspect
 
 import dagster as dg
 
+from backfill_assets import signals
 from backfill_assets.catalog import (
     LAKE_TABLES,
     MAINTENANCE_JOB,
@@ -25,6 +27,7 @@ from backfill_assets.corrections.lifecycle import recover_all
 from backfill_assets.defs.automation.wiring import schedule_status
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake.maintenance import maintain_tables
+from backfill_assets.publishing.interrupts import stops_on_interrupt
 from backfill_assets.resources import PipelineResource, SparkResource, code_version
 from backfill_assets.settings import AutomationSettings, retention_days
 
@@ -38,6 +41,13 @@ def maintain_lake(  # type: ignore[no-untyped-def]
 ) -> None:
     """Recover the corrections' interrupted operations, decommission those older than the
     retention, then vacuum (retention honoured), compact and checkpoint every table."""
+    with stops_on_interrupt(spark.started_session):
+        _maintain(context, spark, pipeline)
+
+
+def _maintain(
+    context: dg.OpExecutionContext, spark: SparkResource, pipeline: PipelineResource
+) -> None:
     days = retention_days()
     lake = pipeline.lake(spark.spark_session)
     for found in recover_all(lake):
@@ -54,6 +64,7 @@ def maintain_lake(  # type: ignore[no-untyped-def]
         CommitInfo(
             run_id=context.run_id, code_version=code_version(), extra={"maintenance": "weekly"}
         ),
+        between=signals.check,
     )
     for table in done:
         context.log.info(table.summary())

@@ -6,7 +6,9 @@ Each runs what the command of the same name runs (``corrections/actions.py``: re
 the lifecycle's guardrails, the commits recorded in Dagster), and tags its run with the
 correction's id, so that the correction's runs list every action taken on it. A refusal (an
 unknown or closed id, a guardrail, production changed since the diff) fails the run with the
-reason, before anything is changed.
+reason, before anything is changed. Terminate stops the diff's Spark jobs; a cutover, rollback
+or discard stopped before its intent is saved changes nothing, and one whose commits began
+finishes them (metadata only: seconds), so the two tables never disagree.
 """
 
 import contextlib
@@ -26,6 +28,7 @@ from backfill_assets.corrections import actions, lifecycle, recovery, registry
 from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
+from backfill_assets.publishing.interrupts import stops_on_interrupt
 from backfill_assets.resources import PipelineResource, SparkResource
 
 
@@ -48,12 +51,15 @@ class CutoverChoice(CorrectionChoice):
 
 
 @contextlib.contextmanager
-def _refusals() -> Iterator[None]:
-    """A refusal fails the run with its reason (no stack trace from deep inside)."""
-    try:
-        yield
-    except CorrectionError as exc:
-        raise dg.Failure(description=str(exc)) from None
+def _refusals(spark: SparkResource) -> Iterator[None]:
+    """A refusal fails the run with its reason (no stack trace from deep inside); a SIGINT or
+    SIGTERM (the UI's Terminate) cancels the diff's Spark jobs and starts no commit
+    (``publishing.interrupts``)."""
+    with stops_on_interrupt(spark.started_session):
+        try:
+            yield
+        except CorrectionError as exc:
+            raise dg.Failure(description=str(exc)) from None
 
 
 def _begin(
@@ -82,7 +88,7 @@ def diff_correction(  # type: ignore[no-untyped-def]
 ) -> dg.Output[None]:
     """The correction against production, per day and table; its report saved beside its
     record and shown on the assets."""
-    with _refusals():
+    with _refusals(spark):
         lake, cid, _ = _begin(context, config, spark, pipeline)
         done = actions.diff(lake, context.instance, cid)
     changed = ", ".join(map(str, done.result.changed_days)) or "none"
@@ -104,7 +110,7 @@ def cut_over_correction(  # type: ignore[no-untyped-def]
     context, config: CutoverChoice, spark: SparkResource, pipeline: PipelineResource
 ) -> dg.Output[None]:
     """Publish the diffed correction: one metadata commit per table."""
-    with _refusals():
+    with _refusals(spark):
         lake, cid, found = _begin(context, config, spark, pipeline)
         outcome = actions.cutover(
             lake,
@@ -123,7 +129,7 @@ def roll_back_correction(  # type: ignore[no-untyped-def]
     context, config: CorrectionChoice, spark: SparkResource, pipeline: PipelineResource
 ) -> dg.Output[None]:
     """Put the cut-over partitions back as they were."""
-    with _refusals():
+    with _refusals(spark):
         lake, cid, found = _begin(context, config, spark, pipeline)
         outcome = actions.rollback(lake, context.instance, cid, found)
     return _committed(context, cid, outcome, "rolled back")
@@ -134,7 +140,7 @@ def discard_correction(  # type: ignore[no-untyped-def]
     context, config: CorrectionChoice, spark: SparkResource, pipeline: PipelineResource
 ) -> dg.Output[None]:
     """Drop the correction's staged files."""
-    with _refusals():
+    with _refusals(spark):
         lake, cid, found = _begin(context, config, spark, pipeline)
         deleted = actions.discard(lake, context.instance, cid, found)
     context.log.info(f"correction {cid} discarded: {deleted} staged file(s) deleted")
