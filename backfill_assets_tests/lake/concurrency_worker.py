@@ -188,7 +188,7 @@ class Worker:
     def correction(self) -> None:
         """A correction's cycle: rebuild two days into it (keep), diff, cut over, and most
         times roll back, then discard it."""
-        from backfill_assets.corrections import diff, lifecycle, registry
+        from backfill_assets.corrections import diff, keeping, lifecycle, registry
 
         cid = f"c-{self.name}-{uuid.uuid4().hex[:8]}"
         # two days of history, before the live lane's: the backfill's range overlaps them
@@ -202,26 +202,10 @@ class Worker:
             def keep(entry: dict, table: str = table, tag: str = tag) -> None:
                 staged = self.stage_audited(table, days, tag, entry)
                 self.pause()
-                run_id = f"run-{tag[:8]}"
                 correction = registry.open_correction(
                     self.lake.location, cid, "concurrency harness", days[0], days[-1], "concur"
                 )
-                self.lake.keep_staged(staged, days, into=cid)
-                record = correction.table(table)
-                for d in texts:
-                    record.staged[d] = run_id
-                    record.held.pop(d, None)
-                correction.runs.append(
-                    {
-                        "run_id": run_id,
-                        "table": table,
-                        "code_version": "concur",
-                        "input_versions": {},
-                        "days": texts,
-                    }
-                )
-                correction.state = registry.State.STAGED
-                registry.save(self.lake.location, correction)
+                keeping.keep(self.lake, correction, staged, days, f"run-{tag[:8]}")
                 self.lake.discard(staged)  # as a run's step closes what it staged
 
             fields = {"table": table, "days": texts, "tag": tag, "correction": cid}
