@@ -29,6 +29,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -60,6 +61,9 @@ from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaTable
 
 MAX_ATTEMPTS = 8
 # What VACUUM needs to honour a retention shorter than the table's deletedFileRetentionDuration;
@@ -110,6 +114,14 @@ def _user_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
             spark.conf.unset(USER_METADATA_CONF)
         else:
             spark.conf.set(USER_METADATA_CONF, previous)
+
+
+def _delta_table(spark: SparkSession, table_dir: str) -> DeltaTable:
+    """delta-spark's Python API on the table (``delta.tables.DeltaTable``): history, OPTIMIZE,
+    MERGE; VACUUM FULL and table properties, which it does not offer, go through SQL."""
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, table_dir)
 
 
 def _sql_path(table_dir: str) -> str:
@@ -286,8 +298,10 @@ class DeltaSparkEngine:
     def history(self, name: str, table_dir: str) -> list[dict]:
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        entries = self.spark.sql(f"DESCRIBE HISTORY {_sql_path(table_dir)}").select(
-            "version", F.unix_millis("timestamp").alias("ts"), "operation", "userMetadata"
+        entries = (
+            _delta_table(self.spark, table_dir)
+            .history()
+            .select("version", F.unix_millis("timestamp").alias("ts"), "operation", "userMetadata")
         )
         return [
             {
@@ -438,7 +452,9 @@ class DeltaSparkEngine:
                     _user_metadata(self.spark, metadata),
                     commit_lock.held(table_dir, "compact"),
                 ):
-                    optimized = self.spark.sql(f"OPTIMIZE {_sql_path(table_dir)}").collect()
+                    optimized = (
+                        _delta_table(self.spark, table_dir).optimize().executeCompaction().collect()
+                    )
                 metrics = optimized[0]["metrics"]
                 io_step("commit.landed")
             except Exception as exc:
@@ -470,8 +486,6 @@ class DeltaSparkEngine:
         """Delta's MERGE (``delta.tables.DeltaTable``) of ``df`` into the table
         (``Lake.merge``), holding the commit lock from its read to its commit: no commit lands
         in between, so the rows it keeps are the table's as the commit finds it."""
-        from delta.tables import DeltaTable as DeltaSparkTable
-
         write_id = write_id_of(commit)
         metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
         matched = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
@@ -488,7 +502,7 @@ class DeltaSparkEngine:
                     if attempt == 1:
                         pause_point("before_commit")
                     merger = (
-                        DeltaSparkTable.forPath(self.spark, table_dir)
+                        _delta_table(self.spark, table_dir)
                         .alias("t")
                         .merge(df.alias("s"), matched)
                         .whenMatchedUpdateAll()
