@@ -14,10 +14,9 @@ from backfill_assets_tests.corrections.small_lake import CID, TABLES, copy
 
 
 @pytest.fixture
-def terminated():
-    """This process as a step's handler leaves it once a SIGTERM arrived."""
-    signals.record(signal.SIGTERM)
-    yield
+def terminate():
+    """Leaves this process as a step's handler does once a SIGTERM arrived; forgotten after."""
+    yield lambda: signals.record(signal.SIGTERM)
     signals._first.clear()
 
 
@@ -25,21 +24,22 @@ def versions(lake) -> dict[str, int | None]:
     return {t: lake.version(t) for t in TABLES}
 
 
-def test_a_cutover_after_a_signal_publishes_nothing(template, tmp_path, terminated):
-    lake = copy(template, tmp_path / "lake")
+@pytest.mark.parametrize(
+    ("lake_fixture", "action", "state"),
+    [
+        ("template", lifecycle.cutover, State.DIFFED),
+        ("cut_over", lifecycle.rollback, State.CUT_OVER),
+    ],
+    ids=["cutover", "rollback"],
+)
+def test_an_operation_after_a_signal_commits_nothing(
+    lake_fixture, action, state, request, tmp_path, terminate
+):
+    lake = copy(request.getfixturevalue(lake_fixture), tmp_path / "lake")
     before = versions(lake)
+    terminate()
     with pytest.raises(signals.Stopped, match="SIGTERM"):
-        lifecycle.cutover(lake, CID)
+        action(lake, CID)
     c = registry.get(lake.root, CID)
-    assert (c.state, c.pending) == (State.DIFFED, {})
-    assert versions(lake) == before
-
-
-def test_a_rollback_after_a_signal_restores_nothing(cut_over, tmp_path, terminated):
-    lake = copy(cut_over, tmp_path / "lake")
-    before = versions(lake)
-    with pytest.raises(signals.Stopped, match="SIGTERM"):
-        lifecycle.rollback(lake, CID)
-    c = registry.get(lake.root, CID)
-    assert (c.state, c.pending) == (State.CUT_OVER, {})
+    assert (c.state, c.pending) == (state, {})
     assert versions(lake) == before
