@@ -65,8 +65,11 @@ def stopping(tmp_path_factory, e2e_output, chromium_executable) -> Iterator[Stop
         yield Stopping(Ui(page, server.base_url, e2e_output, server.log_path), server, root)
 
 
-def launch_raw_backfill(ui: Ui) -> str:
-    """raw_orders over the 30 days, launched as a person does; the backfill's id."""
+def launch_raw_backfill(ui: Ui, root: Path) -> str:
+    """raw_orders over the 30 days, launched as a person does; the backfill's id. A pause
+    marker an earlier test's run left behind (a second task of its job) is cleared first."""
+    for stale in (root / "pause").glob("*.reached"):
+        stale.unlink()
     page = ui.page
     with ui.step("open raw_orders and its launch dialog"):
         ui.goto("/assets/raw_orders")
@@ -88,15 +91,18 @@ def launch_raw_backfill(ui: Ui) -> str:
 
 
 def running_run(stopping: Stopping, backfill_id: str) -> str:
-    """The backfill's one run, once its job waits mid-write."""
+    """The backfill's one run, once its job waits mid-write (a marker an earlier test's run
+    left is cleared before launching: ``launch_raw_backfill``)."""
     server = stopping.server
     marker = stopping.root / "pause" / "mid_files.1.reached"
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-    while not marker.exists():
+    runs: list = []
+    while not (marker.exists() and runs):
         assert time.monotonic() < deadline, f"no run reached its job:\n{server.log_tail()}"
         time.sleep(0.5)
+        runs = queries.runs_tagged(server, **{BACKFILL_TAG: backfill_id})
     marker.unlink()  # the next run's worker counts its visits from 1 again
-    [run] = queries.runs_tagged(server, **{BACKFILL_TAG: backfill_id})
+    [run] = runs
     assert run["status"] == "STARTED", run
     return run["runId"]
 
@@ -119,7 +125,7 @@ STEP_RETRIES = """query($runId: ID!) { logsForRun(runId: $runId) {
 
 def test_terminate_on_the_run_page_cancels_it_within_30_seconds(stopping):
     ui = stopping.ui
-    backfill_id = launch_raw_backfill(ui)
+    backfill_id = launch_raw_backfill(ui, stopping.root)
     run_id = running_run(stopping, backfill_id)
     page = ui.page
     with ui.step("terminate the run from its page"):
@@ -140,7 +146,7 @@ def test_terminate_on_the_run_page_cancels_it_within_30_seconds(stopping):
 
 def test_cancel_on_the_backfill_page_cancels_its_run(stopping):
     ui, server = stopping.ui, stopping.server
-    backfill_id = launch_raw_backfill(ui)
+    backfill_id = launch_raw_backfill(ui, stopping.root)
     run_id = running_run(stopping, backfill_id)
     page = ui.page
     with ui.step("cancel the backfill from its page"):

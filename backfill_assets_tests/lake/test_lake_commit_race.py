@@ -116,7 +116,8 @@ def test_no_commit_is_lost_when_two_processes_commit_to_one_local_table(spark, t
     in_log = landed_write_ids(root / TABLE)
     for name, out in outs.items():
         reported = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-        assert len(reported) >= 5, f"the {name} committed only {len(reported)} times"
+        # not a vacuous run: each side committed several times while the other did
+        assert len(reported) >= 3, f"the {name} committed only {len(reported)} times"
         lost = [r for r in reported if in_log.get(r["version"]) != r["write_id"]]
         assert not lost, (
             f"{len(lost)} of {len(reported)} commits the {name} reported are not in the log"
