@@ -64,6 +64,10 @@ WAIT_SECONDS = 120.0
 # A local lock is held only by a live process (the kernel frees a dead one's): a taker waits out
 # a long commit (a compaction rewrites files holding it) rather than failing.
 LOCAL_WAIT_SECONDS = 1800.0
+# A local waiter tries again every few milliseconds, never backing off further: a writer whose
+# commits follow each other (delta-spark's write holds the lock from its files to its commit)
+# leaves gaps of milliseconds between them, and a waiter sleeping longer would starve.
+LOCAL_POLL_SECONDS = 0.005
 RELEASE = s3_lock.RELEASE
 
 
@@ -118,7 +122,6 @@ def _flocked(table_dir: str, what: str, wait: float) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         deadline = time.monotonic() + wait
-        pause = 0.01
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -129,8 +132,7 @@ def _flocked(table_dir: str, what: str, wait: float) -> Iterator[None]:
                         f"{table_dir}: another process holds the commit lock "
                         f"({holder(table_dir)}); waited {wait:g} s"
                     ) from None
-                time.sleep(pause * random.uniform(0.5, 1.5))
-                pause = min(0.25, pause * 2)
+                time.sleep(LOCAL_POLL_SECONDS * random.uniform(0.5, 1.5))
         body = _body(what)
         os.ftruncate(fd, 0)
         os.pwrite(fd, body, 0)
