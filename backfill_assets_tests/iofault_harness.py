@@ -304,6 +304,9 @@ def copy_tree(source: str, target: str) -> None:
     for name in _all_files(source):
         bucket, key = split(f"{source}/{name}")
         target_bucket, target_key = split(f"{target}/{name}")
+        if key.endswith("/"):  # a folder's marker, as Hadoop's s3a makes them: no object to copy
+            storage.client.put_object(Bucket=target_bucket, Key=target_key, Body=b"")
+            continue
         storage.client.copy_object(
             Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key}
         )

@@ -1,6 +1,6 @@
 """The whole I/O-fault sweep: every lake path failed at every one of its I/O operations.
 
-    .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark delta-rs-s3]
+    .venv/bin/python bench/iofault.py [--engines delta-rs delta-spark delta-rs-s3 ...]
                                       [--paths publish_all ...] [--modes error kill]
                                       [--corrections cutover ...]
                                       [--steps raw event_days ltv correct]
@@ -9,11 +9,11 @@ For each engine, path and point N (1 to the path's last operation), on a fresh c
 path's starting lake: an ``OSError`` at operation N in this process (``error``), and a SIGKILL
 of a child running the path at operation N (``kill``; the child starts a Spark session of its
 own where the path or the engine needs one), then the recovery and the checks of
-``backfill_assets_tests/iofault_harness.py``; on ``delta-rs-s3`` the lake paths the same way on
-delta-rs, on lakes in S3 (a SeaweedFS server the sweep starts). The same for a correction's
-commands (``backfill_assets_tests/corrections/sweep.py``) and, with ``--steps``, whole pipeline
-steps run through Dagster (``backfill_assets_tests/iofault_steps.py``). Prints one line per
-path, every problem found, and last:
+``backfill_assets_tests/iofault_harness.py``; on ``delta-rs-s3`` and ``delta-spark-s3`` the lake
+paths the same way on that engine, on lakes in S3 (a SeaweedFS server the sweep starts). The
+same for a correction's commands (``backfill_assets_tests/corrections/sweep.py``) and, with
+``--steps``, whole pipeline steps run through Dagster (``backfill_assets_tests/iofault_steps.py``).
+Prints one line per path, every problem found, and last:
 
     IOFAULT paths=P points=N crashes=C errors=E unreadable=0 torn=0 lost_files=0 orphans=0
     record_mismatch=0 unconverged=0
@@ -48,8 +48,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from backfill_assets_tests.iofault_ledger import Ledger
 
-# delta-rs on lakes in S3 (a SeaweedFS server of the sweep's own): the lake paths only
-ON_S3 = "delta-rs-s3"
+# an engine on lakes in S3 (a SeaweedFS server of the sweep's own): the lake paths only
+ON_S3 = {"delta-rs-s3": "delta-rs", "delta-spark-s3": "delta-spark"}
 
 
 def main() -> int:
@@ -62,8 +62,9 @@ def main() -> int:
     parser.add_argument(
         "--engines",
         nargs="+",
-        default=["delta-rs", "delta-spark", ON_S3],
-        help=f"{ON_S3}: the lake paths on delta-rs, on lakes in S3 (no corrections nor steps)",
+        default=["delta-rs", "delta-spark", *ON_S3],
+        help=f"{', '.join(ON_S3)}: the lake paths on that engine, on lakes in S3 (no corrections "
+        "nor steps)",
     )
     parser.add_argument("--paths", nargs="*", default=[p.name for p in h.PATHS])
     parser.add_argument("--modes", nargs="+", default=["error", "kill"])
@@ -93,8 +94,8 @@ def main() -> int:
     tally = h.Tally()
     ledger = Ledger(args.ledger, args.modes)
     for engine in args.engines:
-        local = engine != ON_S3
-        lake_engine = engine if local else "delta-rs"
+        local = engine not in ON_S3
+        lake_engine = ON_S3.get(engine, engine)
         os.environ["BACKFILL_LAKE_ENGINE"] = lake_engine  # the pipeline's steps, and children
         wanted = args.steps if local else []
         steps = [name for name in wanted if not ledger.take(tally, engine, f"step:{name}")]
@@ -108,17 +109,24 @@ def main() -> int:
         ]
         if not (paths or commands):
             continue
-        session = build_session(
-            spark_config(
-                master="local[2]", shuffle_partitions=2, driver_memory="2g", lake_engine=lake_engine
+        with (
+            tempfile.TemporaryDirectory(prefix="iofault-") as tmp,
+            lakes_in(engine, tmp) as work,
+        ):
+            # after the S3 server started: a delta-spark session takes its s3a settings then
+            session = build_session(
+                spark_config(
+                    master="local[2]",
+                    shuffle_partitions=2,
+                    driver_memory="2g",
+                    lake_engine=lake_engine,
+                )
             )
-        )
-        session.sparkContext.setLogLevel("ERROR")
+            session.sparkContext.setLogLevel("ERROR")
 
-        def make(root: str, engine: str = lake_engine, session=session) -> Lake:
-            return Lake(root, session, engine=engine)
+            def make(root: str, engine: str = lake_engine, session=session) -> Lake:
+                return Lake(root, session, engine=engine)
 
-        with tempfile.TemporaryDirectory(prefix="iofault-") as tmp, lakes_in(engine, tmp) as work:
             for name in paths:
                 path = h.BY_NAME[name]
                 with ledger.path(tally, engine, name) as done:
@@ -128,9 +136,9 @@ def main() -> int:
                         for n in range(1, count + 1):
                             h.run_point(make, template, work, path, mode, n, tally, lake_engine)
                     done(count)
-        if commands:
-            sweep_corrections(commands, args.modes, tally, engine, make, ledger)
-        session.stop()
+            if commands:
+                sweep_corrections(commands, args.modes, tally, engine, make, ledger)
+            session.stop()
     for detail in tally.details:
         print(detail)
     print(f"IOFAULT_PATHS {','.join(sorted(tally.paths))}")
@@ -141,10 +149,11 @@ def main() -> int:
 
 @contextmanager
 def lakes_in(engine: str, tmp: str) -> Iterator[str | Path]:
-    """Where the sweep's lakes live: the folder ``tmp``; for ``ON_S3``, a prefix of a bucket on a
-    SeaweedFS server (``local_s3.py``) started in ``tmp`` for the sweep, whose AWS variables this
-    process and its killed children use."""
-    if engine != ON_S3:
+    """Where the sweep's lakes live: the folder ``tmp``; for an engine of ``ON_S3``, a prefix of
+    a bucket on a SeaweedFS server (``local_s3.py``) started in ``tmp`` for the sweep, whose AWS
+    variables this process and its killed children use (and ``BACKFILL_LAKE_DIR``, by which
+    their delta-spark sessions take Hadoop's s3a settings)."""
+    if engine not in ON_S3:
         yield Path(tmp)
         return
     from backfill_assets.local_s3 import S3Server
@@ -153,7 +162,8 @@ def lakes_in(engine: str, tmp: str) -> Iterator[str | Path]:
     try:
         os.environ.update(server.env())
         server.create_bucket("iofault")
-        yield "s3://iofault/lakes"
+        os.environ["BACKFILL_LAKE_DIR"] = "s3://iofault/lakes"
+        yield os.environ["BACKFILL_LAKE_DIR"]
     finally:
         server.stop()
 

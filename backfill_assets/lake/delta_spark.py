@@ -58,7 +58,7 @@ from backfill_assets.lake.log import (
 )
 from backfill_assets.lake.spark_files import read_files, unreadable_features
 from backfill_assets.lake.staged import StagedVersion
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.lake.storage import vacuum_candidates
 from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -411,7 +411,7 @@ class DeltaSparkEngine:
         cores; the session's own settings are put back."""
         if self.version(table_dir) is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        before = _data_files(table_dir)
+        before = set(vacuum_candidates(table_dir))
         conf = {
             **VACUUM_CONF,
             LISTING_PARALLELISM_CONF: str(max(1, self.spark.sparkContext.defaultParallelism)),
@@ -431,7 +431,7 @@ class DeltaSparkEngine:
                     self.spark.conf.unset(key)
                 else:
                     self.spark.conf.set(key, old)
-        return sorted(before - _data_files(table_dir))
+        return sorted(before - set(vacuum_candidates(table_dir)))
 
     def compact(self, name: str, table_dir: str, column: str, commit: CommitInfo) -> Compaction:
         """``OPTIMIZE``: each partition's small files rewritten into fewer, in one commit whose
@@ -650,12 +650,3 @@ def _plain(table_dir: str, version: int) -> LogSnapshot | None:
 def _partition_date(add: dict, column: str | None) -> dt.date | None:
     text = None if column is None else add.get("partitionValues", {}).get(column)
     return None if text is None else dt.date.fromisoformat(text)
-
-
-def _data_files(table_dir: str) -> set[str]:
-    """The table's files outside the log and hidden folders (what VACUUM may delete)."""
-    return {
-        path
-        for path in storage_for(table_dir).list_files(table_dir)
-        if not any(part.startswith(("_", ".")) for part in path.split("/"))
-    }

@@ -67,11 +67,20 @@ class LocalStorage:
 
     def list_files(self, folder: str) -> list[str]:
         """Every file under ``folder``, at any depth, relative to it ([] when there is none)."""
-        return [
-            os.path.relpath(os.path.join(parent, name), folder)
-            for parent, _, names in os.walk(folder)
-            for name in names
-        ]
+        return list(self.list_files_modified(folder))
+
+    def list_files_modified(self, folder: str) -> dict[str, int]:
+        """Every file under ``folder``, at any depth, relative to it: its modification time
+        (ms); a file deleted while the folder is listed is left out."""
+        found = {}
+        for parent, _, names in os.walk(folder):
+            for name in names:
+                path = os.path.join(parent, name)
+                try:
+                    found[os.path.relpath(path, folder)] = int(os.stat(path).st_mtime * 1000)
+                except FileNotFoundError:
+                    pass
+        return found
 
     def modified_ms(self, path: str) -> int:
         """FileNotFoundError when there is no file at ``path``."""
@@ -226,6 +235,10 @@ class S3Storage:
         """Every object under ``folder``, at any depth, relative to it."""
         return [o.name for o in self.list_tree(folder)]
 
+    def list_files_modified(self, folder: str) -> dict[str, int]:
+        """Every object under ``folder``, at any depth, relative to it: its LastModified (ms)."""
+        return {o.name: o.modified_ns // 1_000_000 for o in self.list_tree(folder)}
+
     def modified_ms(self, path: str) -> int:
         bucket, key = split(path)
         try:
@@ -303,6 +316,16 @@ def storage_for(location: str | os.PathLike) -> LocalStorage | S3Storage:
 
 
 LOCAL = LocalStorage()
+
+
+def vacuum_candidates(table_dir: str) -> dict[str, int]:
+    """The table's files outside its log and hidden folders, which VACUUM judges (relative
+    path: modification time in ms)."""
+    return {
+        path: modified
+        for path, modified in storage_for(table_dir).list_files_modified(table_dir).items()
+        if not any(part.startswith(("_", ".")) for part in path.split("/"))
+    }
 
 
 def split(location: str) -> tuple[str, str]:

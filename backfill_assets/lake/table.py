@@ -54,7 +54,7 @@ from backfill_assets.lake.log import (
 from backfill_assets.lake.parquet_writer import remove_files, write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
-from backfill_assets.lake.storage import normalise, storage_for
+from backfill_assets.lake.storage import normalise, storage_for, vacuum_candidates
 from backfill_assets.testing.faults import STAGED, pause_point
 from backfill_assets.testing.iofault import io_step
 
@@ -357,7 +357,10 @@ class Lake:
                 f"files of open staged versions {at_risk}; discard or expire them first"
             )
         self.keep_retention(table, retention_hours)
-        return self._engine.vacuum(table, self.table_location(table), retention_hours)
+        location = self.table_location(table)
+        if all(modified > cutoff_ms for modified in vacuum_candidates(location).values()):
+            return []  # no file is old enough to go: VACUUM would delete nothing
+        return self._engine.vacuum(table, location, retention_hours)
 
     def keep_retention(self, table: str, retention_hours: float = 0) -> dict[str, str]:
         """Bring the table's retention properties up to ``retention_hours`` and the lake's

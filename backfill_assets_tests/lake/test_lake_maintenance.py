@@ -175,3 +175,15 @@ def test_a_retention_below_the_floor_is_refused_before_anything_runs(lake):
         retention_days({"BACKFILL_RETENTION_DAYS": "2"})
     assert retention_days({}) == 14 and retention_days({"BACKFILL_RETENTION_DAYS": "7"}) == 7
     assert lake.version(TABLE) == 2 and sum(files_per_day(lake).values()) == 3
+
+
+def test_vacuum_with_no_file_past_the_retention_deletes_nothing_and_commits_nothing(lake):
+    write_in_pieces(lake, rows_of({D1: 3}, "old"), [D1], pieces=1)
+    replaced = log_files(lake)
+    write_in_pieces(lake, rows_of({D1: 2}, "new"), [D1], pieces=1)
+    version = lake.version(TABLE)
+    assert lake.vacuum(TABLE, retention_hours=1) == []
+    # Every file is younger than an hour: nothing to delete, so no VACUUM START/END commits
+    assert lake.version(TABLE) == version
+    assert all(lake.storage.exists(f"{lake.table_location(TABLE)}/{p}") for p in replaced)
+    assert content(lake) == sorted(rows_of({D1: 2}, "new"))
