@@ -31,3 +31,20 @@ def test_the_outcome_is_read_whole_whatever_the_page_size(tmp_path, page):
     assert (
         "1 blocking asset check failed" in outcome.error and "probe: probe_check" in outcome.error
     )
+
+
+def test_a_step_that_failed_after_its_retries_is_summed_up_by_its_cause(tmp_path):
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=2))
+    def probe():
+        raise RuntimeError("hadoop-aws is not on the class path")
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.materialize([probe], instance=instance, raise_on_error=False)
+        plan = RunPlan((PROBE,), date(2024, 1, 1), date(2024, 1, 1))
+        outcome = outcome_of_run(instance, plan, result.run_id, result.success)
+
+    assert not result.success
+    # Dagster's own message for the last attempt is "Exceeded max_retries of 2": the summary
+    # names what failed instead
+    assert "hadoop-aws is not on the class path" in outcome.error
+    assert "max_retries" not in outcome.error

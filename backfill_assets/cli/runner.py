@@ -23,6 +23,7 @@ from dagster._core.storage.tags import (
     ROOT_RUN_ID_TAG,
     TAGS_TO_MAYBE_OMIT_ON_RETRY,
 )
+from dagster._utils.error import SerializableErrorInfo
 
 from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
@@ -197,13 +198,25 @@ def outcome_of_run(
         elif event.event_type == DagsterEventType.STEP_FAILURE:
             data = event.step_failure_data
             if outcome.error is None:
-                outcome.error = data.error.message.strip() if data.error else None
+                outcome.error = _cause(data.error)
             for day, why in _held_partitions(data).items():
                 outcome.held.setdefault(date.fromisoformat(day), []).extend(why)
     outcome.published = dict(published)
     outcome.failed_checks = {k: dict(v) for k, v in failed.items()}
     outcome.warnings = {k: dict(v) for k, v in warned.items()}
     return outcome
+
+
+# What Dagster's step failure is when the retry policy ran out: the step's own error its cause
+RETRY_WRAPPERS = frozenset({"RetryRequestedFromPolicy", "RetryRequested"})
+
+
+def _cause(error: SerializableErrorInfo | None) -> str | None:
+    """A failed step's error as a summary names it: what the step raised, not the retry count
+    that Dagster's last attempt reports ("Exceeded max_retries of 2")."""
+    while error is not None and error.cls_name in RETRY_WRAPPERS and error.cause is not None:
+        error = error.cause
+    return None if error is None else error.message.strip()
 
 
 def _held_partitions(data: StepFailureData) -> dict[str, list[str]]:
