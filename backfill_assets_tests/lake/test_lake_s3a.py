@@ -14,6 +14,7 @@ import time
 import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock
+from backfill_assets.lake.staged import file_ages_ms
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, wait_for
 from backfill_assets_tests.processes import kill_group, start, subprocess_env
 
@@ -122,6 +123,7 @@ def test_every_commit_path_waits_for_the_lock_then_refuses(
         THINGS, spark.createDataFrame([(D2, 9, "s")], SCHEMA), "d", [D2], commit("staged")
     )
     table_dir = lake.table_location(THINGS)
+    staged_since = min([staged.created_ms, *file_ages_ms(table_dir, staged)])
     lock = commit_lock.lock_path(table_dir)
     holder = {"host": "elsewhere", "pid": 4242, "since": "2024-01-01T00:00:00+00:00", "what": "x"}
     lake.storage.put(lock, json.dumps({**holder, "token": "theirs"}).encode(), create=True)
@@ -142,7 +144,13 @@ def test_every_commit_path_waits_for_the_lock_then_refuses(
             4,
         ),
         "compact": (lambda: lake.compact(THINGS, "d", commit("c")), None, None),
-        "vacuum": (lambda: lake.vacuum(THINGS, 1), None, None),
+        # a retention just past the staged version's age: the first replace's files, older,
+        # are past it, so there is something to delete and a VACUUM to run under the lock
+        "vacuum": (
+            lambda: lake.vacuum(THINGS, (time.time() * 1000 - staged_since + 300) / 3.6e6),
+            None,
+            None,
+        ),
         "checkpoint": (lambda: lake.checkpoint(THINGS), None, None),
     }
     for name, (call, _, _) in paths.items():
