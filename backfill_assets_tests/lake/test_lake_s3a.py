@@ -145,7 +145,8 @@ def test_every_commit_path_waits_for_the_lock_then_refuses(
         ),
         "compact": (lambda: lake.compact(THINGS, "d", commit("c")), None, None),
         # a retention just past the staged version's age: the first replace's files, older,
-        # are past it, so there is something to delete and a VACUUM to run under the lock
+        # are past its cutoff, so Lake.vacuum runs a VACUUM (under the lock); the staged files,
+        # younger, are not
         "vacuum": (
             lambda: lake.vacuum(THINGS, (time.time() * 1000 - staged_since + 300) / 3.6e6),
             None,
