@@ -13,6 +13,7 @@ from backfill_assets.lake.keys import (
     LakeConflict,
     LakeError,
     LakeTableMissing,
+    LakeUnsupported,
     parse_partition_dates,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "LakeConflict",
     "LakeError",
     "LakeTableMissing",
+    "LakeUnsupported",
     "PartitionInfo",
     "StagedVersion",
     "WriteResult",

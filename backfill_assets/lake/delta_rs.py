@@ -63,6 +63,7 @@ from backfill_assets.lake.spark_files import (
     nullable,
     read_files,
     spark_schema,
+    unreadable_features,
 )
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
@@ -107,6 +108,19 @@ class DeltaRsEngine:
     def version(self, table_dir: str) -> int | None:
         table = self.load(table_dir)
         return None if table is None else table.version()
+
+    def unsupported(self, table_dir: str) -> list[str]:
+        """The reader features of the table's latest version that Spark's plain read of its
+        files would get wrong (``spark_files.unreadable_features``)."""
+        table = self.load(table_dir)
+        if table is None:
+            return []
+        protocol = table.protocol()
+        return unreadable_features(
+            protocol.min_reader_version,
+            protocol.reader_features or [],
+            table.metadata().configuration or {},
+        )
 
     def replace(
         self,

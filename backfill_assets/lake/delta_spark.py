@@ -162,6 +162,11 @@ class DeltaSparkEngine:
         without a Spark job (a commit file is written whole, once, or not at all)."""
         return newest_commit(table_dir)
 
+    def unsupported(self, table_dir: str) -> list[str]:
+        """Nothing: Delta's own reader serves whatever its protocol check lets through, and
+        refuses the rest itself."""
+        return []
+
     def replace(
         self,
         name: str,

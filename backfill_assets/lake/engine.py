@@ -27,6 +27,11 @@ class Engine(Protocol):
         """The latest version, None when there is no table."""
         ...
 
+    def unsupported(self, table_dir: str) -> list[str]:
+        """What of the table's protocol this engine cannot serve correctly (empty: nothing, or
+        no table): ``LakeUnsupported``'s features."""
+        ...
+
     def read(
         self,
         name: str,

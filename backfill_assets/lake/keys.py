@@ -24,6 +24,18 @@ class LakeTableMissing(LakeError):
     """The table does not exist (no Delta log at its path)."""
 
 
+class LakeUnsupported(LakeError):
+    """A table in a state this engine cannot serve correctly (a reader feature, column mapping):
+    no retry changes that; another engine, or the table's own rewrite, does."""
+
+    def __init__(self, table: str, engine: str, features: list[str]) -> None:
+        super().__init__(
+            f"table {table} needs reader features {features} that the {engine} engine cannot "
+            "honour: read it with Delta's own reader (BACKFILL_LAKE_ENGINE=delta-spark)"
+        )
+        self.table, self.engine, self.features = table, engine, features
+
+
 class LakeConflict(LakeError):
     """A staged version's partitions changed in the table after it was staged: publishing it
     would replace data its audit never compared with. Stage and audit again."""

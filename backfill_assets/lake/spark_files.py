@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.keys import LakeError, LakeUnsupported, date_text
 from backfill_assets.lake.storage import is_s3
 from backfill_assets.spark_session import listing_on_driver
 
@@ -48,11 +48,7 @@ def check_readable(table: DeltaTable, table_name: str) -> None:
         table.metadata().configuration or {},
     )
     if unknown:
-        raise LakeError(
-            f"table {table_name} needs reader features {unknown} "
-            "that the delta-rs engine cannot honour when Spark reads its files; "
-            "read it with the native delta-spark engine"
-        )
+        raise LakeUnsupported(table_name, "delta-rs", unknown)
 
 
 def unreadable_features(

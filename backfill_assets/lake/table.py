@@ -38,6 +38,7 @@ from backfill_assets.lake.engine import Engine
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
 from backfill_assets.lake.keys import (
     LakeError,
+    LakeUnsupported,
     check_column_name,
     check_table_name,
     date_text,
@@ -152,6 +153,13 @@ class Lake:
     def version(self, table: str) -> int | None:
         """Latest version, or None when the table does not exist."""
         return self._engine.version(self.table_location(table))
+
+    def check_supported(self, table: str) -> None:
+        """LakeUnsupported, naming the features, when this engine cannot serve the table's
+        latest version correctly (nothing when there is no table)."""
+        features = self._engine.unsupported(self.table_location(table))
+        if features:
+            raise LakeUnsupported(table, self.engine_name, features)
 
     def replace_partitions(
         self,

@@ -10,6 +10,7 @@ step's own function, then the check outputs and the failure naming the held days
 
 # No ``from __future__ import annotations`` here: Dagster checks the type of ``context`` when
 # the asset is defined, and cannot read a postponed annotation.
+import contextlib
 import warnings
 from collections.abc import Callable, Iterator
 from datetime import date
@@ -17,6 +18,7 @@ from typing import Any
 
 import dagster as dg
 
+from backfill_assets.lake import LakeUnsupported
 from backfill_assets.publishing.interrupts import stops_on_interrupt
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.settings import RunSettings
@@ -27,6 +29,16 @@ def retry_transient() -> dg.RetryPolicy:
     that (read when the definitions are built)."""
     delay = RunSettings.from_env().retry_delay_seconds
     return dg.RetryPolicy(max_retries=2, delay=delay, backoff=dg.Backoff.EXPONENTIAL)
+
+
+@contextlib.contextmanager
+def unsupported_fails_once() -> Iterator[None]:
+    """Around a step's body: a table its engine cannot serve (``LakeUnsupported``) fails the
+    step at once, naming the features; no retry changes a table's protocol."""
+    try:
+        yield
+    except LakeUnsupported as exc:
+        raise dg.Failure(description=f"{exc}; not retried", allow_retries=False) from exc
 
 
 # What every asset of the pipeline is made of: Spark compute, Delta tables.
@@ -95,7 +107,7 @@ def publishing_step(
         **spark_step(checks, partitions),
     )
     def step_body(context: dg.AssetExecutionContext) -> Iterator:
-        with stops_on_interrupt(context.resources.spark.started_session):
+        with stops_on_interrupt(context.resources.spark.started_session), unsupported_fails_once():
             spark = context.resources.spark.spark_session
             with Publication(context, context.resources.pipeline.lake(spark)) as step:
                 days = step.days_to_build(spec.key)

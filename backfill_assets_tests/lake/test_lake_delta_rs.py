@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 
 import pytest
 
-from backfill_assets.lake import CommitInfo, Lake, LakeError
+from backfill_assets.lake import CommitInfo, Lake, LakeUnsupported
+from backfill_assets_tests.reader_features import declare_reader_feature
 from backfill_assets_tests.spark_jobs import jobs_started
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
@@ -48,40 +48,14 @@ def test_lake_auto_engine_is_delta_rs_without_delta_extension(spark, tmp_path):
 @pytest.mark.parametrize("feature", ["deletionVectors", "columnMapping"])
 def test_lake_refuses_reader_features_it_cannot_honour(lake, feature):
     write(lake, [(D1, 1)], [D1])
-    log = lake.path("raw/t") / "_delta_log"
-    metadata = next(
-        json.loads(line)["metaData"]
-        for line in (log / f"{0:020d}.json").read_text().splitlines()
-        if "metaData" in line
-    )
-    if feature == "columnMapping":
-        schema = json.loads(metadata["schemaString"])
-        for number, field in enumerate(schema["fields"], start=1):
-            # Physical names equal to logical ones, as in a table upgraded to column mapping.
-            field["metadata"] = {
-                "delta.columnMapping.id": number,
-                "delta.columnMapping.physicalName": field["name"],
-            }
-        metadata["schemaString"] = json.dumps(schema)
-        metadata["configuration"] = {
-            "delta.columnMapping.mode": "name",
-            "delta.columnMapping.maxColumnId": "2",
-        }
-    protocol = {
-        "minReaderVersion": 3,
-        "minWriterVersion": 7,
-        "readerFeatures": [feature],
-        "writerFeatures": [feature],
-    }
-    commit = [
-        {"commitInfo": {"operation": "SET TBLPROPERTIES", "timestamp": 1}},
-        {"protocol": protocol},
-        {"metaData": metadata},
-    ]
-    (log / f"{1:020d}.json").write_text("\n".join(json.dumps(a) for a in commit) + "\n")
-    with pytest.raises(LakeError, match=feature):
+    lake.check_supported("raw/t")
+    assert declare_reader_feature(lake.path("raw/t"), feature) == 1
+    with pytest.raises(LakeUnsupported, match=feature) as refused:
+        lake.check_supported("raw/t")
+    assert refused.value.features == [feature]
+    with pytest.raises(LakeUnsupported, match=feature):
         lake.read_partitions("raw/t", "d", [D1])
-    with pytest.raises(LakeError, match=feature):
+    with pytest.raises(LakeUnsupported, match=feature):
         write(lake, [(D1, 2)], [D1])
     df, version = lake.read_partitions("raw/t", "d", [D1], version=0)
     assert version == 0 and [tuple(r) for r in df.collect()] == [(D1, 1)]

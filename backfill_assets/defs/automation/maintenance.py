@@ -28,6 +28,7 @@ from backfill_assets.defs.automation.wiring import schedule_status
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.publishing.interrupts import stops_on_interrupt
+from backfill_assets.publishing.steps import unsupported_fails_once
 from backfill_assets.resources import PipelineResource, SparkResource, code_version
 from backfill_assets.settings import AutomationSettings, retention_days
 
@@ -41,7 +42,7 @@ def maintain_lake(  # type: ignore[no-untyped-def]
 ) -> None:
     """Recover the corrections' interrupted operations, decommission those older than the
     retention, then vacuum (retention honoured), compact and checkpoint every table."""
-    with stops_on_interrupt(spark.started_session):
+    with stops_on_interrupt(spark.started_session), unsupported_fails_once():
         _maintain(context, spark, pipeline)
 
 

@@ -29,6 +29,7 @@ from backfill_assets.corrections import report as reporting
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.interrupts import stops_on_interrupt
+from backfill_assets.publishing.steps import unsupported_fails_once
 from backfill_assets.resources import PipelineResource, SparkResource
 
 
@@ -55,7 +56,7 @@ def _refusals(spark: SparkResource) -> Iterator[None]:
     """A refusal fails the run with its reason (no stack trace from deep inside); a SIGINT or
     SIGTERM (the UI's Terminate) cancels the diff's Spark jobs and starts no commit
     (``publishing.interrupts``)."""
-    with stops_on_interrupt(spark.started_session):
+    with stops_on_interrupt(spark.started_session), unsupported_fails_once():
         try:
             yield
         except CorrectionError as exc:

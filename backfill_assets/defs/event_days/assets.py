@@ -39,7 +39,7 @@ from backfill_assets.publishing.correcting import CorrectionForm, publication_fo
 from backfill_assets.publishing.interrupts import stops_on_interrupt
 from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication, partition_dates
-from backfill_assets.publishing.steps import KINDS, spark_step
+from backfill_assets.publishing.steps import KINDS, spark_step, unsupported_fails_once
 from backfill_assets.resources import PipelineResource, SparkResource
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
@@ -223,7 +223,7 @@ def build_event_day_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     ) -> Iterator:
         """Staging then fact for the selected event days, each day audited before publishing;
         a SIGINT or SIGTERM stops it (``publishing.interrupts``)."""
-        with stops_on_interrupt(spark.started_session):
+        with stops_on_interrupt(spark.started_session), unsupported_fails_once():
             session = spark.spark_session
             lake = pipeline.lake(session)
             yield from publish_event_days(context, session, lake, settings, config)
