@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from backfill_assets.day_blocks import BLOCK, DAYS_PER_TASK, block_count, by_day_blocks
 from backfill_assets.days import days_between
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines

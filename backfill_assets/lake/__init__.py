@@ -9,13 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from backfill_assets.lake.commit import CommitInfo, Compaction, PartitionInfo, WriteResult
-from backfill_assets.lake.keys import (
-    LakeConflict,
-    LakeError,
-    LakeTableMissing,
-    LakeUnsupported,
-    parse_partition_dates,
-)
+from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing, LakeUnsupported
+from backfill_assets.lake.keys import parse_partition_dates
 
 if TYPE_CHECKING:
     from backfill_assets.lake.staged import StagedVersion

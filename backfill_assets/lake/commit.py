@@ -17,7 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.errors import LakeError
+from backfill_assets.lake.keys import date_text
 
 METADATA_FORMAT = "backfill_assets.lake/1"
 

@@ -47,8 +47,9 @@ from backfill_assets.lake.commit import (
     encode_metadata,
     write_id_of,
 )
+from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats, indexed_columns
-from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import (
     commit_added_files,
     commit_file_counts,

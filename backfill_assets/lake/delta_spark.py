@@ -46,7 +46,8 @@ from backfill_assets.lake.commit import (
     encode_metadata,
     write_id_of,
 )
-from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import (
     LogSnapshot,
     commit_file_counts,

@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.log import physical_name, replay
 
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"

@@ -36,7 +36,8 @@ import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_txn as txns
 from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata, write_id_of
 from backfill_assets.lake.delta_spark_log import is_lost_race, snapshot_at
-from backfill_assets.lake.keys import LakeConflict, LakeError, LakeTableMissing, date_text
+from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import (
     commit_file_counts,
     commit_of_write,

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.storage import S3Storage, storage_for
 from backfill_assets.testing.iofault import io_step
 

@@ -11,34 +11,11 @@ import datetime as dt
 import re
 from collections.abc import Iterable
 
+from backfill_assets.lake.errors import LakeError
+
 _DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TABLE_SEGMENT = re.compile(r"[A-Za-z0-9_]+")
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class LakeError(ValueError):
-    """A request the lake layer refuses, or a table it cannot serve correctly."""
-
-
-class LakeTableMissing(LakeError):
-    """The table does not exist (no Delta log at its path)."""
-
-
-class LakeUnsupported(LakeError):
-    """A table in a state this engine cannot serve correctly (a reader feature, column mapping):
-    no retry changes that; another engine, or the table's own rewrite, does."""
-
-    def __init__(self, table: str, engine: str, features: list[str]) -> None:
-        super().__init__(
-            f"table {table} needs reader features {features} that the {engine} engine cannot "
-            "honour: read it with Delta's own reader (BACKFILL_LAKE_ENGINE=delta-spark)"
-        )
-        self.table, self.engine, self.features = table, engine, features
-
-
-class LakeConflict(LakeError):
-    """A staged version's partitions changed in the table after it was staged: publishing it
-    would replace data its audit never compared with. Stage and audit again."""
 
 
 def parse_partition_dates(keys: Iterable[object]) -> list[dt.date]:

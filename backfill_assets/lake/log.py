@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import TornCommit
 from backfill_assets.lake.storage import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
@@ -221,10 +221,6 @@ def newest_commit(table_dir: str) -> int | None:
     if newest is not None and storage_for(log_dir).is_local:
         _check_whole(log_dir, newest, whole=False)
     return newest
-
-
-class TornCommit(LakeError):
-    """The newest commit file of a table on local disk is not whole (a crash cut it short)."""
 
 
 def torn_commit(table_dir: str, whole: bool = False) -> None:

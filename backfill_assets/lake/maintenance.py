@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from backfill_assets.lake.commit import CommitInfo, Compaction
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.table import Lake
 from backfill_assets.settings import check_retention
 

@@ -33,8 +33,9 @@ from pyspark.sql.types import DateType
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats
-from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
 from backfill_assets.settings import S3Settings
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.settings import S3Settings
 
 PROBE_FOLDER = "_probe"  # under the lake's prefix; Delta readers skip names starting with "_"

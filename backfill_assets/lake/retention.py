@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 
 DELETED_FILES = "delta.deletedFileRetentionDuration"
 LOG = "delta.logRetentionDuration"

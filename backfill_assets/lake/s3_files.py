@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.errors import LakeError
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
 from backfill_assets.settings import S3Settings
 

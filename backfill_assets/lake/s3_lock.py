@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import backfill_assets.lake.lock_holder as lock_holder
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.storage import S3Storage, storage_for
 
 LEASE_SECONDS = 60.0

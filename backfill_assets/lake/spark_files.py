@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from backfill_assets.lake.keys import LakeError, LakeUnsupported, date_text
+from backfill_assets.lake.errors import LakeError, LakeUnsupported
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.storage import is_s3
 from backfill_assets.spark_session import listing_on_driver
 

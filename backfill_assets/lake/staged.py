@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass, field
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
-from backfill_assets.lake.keys import LakeError, date_text
+from backfill_assets.lake.errors import BrokenManifest, LakeError, ManifestChanged
+from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import commit_of_write, referenced_files
 from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
 from backfill_assets.testing.iofault import io_step
@@ -150,10 +151,6 @@ def manifest_path(table_dir: str, stage_id: str) -> str:
     return os.path.join(table_dir, STAGED_DIR, f"{check_id(stage_id)}.json")
 
 
-class ManifestChanged(LakeError):
-    """A save or close of a manifest that another writer changed or closed after it was read."""
-
-
 @contextlib.contextmanager
 def locked(table_dir: str, *stage_ids: str) -> Iterator[None]:
     """Hold the manifests of ``stage_ids`` against every other process's publish, discard, move
@@ -213,10 +210,6 @@ def _changed(table_dir: str, staged: StagedVersion, how: str) -> ManifestChanged
         f"{staged.table}: staged version {staged.id} was {how} by another writer after this one "
         f"read it (generation {staged.generation}); this one saved nothing"
     )
-
-
-class BrokenManifest(LakeError):
-    """A manifest on disk that is not a whole one (truncated, not JSON, keys missing)."""
 
 
 BROKEN_SUFFIX = ".broken"

@@ -24,7 +24,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.preflight import check_s3
 from backfill_assets.settings import S3Settings
 

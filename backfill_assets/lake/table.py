@@ -35,10 +35,9 @@ from backfill_assets.lake.commit import (
     new_write_id,
 )
 from backfill_assets.lake.engine import Engine
+from backfill_assets.lake.errors import LakeError, LakeUnsupported, ManifestChanged
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
 from backfill_assets.lake.keys import (
-    LakeError,
-    LakeUnsupported,
     check_column_name,
     check_table_name,
     date_text,
@@ -506,7 +505,7 @@ class Lake:
         if files is not None:  # the claim below fails if the manifest changes after this read
             held = {f.path for f in on_disk.files_of(dates)}
             if held != set(files):
-                raise manifests.ManifestChanged(
+                raise ManifestChanged(
                     f"{staged.table}: staged version {staged.id} holds other files for "
                     f"{[date_text(d) for d in dates]} than were named to publish "
                     f"({len(held - set(files))} added, {len(set(files) - held)} gone since): "
@@ -528,8 +527,8 @@ class Lake:
         }
         try:
             claimed = manifests.save(table_dir, replace(on_disk, publishing=intent))
-        except manifests.ManifestChanged as exc:
-            raise manifests.ManifestChanged(f"{exc}; nothing was committed: stage again") from None
+        except ManifestChanged as exc:
+            raise ManifestChanged(f"{exc}; nothing was committed: stage again") from None
         pause_point("publish_intent")
         with manifests.locked(table_dir, staged.id):
             self._check_claim(claimed, dates)
@@ -547,7 +546,7 @@ class Lake:
         current = manifests.load(table_dir, claimed.id)
         if current is None or current.generation != claimed.generation:
             how = "discarded or expired" if current is None else "changed"
-            raise manifests.ManifestChanged(
+            raise ManifestChanged(
                 f"{claimed.table}: staged version {claimed.id} was {how} by another writer "
                 "while this publish ran: nothing was committed; stage again"
             )

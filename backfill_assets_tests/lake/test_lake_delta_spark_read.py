@@ -16,7 +16,7 @@ from backfill_assets.lake.delta_spark_log import (
     snapshot_files,
     snapshot_records,
 )
-from backfill_assets.lake.keys import LakeConflict
+from backfill_assets.lake.errors import LakeConflict
 from backfill_assets.lake.log import files_at, relative_path, replay
 from backfill_assets_tests.lake.lake_support import THINGS, commit
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame

@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from backfill_assets.lake.keys import LakeError, check_column_name, check_table_name, date_text
+from backfill_assets.lake.errors import LakeError
+from backfill_assets.lake.keys import check_column_name, check_table_name, date_text
 
 
 @pytest.mark.parametrize("name", ["raw/orders", "fact/daily_revenue", "a_1/B2/c", "x"])

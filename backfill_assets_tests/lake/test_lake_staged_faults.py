@@ -11,6 +11,7 @@ import os
 import pytest
 
 import backfill_assets.lake.staged as manifests
+from backfill_assets.lake.errors import BrokenManifest, ManifestChanged
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, overwrite, stored
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old
 
@@ -149,7 +150,7 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
         lambda: lake.vacuum(TABLE, 0),
     ]
     for attempt in attempts:
-        with pytest.raises(manifests.BrokenManifest) as error:
+        with pytest.raises(BrokenManifest) as error:
             attempt()
         assert path in str(error.value) and f"backfill-assets repair-manifest {path}" in str(
             error.value
@@ -172,9 +173,9 @@ def test_a_manifest_save_or_close_over_one_saved_meanwhile_is_refused(lake):
     assert first is not None and second is not None
     saved = manifests.save(table_dir, first)
     assert saved.generation == first.generation + 1
-    with pytest.raises(manifests.ManifestChanged, match="saved again"):
+    with pytest.raises(ManifestChanged, match="saved again"):
         manifests.save(table_dir, second)
-    with pytest.raises(manifests.ManifestChanged, match="saved again"):
+    with pytest.raises(ManifestChanged, match="saved again"):
         manifests.remove(table_dir, second)
     assert manifests.load(table_dir, staged.id) == saved
     assert on_disk(lake, staged.files) == [True]

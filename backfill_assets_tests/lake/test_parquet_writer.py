@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from backfill_assets.lake.keys import LakeError
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.parquet_writer import write_files
 
 D1, D2 = date(2024, 1, 1), date(2024, 1, 2)
