@@ -22,8 +22,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import random
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
@@ -58,6 +58,7 @@ from backfill_assets.lake.log import (
     touched_after,
 )
 from backfill_assets.lake.parquet_writer import write_files
+from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import (
     check_readable,
     need_spark,
@@ -74,8 +75,6 @@ from backfill_assets.testing.iofault import io_step
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-MAX_ATTEMPTS = 12
 
 
 class DeltaRsEngine:
@@ -392,46 +391,35 @@ class DeltaRsEngine:
         read_version + 1 only, retried from a fresh snapshot when another commit came first,
         so a publish that lands meanwhile is never undone by a compaction of the old files."""
         write_id = write_id_of(commit)
-        last_error: Exception | None = None
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            table = self.load(table_dir)
-            if table is None:
-                raise LakeTableMissing(f"table {name} does not exist")
-            check_readable(table, name)
-            read_version = table.version()
-            rows = self.row_counts(name, table_dir, column, read_version)
+
+        def attempt(a: Attempt) -> Compaction:
+            table = self._readable(name, table_dir)
+            a.floor = table.version()
+            rows = self.row_counts(name, table_dir, column, a.floor)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
-            props = CommitProperties(
-                custom_metadata={"userMetadata": metadata}, max_commit_retries=0
-            )
-            if attempt == 1:
+            if a.number == 1:
                 pause_point("before_commit")
-            try:
-                io_step("commit")
-                with commit_lock.held(table_dir, "compact"):
-                    metrics = table.optimize.compact(commit_properties=props)
-                io_step("commit.landed")
-            except Exception as exc:
-                landed = commit_of_write(table_dir, write_id, read_version)
-                if landed is not None:
-                    files = commit_file_counts(table_dir, landed)
-                    return Compaction(name, landed, files[1], files[0], attempt)
-                if (
-                    not isinstance(exc, CommitFailedError)
-                    or self.version(table_dir) == read_version
-                ):
-                    raise
-                last_error = exc
-                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
-                continue
-            version = commit_of_write(table_dir, write_id, read_version)
+            io_step("commit")
+            with commit_lock.held(table_dir, "compact"):
+                metrics = table.optimize.compact(commit_properties=_no_retries(metadata))
+            io_step("commit.landed")
+            version = commit_of_write(table_dir, write_id, a.floor)
             if version is None:
-                return Compaction(name, None, 0, 0, attempt)
+                return Compaction(name, None, 0, 0, a.number)
             durable.sync_commit(table_dir, version, sorted(commit_added_files(table_dir, version)))
-            return Compaction(
-                name, version, metrics["numFilesRemoved"], metrics["numFilesAdded"], attempt
-            )
-        raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+            removed, added = metrics["numFilesRemoved"], metrics["numFilesAdded"]
+            return Compaction(name, version, removed, added, a.number)
+
+        def landed(a: Attempt) -> Compaction | None:
+            version = commit_of_write(table_dir, write_id, a.floor)
+            if version is None:
+                return None
+            added, removed = commit_file_counts(table_dir, version)
+            return Compaction(name, version, removed, added, a.number)
+
+        return committing(
+            Commit(f"compaction of {name}", attempt, landed, self._lost_race(table_dir))
+        )[0]
 
     def merge(
         self,
@@ -449,54 +437,46 @@ class DeltaRsEngine:
         write_id = write_id_of(commit)
         metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
         matched = " AND ".join(f"t.{c} = s.{c}" for c in on)  # names checked by Lake.merge
-        last_error: Exception | None = None
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        keys = replaced_keys(source, replace_for)
+
+        def attempt(a: Attempt) -> int:
             with commit_lock.held(table_dir, "merge"):
-                table = self.load(table_dir)
-                if table is None:
-                    raise LakeTableMissing(f"table {name} does not exist")
-                check_readable(table, name)
-                read_version = table.version()
-                if attempt == 1:
+                table = self._readable(name, table_dir)
+                a.floor = table.version()
+                if a.number == 1:
                     pause_point("before_commit")
-                props = CommitProperties(
-                    custom_metadata={"userMetadata": metadata}, max_commit_retries=0
-                )
                 merger = (
                     table.merge(
                         source,
                         matched,
                         source_alias="s",
                         target_alias="t",
-                        commit_properties=props,
+                        commit_properties=_no_retries(metadata),
                     )
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
                 )
-                keys = replaced_keys(source, replace_for)
                 if keys:
                     listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
                     merger = merger.when_not_matched_by_source_delete(
                         f"t.{replace_for} IN ({listed})"
                     )
-                try:
-                    io_step("commit")
-                    merger.execute()
-                    io_step("commit.landed")
-                except Exception as exc:
-                    landed = commit_of_write(table_dir, write_id, read_version)
-                    if landed is not None:
-                        return landed
-                    if not isinstance(exc, CommitFailedError):
-                        raise
-                    last_error = exc
-                    continue
-            version = commit_of_write(table_dir, write_id, read_version)
+                io_step("commit")
+                merger.execute()
+                io_step("commit.landed")
+            version = commit_of_write(table_dir, write_id, a.floor)
             if version is None:
                 raise LakeError(f"{name}: the merge's commit is not in the log")
             durable.sync_commit(table_dir, version, sorted(commit_added_files(table_dir, version)))
             return version
-        raise LakeError(f"merge into {name} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+
+        def landed(a: Attempt) -> int | None:
+            return commit_of_write(table_dir, write_id, a.floor)
+
+        def retry(exc: Exception, a: Attempt) -> bool:
+            return isinstance(exc, CommitFailedError)
+
+        return committing(Commit(f"merge into {name}", attempt, landed, retry))[0]
 
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""
@@ -525,78 +505,90 @@ class DeltaRsEngine:
         return table.version()
 
     def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata, write_id):
-        """Commit once at read_version + 1, retrying from a fresh snapshot on a lost race.
+        """Commit once at read_version + 1 (``retry.committing``: from a fresh snapshot after a
+        lost race; ``metadata`` carries ``write_id``, which tells a commit that landed before
+        its call raised); (version, attempts)."""
 
-        ``metadata`` carries ``write_id``. When a commit call raises, the log is searched for
-        it first: delta-rs writes a checkpoint and cleans up old log files after the commit,
-        in the same call, so an error there (a checkpoint that cannot be written) comes after
-        a commit that landed. That write succeeded; retrying it would commit it twice, and a
-        publish retried by its caller would find its own commit and report a conflict."""
-        last_error: Exception | None = None
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            props = CommitProperties(
-                custom_metadata={"userMetadata": metadata}, max_commit_retries=0
-            )
+        def attempt(a: Attempt) -> int:
             table = self.load(table_dir)
-            read_version = None if table is None else table.version()
-            try:
-                if table is None:
-                    if create_schema is None:
-                        raise LakeTableMissing(f"table at {table_dir} disappeared")
-                    if attempt == 1:
-                        pause_point("before_commit")
-                    io_step("commit")
-                    with commit_lock.held(table_dir, "create"):
-                        create_table_with_add_actions(
-                            table_dir,
-                            create_schema,
-                            create_adds,
-                            mode="error",
-                            partition_by=[column],
-                            configuration=self.table_properties,
-                            commit_properties=props,
-                            storage_options=storage_for(table_dir).delta_options(),
-                        )
-                    io_step("commit.landed")
-                    durable.sync_commit(table_dir, 0)
-                    return 0, attempt
-                landing = table.version() + 1  # the snapshot read, before the commit moves it
-                file_actions, mode, filters = actions(table)
-                if attempt == 1:
+            if table is None:
+                if create_schema is None:
+                    raise LakeTableMissing(f"table at {table_dir} disappeared")
+                if a.number == 1:
                     pause_point("before_commit")
                 io_step("commit")
-                with commit_lock.held(table_dir, "commit"):
-                    table.create_write_transaction(
-                        file_actions,
-                        mode=mode,
-                        schema=table.schema(),
+                with commit_lock.held(table_dir, "create"):
+                    create_table_with_add_actions(
+                        table_dir,
+                        create_schema,
+                        create_adds,
+                        mode="error",
                         partition_by=[column],
-                        partition_filters=filters,
-                        commit_properties=props,
+                        configuration=self.table_properties,
+                        commit_properties=_no_retries(metadata),
+                        storage_options=storage_for(table_dir).delta_options(),
                     )
                 io_step("commit.landed")
-                durable.sync_commit(table_dir, landing)
-                return landing, attempt
-            except LakeError:
-                raise  # refused before committing (conflict, schema): nothing to look for
-            except Exception as exc:
-                landed = commit_of_write(table_dir, write_id, read_version)
-                if landed is not None:
-                    durable.sync_commit(table_dir, landed)
-                    return landed, attempt
-                if isinstance(exc, CommitFailedError):
-                    # Only a lost race is worth retrying: the table must have moved on.
-                    if table is not None and self.version(table_dir) == read_version:
-                        raise LakeError(f"commit to {table_dir} refused: {exc}") from exc
-                elif isinstance(exc, DeltaError):
-                    # Another process created the table first: retry as a replace.
-                    if table is not None or self.load(table_dir) is None:
-                        raise
-                else:
-                    raise
-                last_error = exc
-            time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
-        raise LakeError(f"commit to {table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+                durable.sync_commit(table_dir, 0)
+                return 0
+            a.floor = table.version()  # the snapshot read, before the commit moves it
+            file_actions, mode, filters = actions(table)
+            if a.number == 1:
+                pause_point("before_commit")
+            io_step("commit")
+            with commit_lock.held(table_dir, "commit"):
+                table.create_write_transaction(
+                    file_actions,
+                    mode=mode,
+                    schema=table.schema(),
+                    partition_by=[column],
+                    partition_filters=filters,
+                    commit_properties=_no_retries(metadata),
+                )
+            io_step("commit.landed")
+            durable.sync_commit(table_dir, a.floor + 1)
+            return a.floor + 1
+
+        def landed(a: Attempt) -> int | None:
+            version = commit_of_write(table_dir, write_id, a.floor)
+            if version is not None:
+                durable.sync_commit(table_dir, version)
+            return version
+
+        def retry(exc: Exception, a: Attempt) -> bool:
+            if isinstance(exc, CommitFailedError):
+                # Only a lost race is worth retrying: the table must have moved on.
+                if a.floor is not None and self.version(table_dir) == a.floor:
+                    raise LakeError(f"commit to {table_dir} refused: {exc}") from exc
+                return True
+            # Creating the table, another process created it first: retry as a replace.
+            created = a.floor is None and self.load(table_dir) is not None
+            return isinstance(exc, DeltaError) and created
+
+        return committing(Commit(f"commit to {table_dir}", attempt, landed, retry))
+
+    def _readable(self, name: str, table_dir: str) -> DeltaTable:
+        """The table's latest snapshot, refused when it does not exist or delta-rs cannot read
+        it."""
+        table = self.load(table_dir)
+        if table is None:
+            raise LakeTableMissing(f"table {name} does not exist")
+        check_readable(table, name)
+        return table
+
+    def _lost_race(self, table_dir: str) -> Callable[[Exception, Attempt], bool]:
+        """A commit that failed because another commit came first: the table moved on."""
+
+        def retry(exc: Exception, a: Attempt) -> bool:
+            return isinstance(exc, CommitFailedError) and self.version(table_dir) != a.floor
+
+        return retry
+
+
+def _no_retries(metadata: str) -> CommitProperties:
+    """A commit's properties: its metadata document, and no rebasing by delta-rs (see the
+    module's docstring)."""
+    return CommitProperties(custom_metadata={"userMetadata": metadata}, max_commit_retries=0)
 
 
 def _refuse_changed(

@@ -26,9 +26,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import random
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -57,6 +55,7 @@ from backfill_assets.lake.log import (
     replay,
     touched_after,
 )
+from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import read_files, unreadable_features
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import vacuum_candidates
@@ -66,7 +65,6 @@ from backfill_assets.testing.iofault import io_step
 if TYPE_CHECKING:
     from delta.tables import DeltaTable
 
-MAX_ATTEMPTS = 8
 # What VACUUM needs to honour a retention shorter than the table's deletedFileRetentionDuration;
 # set only around it.
 VACUUM_CONF = {
@@ -198,37 +196,50 @@ class DeltaSparkEngine:
         metadata = encode_metadata(
             commit, self.name, operation, rows, restored_from, write_id=write_id
         )
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            read_version = newest_commit(table_dir)  # a floor: this write's commit is newer
-            try:
-                io_step("commit")
-                with commit_lock.held(table_dir, operation):
-                    (
-                        self._with_pause_points(df, column, dates, attempt)
-                        .write.format("delta")
-                        .mode("overwrite")
-                        .option("replaceWhere", _predicate(column, dates))
-                        .option("userMetadata", metadata)
-                        # "delta." options are the properties of a table the write creates
-                        .options(**self.table_properties)
-                        .partitionBy(column)
-                        .save(table_dir)
-                    )
-                io_step("commit.landed")
-                break
-            except Exception as exc:
-                if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
-                    raise LakeError(f"rows outside the partitions being written: {exc}") from exc
-                if commit_of_write(table_dir, write_id, read_version) is not None:
-                    break  # it landed; a post-commit step (hook, checkpoint) failed after it
-                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+
+        def attempt(a: Attempt) -> int:
+            a.floor = newest_commit(table_dir)  # this write's commit is newer
+            io_step("commit")
+            with commit_lock.held(table_dir, operation):
+                (
+                    self._with_pause_points(df, column, dates, a.number)
+                    .write.format("delta")
+                    .mode("overwrite")
+                    .option("replaceWhere", _predicate(column, dates))
+                    .option("userMetadata", metadata)
+                    # "delta." options are the properties of a table the write creates
+                    .options(**self.table_properties)
+                    .partitionBy(column)
+                    .save(table_dir)
+                )
+            io_step("commit.landed")
+            return self._landed_write(table_dir, write_id, a.floor)
+
+        def retry(exc: Exception, a: Attempt) -> bool:
+            if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
+                raise LakeError(f"rows outside the partitions being written: {exc}") from exc
+            return log.is_lost_race(self.spark, exc)
+
+        version, attempts = committing(
+            Commit(f"commit to {table_dir}", attempt, self._landed(table_dir, write_id), retry)
+        )
         pause_point("after_commit")
-        version = commit_of_write(table_dir, write_id, read_version)
+        return WriteResult(name, version, rows, commit_file_counts(table_dir, version)[0], attempts)
+
+    def _landed(self, table_dir: str, write_id: str) -> Callable[[Attempt], int | None]:
+        """A try's own commit, when it landed though the call raised (a hook or a checkpoint
+        failed after it)."""
+        return lambda a: commit_of_write(table_dir, write_id, a.floor)
+
+    def _landed_write(self, table_dir: str, write_id: str, floor: int | None) -> int:
+        """The version of the commit a write's call just returned from."""
+        version = commit_of_write(table_dir, write_id, floor)
         if version is None:
             raise LakeError(f"the commit of write {write_id} is missing from {table_dir}'s log")
-        return WriteResult(name, version, rows, commit_file_counts(table_dir, version)[0], attempt)
+        return version
+
+    def _lost_race(self) -> Callable[[Exception, Attempt], bool]:
+        return lambda exc, a: log.is_lost_race(self.spark, exc)
 
     def _pinned(self, name: str, table_dir: str, version: int | None) -> int:
         """``version``, or the latest when None; LakeError when the table has no such version."""
@@ -446,39 +457,30 @@ class DeltaSparkEngine:
         publish stands. The commit carries the metadata document through the session's
         ``commitInfo.userMetadata`` setting, set only around the command."""
         write_id = write_id_of(commit)
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            read_version = self._pinned(name, table_dir, None)
-            rows, _ = log.file_row_counts(self.spark, table_dir, column, read_version)
+
+        def attempt(a: Attempt) -> Compaction:
+            a.floor = self._pinned(name, table_dir, None)
+            rows, _ = log.file_row_counts(self.spark, table_dir, column, a.floor)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
-            if attempt == 1:
+            if a.number == 1:
                 pause_point("before_commit")
-            try:
-                io_step("commit")
-                with (
-                    _user_metadata(self.spark, metadata),
-                    commit_lock.held(table_dir, "compact"),
-                ):
-                    optimized = (
-                        _delta_table(self.spark, table_dir).optimize().executeCompaction().collect()
-                    )
-                metrics = optimized[0]["metrics"]
-                io_step("commit.landed")
-            except Exception as exc:
-                landed = commit_of_write(table_dir, write_id, read_version)
-                if landed is not None:
-                    return Compaction(name, landed, -1, -1, attempt)  # counts unknown: hook failed
-                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
-                continue
-            return Compaction(
-                name,
-                commit_of_write(table_dir, write_id, read_version),
-                metrics["numFilesRemoved"],
-                metrics["numFilesAdded"],
-                attempt,
-            )
-        raise LakeError(f"compaction of {name} lost {MAX_ATTEMPTS} races in a row")
+            io_step("commit")
+            with _user_metadata(self.spark, metadata), commit_lock.held(table_dir, "compact"):
+                optimized = (
+                    _delta_table(self.spark, table_dir).optimize().executeCompaction().collect()
+                )
+            metrics = optimized[0]["metrics"]
+            io_step("commit.landed")
+            version = commit_of_write(table_dir, write_id, a.floor)
+            removed, added = metrics["numFilesRemoved"], metrics["numFilesAdded"]
+            return Compaction(name, version, removed, added, a.number)
+
+        def landed(a: Attempt) -> Compaction | None:
+            version = commit_of_write(table_dir, write_id, a.floor)
+            # The counts are unknown: the hook after the commit failed.
+            return None if version is None else Compaction(name, version, -1, -1, a.number)
+
+        return committing(Commit(f"compaction of {name}", attempt, landed, self._lost_race()))[0]
 
     def merge(
         self,
@@ -500,41 +502,35 @@ class DeltaSparkEngine:
             if replace_for is None
             else sorted(r[0] for r in df.select(replace_for).distinct().collect() if r[0])
         )
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            read_version: int | None = None
-            try:
-                with commit_lock.held(table_dir, "merge"), _user_metadata(self.spark, metadata):
-                    read_version = self._pinned(name, table_dir, None)
-                    if attempt == 1:
-                        pause_point("before_commit")
-                    merger = (
-                        _delta_table(self.spark, table_dir)
-                        .alias("t")
-                        .merge(df.alias("s"), matched)
-                        .whenMatchedUpdateAll()
-                        .whenNotMatchedInsertAll()
-                    )
-                    if keys:
-                        listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
-                        merger = merger.whenNotMatchedBySourceDelete(
-                            f"t.`{replace_for}` IN ({listed})"
-                        )
-                    io_step("commit")
-                    merger.execute()
-                    io_step("commit.landed")
-            except Exception as exc:
-                landed = commit_of_write(table_dir, write_id, read_version)
-                if landed is not None:
-                    return landed
-                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
-                continue
-            version = commit_of_write(table_dir, write_id, read_version)
-            if version is None:
-                raise LakeError(f"{name}: the merge's commit is not in the log")
-            return version
-        raise LakeError(f"merge into {name} lost {MAX_ATTEMPTS} races in a row")
+
+        def attempt(a: Attempt) -> int:
+            with commit_lock.held(table_dir, "merge"), _user_metadata(self.spark, metadata):
+                a.floor = self._pinned(name, table_dir, None)
+                if a.number == 1:
+                    pause_point("before_commit")
+                merger = (
+                    _delta_table(self.spark, table_dir)
+                    .alias("t")
+                    .merge(df.alias("s"), matched)
+                    .whenMatchedUpdateAll()
+                    .whenNotMatchedInsertAll()
+                )
+                if keys:
+                    listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
+                    merger = merger.whenNotMatchedBySourceDelete(f"t.`{replace_for}` IN ({listed})")
+                io_step("commit")
+                merger.execute()
+                io_step("commit.landed")
+            return self._landed_write(table_dir, write_id, a.floor)
+
+        return committing(
+            Commit(
+                f"merge into {name}",
+                attempt,
+                self._landed(table_dir, write_id),
+                self._lost_race(),
+            )
+        )[0]
 
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""
@@ -545,19 +541,15 @@ class DeltaSparkEngine:
         """Set table properties in one metadata commit (``ALTER TABLE ... SET TBLPROPERTIES``),
         retried when another commit came first."""
         pairs = ", ".join(f"'{_quoted(k)}' = '{_quoted(v)}'" for k, v in properties.items())
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            try:
-                io_step("commit")
-                with commit_lock.held(table_dir, "set table properties"):
-                    self.spark.sql(
-                        f"ALTER TABLE {_sql_path(table_dir)} SET TBLPROPERTIES ({pairs})"
-                    )
-                io_step("commit.landed")
-                return
-            except Exception as exc:
-                if not log.is_lost_race(self.spark, exc) or attempt == MAX_ATTEMPTS:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+
+        def attempt(a: Attempt) -> None:
+            io_step("commit")
+            with commit_lock.held(table_dir, "set table properties"):
+                self.spark.sql(f"ALTER TABLE {_sql_path(table_dir)} SET TBLPROPERTIES ({pairs})")
+            io_step("commit.landed")
+
+        # Nothing tells a commit that landed: setting the same properties twice is harmless.
+        committing(Commit(f"properties of {name}", attempt, lambda a: None, self._lost_race()))
 
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""

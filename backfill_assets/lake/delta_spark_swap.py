@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import logging
 import os
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +45,7 @@ from backfill_assets.lake.log import (
     relative_path,
     touched_after,
 )
+from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import nullable
 from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.lake.storage import storage_for
@@ -53,7 +53,6 @@ from backfill_assets.testing.faults import pause_point
 from backfill_assets.testing.iofault import io_step
 
 LOGGER = logging.getLogger(__name__)
-MAX_ATTEMPTS = 8
 # Schema field metadata with which Delta's writer computes or checks a column's values.
 _CHECKED_FIELD_KEYS = ("delta.generationExpression", "delta.identity.", "delta.invariants")
 
@@ -241,44 +240,43 @@ def _rows_of(table_dir: str, column: str, dates: list[dt.date], adds: list[dict]
 def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) -> tuple[int, int]:
     """Commit ``swap`` once; (version, attempts). See the module docstring for the retries."""
     texts = {date_text(day) for day in swap.dates}
-    last_error: Exception | None = None
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        latest = newest_commit(swap.table_dir)  # a floor: this commit is newer
-        if latest is None and not swap.creates:
+
+    def attempt(a: Attempt) -> int:
+        a.floor = newest_commit(swap.table_dir)  # this commit is newer
+        if a.floor is None and not swap.creates:
             raise LakeTableMissing(f"table {swap.name} does not exist")
         if swap.check_base:
             _refuse_changed(swap, texts, None)
-        pinned = swap.base if attempt == 1 and swap.base is not None else latest
-        try:
-            if pinned is None:
-                txn = txns.new_table_transaction(
-                    spark, swap.table_dir, _new_table_schema(swap), swap.column, swap.properties
-                )
-                actions = [txns.add_action(spark, a) for a in swap.adds]
-            else:
-                txn = txns.open_transaction(spark, swap.table_dir, pinned)
-                actions = _actions(spark, txn, swap, pinned)
-            operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
-            if attempt == 1:
-                pause_point("before_commit")
-            io_step("commit")
-            with commit_lock.held(swap.table_dir, "publish or restore"):
-                version = txns.commit(spark, txn, actions, operation)
-            io_step("commit.landed")
-            return version, attempt
-        except LakeError:
-            raise  # refused before committing (schema, partitioning): nothing to look for
-        except Exception as exc:
-            landed = commit_of_write(swap.table_dir, write_id, latest)
-            if landed is not None:
-                return landed, attempt  # a post-commit step (hook, checkpoint) failed after it
-            if not is_lost_race(spark, exc):
-                raise
-            if swap.check_base:
-                _refuse_changed(swap, texts, exc)
-            last_error = exc
-        time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
-    raise LakeError(f"commit to {swap.table_dir} lost {MAX_ATTEMPTS} races in a row: {last_error}")
+        pinned = swap.base if a.number == 1 and swap.base is not None else a.floor
+        if pinned is None:
+            txn = txns.new_table_transaction(
+                spark, swap.table_dir, _new_table_schema(swap), swap.column, swap.properties
+            )
+            actions = [txns.add_action(spark, add) for add in swap.adds]
+        else:
+            txn = txns.open_transaction(spark, swap.table_dir, pinned)
+            actions = _actions(spark, txn, swap, pinned)
+        operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
+        if a.number == 1:
+            pause_point("before_commit")
+        io_step("commit")
+        with commit_lock.held(swap.table_dir, "publish or restore"):
+            version = txns.commit(spark, txn, actions, operation)
+        io_step("commit.landed")
+        return version
+
+    def landed(a: Attempt) -> int | None:
+        # A post-commit step (hook, checkpoint) failed after it.
+        return commit_of_write(swap.table_dir, write_id, a.floor)
+
+    def retry(exc: Exception, a: Attempt) -> bool:
+        if not is_lost_race(spark, exc):
+            return False
+        if swap.check_base:
+            _refuse_changed(swap, texts, exc)
+        return True
+
+    return committing(Commit(f"commit to {swap.table_dir}", attempt, landed, retry))
 
 
 def _new_table_schema(swap: Swap) -> str:

@@ -5,7 +5,8 @@ messages) and its location.
 Every write is one Delta commit, made while holding the table's commit lock (``commit_lock``),
 carrying the run's ``CommitInfo`` as its ``userMetadata`` with a write id, and found in the log
 by that id when the call raised after it landed: a write is never committed twice. A commit
-that loses a race to another is retried from a fresh snapshot, never committed over it.
+that loses a race to another is retried from a fresh snapshot, never committed over it: both
+engines run the same loop (``retry.committing``).
 """
 
 from __future__ import annotations
