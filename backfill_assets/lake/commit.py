@@ -6,7 +6,8 @@ answers "which run wrote this partition, from which input versions" whichever
 engine wrote it. Every write also records a unique ``write_id`` there
 (``new_write_id``), so that a writer whose commit call raised can look for its
 own commit in the log (``log.commit_of_write``) before taking the error for a
-lost race.
+lost race, and as the app id of Delta's transaction id (``txn_version``), which
+the table's snapshot keeps after log cleanup deleted the commit file.
 """
 
 from __future__ import annotations
@@ -99,6 +100,16 @@ class PartitionInfo:
 
 def new_write_id() -> str:
     return uuid.uuid4().hex
+
+
+def txn_version(floor: int | None) -> int:
+    """The version a write's Delta transaction id (its ``txn`` action, app id the write id)
+    records: the table version the write expects to create, the one after ``floor`` (the newest
+    it read; 0 for a new table). Exact while nothing commits between the read and the commit,
+    which the commit lock every writer of the lake holds ensures; Delta's JVM may rebase a
+    commit past another writer's, and then it is a lower bound. Whether the write landed is
+    whether the txn is there: a checkpoint keeps it when log cleanup deletes the commit."""
+    return 0 if floor is None else floor + 1
 
 
 def write_id_of(commit: CommitInfo) -> str:

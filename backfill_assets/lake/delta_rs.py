@@ -33,6 +33,7 @@ from deltalake.transaction import (
     AddAction,
     CommitProperties,
     RemoveAction,
+    Transaction,
     create_table_with_add_actions,
 )
 from pyspark.sql import DataFrame, SparkSession
@@ -45,6 +46,7 @@ from backfill_assets.lake.commit import (
     Compaction,
     WriteResult,
     encode_metadata,
+    txn_version,
     write_id_of,
 )
 from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
@@ -108,6 +110,12 @@ class DeltaRsEngine:
     def version(self, table_dir: str) -> int | None:
         table = self.load(table_dir)
         return None if table is None else table.version()
+
+    def transaction_version(self, table_dir: str, app_id: str) -> int | None:
+        """What Delta's transaction id of ``app_id`` records at the latest version (None: none,
+        or no table)."""
+        table = self.load(table_dir)
+        return None if table is None else table.transaction_version(app_id)
 
     def unsupported(self, table_dir: str) -> list[str]:
         """The reader features of the table's latest version that Spark's plain read of its
@@ -451,7 +459,7 @@ class DeltaRsEngine:
                         matched,
                         source_alias="s",
                         target_alias="t",
-                        commit_properties=_no_retries(metadata),
+                        commit_properties=_no_retries(metadata, write_id, a.floor),
                     )
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
@@ -525,7 +533,7 @@ class DeltaRsEngine:
                         mode="error",
                         partition_by=[column],
                         configuration=self.table_properties,
-                        commit_properties=_no_retries(metadata),
+                        commit_properties=_no_retries(metadata, write_id),
                         storage_options=storage_for(table_dir).delta_options(),
                     )
                 io_step("commit.landed")
@@ -543,7 +551,7 @@ class DeltaRsEngine:
                     schema=table.schema(),
                     partition_by=[column],
                     partition_filters=filters,
-                    commit_properties=_no_retries(metadata),
+                    commit_properties=_no_retries(metadata, write_id, a.floor),
                 )
             io_step("commit.landed")
             durable.sync_commit(table_dir, a.floor + 1)
@@ -585,10 +593,18 @@ class DeltaRsEngine:
         return retry
 
 
-def _no_retries(metadata: str) -> CommitProperties:
-    """A commit's properties: its metadata document, and no rebasing by delta-rs (see the
-    module's docstring)."""
-    return CommitProperties(custom_metadata={"userMetadata": metadata}, max_commit_retries=0)
+def _no_retries(
+    metadata: str, write_id: str | None = None, floor: int | None = None
+) -> CommitProperties:
+    """A commit's properties: its metadata document, with ``write_id`` Delta's transaction id
+    of the write (``txn_version``), and no rebasing by delta-rs (see the module's docstring)."""
+    txns = []
+    if write_id is not None:
+        now_ms = int(time.time() * 1000)
+        txns.append(Transaction(write_id, txn_version(floor), last_updated=now_ms))
+    return CommitProperties(
+        custom_metadata={"userMetadata": metadata}, max_commit_retries=0, app_transactions=txns
+    )
 
 
 def _refuse_changed(

@@ -42,6 +42,7 @@ from backfill_assets.lake.commit import (
     Compaction,
     WriteResult,
     encode_metadata,
+    txn_version,
     write_id_of,
 )
 from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
@@ -77,6 +78,10 @@ VACUUM_CONF = {
 LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 # The session setting Delta takes a commit's userMetadata from where no write option reaches.
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Delta's transaction id of the session's next DML commit (MERGE), as the writer's options
+# txnAppId and txnVersion give a write's.
+TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 
 
 def native_delta_available(spark: SparkSession) -> bool:
@@ -102,17 +107,30 @@ def native_delta_available(spark: SparkSession) -> bool:
 
 
 @contextlib.contextmanager
-def _user_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
-    """The session's commits in the block carry ``metadata`` as their ``userMetadata``."""
-    previous = spark.conf.get(USER_METADATA_CONF, None)
-    spark.conf.set(USER_METADATA_CONF, metadata)
+def _session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    """The session's settings ``confs`` for the block, then the session's own put back."""
+    previous = {key: spark.conf.get(key, None) for key in confs}
     try:
+        for key, value in confs.items():
+            spark.conf.set(key, value)
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(USER_METADATA_CONF)
-        else:
-            spark.conf.set(USER_METADATA_CONF, previous)
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def _commit_confs(metadata: str, write_id: str | None = None, floor: int | None = None) -> dict:
+    """What a command's commit carries when set on the session around it (Delta's DML and
+    OPTIMIZE take no write options): ``metadata`` as its ``userMetadata``, and with
+    ``write_id`` Delta's transaction id for the write (``txn_version``)."""
+    confs = {USER_METADATA_CONF: metadata}
+    if write_id is not None:
+        confs[TXN_APP_CONF] = write_id
+        confs[TXN_VERSION_CONF] = str(txn_version(floor))
+    return confs
 
 
 def _delta_table(spark: SparkSession, table_dir: str) -> DeltaTable:
@@ -166,6 +184,13 @@ class DeltaSparkEngine:
         refuses the rest itself."""
         return []
 
+    def transaction_version(self, table_dir: str, app_id: str) -> int | None:
+        """What Delta's transaction id of ``app_id`` records at the latest version (None: none,
+        or no table), from Delta's snapshot in the JVM."""
+        if self.version(table_dir) is None:
+            return None
+        return log.transaction_version(self.spark, table_dir, app_id)
+
     def replace(
         self,
         name: str,
@@ -207,6 +232,8 @@ class DeltaSparkEngine:
                     .mode("overwrite")
                     .option("replaceWhere", _predicate(column, dates))
                     .option("userMetadata", metadata)
+                    .option("txnAppId", write_id)
+                    .option("txnVersion", txn_version(a.floor))
                     # "delta." options are the properties of a table the write creates
                     .options(**self.table_properties)
                     .partitionBy(column)
@@ -433,21 +460,12 @@ class DeltaSparkEngine:
             **VACUUM_CONF,
             LISTING_PARALLELISM_CONF: str(max(1, self.spark.sparkContext.defaultParallelism)),
         }
-        previous = {key: self.spark.conf.get(key, None) for key in conf}
-        try:
-            for key, value in conf.items():
-                self.spark.conf.set(key, value)
+        with _session_confs(self.spark, conf):
             io_step("vacuum")
             with commit_lock.held(table_dir, "vacuum"):
                 self.spark.sql(
                     f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
                 )
-        finally:
-            for key, old in previous.items():
-                if old is None:
-                    self.spark.conf.unset(key)
-                else:
-                    self.spark.conf.set(key, old)
         return sorted(before - set(vacuum_candidates(table_dir)))
 
     def compact(self, name: str, table_dir: str, column: str, commit: CommitInfo) -> Compaction:
@@ -465,7 +483,10 @@ class DeltaSparkEngine:
             if a.number == 1:
                 pause_point("before_commit")
             io_step("commit")
-            with _user_metadata(self.spark, metadata), commit_lock.held(table_dir, "compact"):
+            with (
+                _session_confs(self.spark, _commit_confs(metadata)),
+                commit_lock.held(table_dir, "compact"),
+            ):
                 optimized = (
                     _delta_table(self.spark, table_dir).optimize().executeCompaction().collect()
                 )
@@ -504,7 +525,7 @@ class DeltaSparkEngine:
         )
 
         def attempt(a: Attempt) -> int:
-            with commit_lock.held(table_dir, "merge"), _user_metadata(self.spark, metadata):
+            with commit_lock.held(table_dir, "merge"):
                 a.floor = self._pinned(name, table_dir, None)
                 if a.number == 1:
                     pause_point("before_commit")
@@ -519,7 +540,8 @@ class DeltaSparkEngine:
                     listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
                     merger = merger.whenNotMatchedBySourceDelete(f"t.`{replace_for}` IN ({listed})")
                 io_step("commit")
-                merger.execute()
+                with _session_confs(self.spark, _commit_confs(metadata, write_id, a.floor)):
+                    merger.execute()
                 io_step("commit.landed")
             return self._landed_write(table_dir, write_id, a.floor)
 

@@ -94,6 +94,18 @@ def snapshot_at(spark: SparkSession, table_dir: str, version: int) -> Any:
     return log.getSnapshotAt(version, *defaults)
 
 
+def transaction_version(spark: SparkSession, table_dir: str, app_id: str) -> int | None:
+    """The version Delta's transaction id of ``app_id`` records at the table's latest version
+    (None: it has none), which a checkpoint keeps when log cleanup deletes the commit. Read from
+    a snapshot the log is listed for now: a cached one may name commit files cleaned up since."""
+    log = jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, table_dir
+    )
+    defaults = [getattr(log, f"update$default${n}")() for n in (1, 2, 3)]
+    found = log.update(*defaults).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else None
+
+
 def write_checkpoint(spark: SparkSession, table_dir: str, version: int) -> None:
     """A checkpoint of ``version`` (and ``_last_checkpoint``), as Delta writes one every
     ``delta.checkpointInterval`` commits; delta-spark offers no public API for it."""

@@ -33,7 +33,13 @@ from pyspark.sql import SparkSession
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_txn as txns
-from backfill_assets.lake.commit import CommitInfo, WriteResult, encode_metadata, write_id_of
+from backfill_assets.lake.commit import (
+    CommitInfo,
+    WriteResult,
+    encode_metadata,
+    txn_version,
+    write_id_of,
+)
 from backfill_assets.lake.delta_spark_log import is_lost_race, snapshot_at
 from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
 from backfill_assets.lake.keys import date_text
@@ -256,6 +262,7 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         else:
             txn = txns.open_transaction(spark, swap.table_dir, pinned)
             actions = _actions(spark, txn, swap, pinned)
+        actions.append(txns.txn_action(spark, write_id, txn_version(a.floor), _now_ms()))
         operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
         if a.number == 1:
             pause_point("before_commit")

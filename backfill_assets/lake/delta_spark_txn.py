@@ -227,6 +227,13 @@ def add_action(spark: SparkSession, document: dict[str, Any]) -> Any:
     return _action(spark, {"add": {**document, "dataChange": True}})
 
 
+def txn_action(spark: SparkSession, app_id: str, version: int, now_ms: int) -> Any:
+    """Delta's transaction id (``SetTransaction``) of the write ``app_id``, as the writer's
+    ``txnAppId``/``txnVersion`` options record it: with ``lastUpdated``, without which a table
+    that sets ``delta.setTransactionRetentionDuration`` drops it at once."""
+    return _action(spark, {"txn": {"appId": app_id, "version": version, "lastUpdated": now_ms}})
+
+
 def _action(spark: SparkSession, document: dict[str, Any]) -> Any:
     return jvm_of(spark).org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(document))
 

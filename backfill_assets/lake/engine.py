@@ -28,6 +28,11 @@ class Engine(Protocol):
         """The latest version, None when there is no table."""
         ...
 
+    def transaction_version(self, table_dir: str, app_id: str) -> int | None:
+        """The version Delta's transaction id of ``app_id`` records at the latest version (None:
+        none): every write records its write id as one (``commit.txn_version``)."""
+        ...
+
     def unsupported(self, table_dir: str) -> list[str]:
         """What of the table's protocol this engine cannot serve correctly (empty: nothing, or
         no table): ``LakeUnsupported``'s features."""

@@ -36,14 +36,14 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.errors import BrokenManifest, LakeError, ManifestChanged
 from backfill_assets.lake.keys import date_text
-from backfill_assets.lake.log import commit_of_write, referenced_files
+from backfill_assets.lake.log import referenced_files
 from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
 from backfill_assets.testing.iofault import io_step
 
@@ -359,7 +359,12 @@ def remove(table_dir: str, staged: StagedVersion) -> int:
     return deleted
 
 
-def settle(table_dir: str, staged: StagedVersion) -> StagedVersion:
+# Where a write's commit is, given (table_dir, write id, a version it is after): its version, or
+# None when it never landed (``Lake.commit_of_write`` by location).
+FindWrite = Callable[[str, str, int | None], int | None]
+
+
+def settle(table_dir: str, staged: StagedVersion, find: FindWrite) -> StagedVersion:
     """Complete or drop the intent ``staged`` records, so that the manifest agrees with the log
     and with the other manifests again; saved when it changed. The recovery of a publish or a
     ``keep_staged`` that stopped half-way (an error, a kill): run by every ``Lake`` method that
@@ -367,7 +372,7 @@ def settle(table_dir: str, staged: StagedVersion) -> StagedVersion:
     settled = staged
     if settled.publishing is not None:
         intent = settled.publishing
-        version = commit_of_write(table_dir, intent["write_id"], intent["after"])
+        version = find(table_dir, intent["write_id"], intent["after"])
         published = dict(settled.published)
         if version is not None:  # it landed: record it; else nothing was published
             published.update(dict.fromkeys(_days(intent["dates"]), version))
@@ -379,7 +384,7 @@ def settle(table_dir: str, staged: StagedVersion) -> StagedVersion:
     return settled
 
 
-def settled(table_dir: str, stage_id: str) -> StagedVersion | None:
+def settled(table_dir: str, stage_id: str, find: FindWrite) -> StagedVersion | None:
     """The manifest of ``stage_id`` (None: there is none), settled while holding it (``locked``):
     an intent is judged only when no publish or move that recorded it is still running here."""
     current = load(table_dir, stage_id)
@@ -387,7 +392,7 @@ def settled(table_dir: str, stage_id: str) -> StagedVersion | None:
         return current  # nothing to judge: no need to wait for a holder
     with locked(table_dir, stage_id):
         current = load(table_dir, stage_id)
-        return None if current is None else settle(table_dir, current)
+        return None if current is None else settle(table_dir, current, find)
 
 
 def finish_move(table_dir: str, source: StagedVersion) -> StagedVersion:

@@ -289,7 +289,20 @@ class Lake:
     def commit_of_write(self, table: str, write_id: str, after: int | None = None) -> int | None:
         """The version of the commit after ``after`` (any when None) that recorded ``write_id``
         (``CommitInfo.write_id``), or None: how a journal learns whether its commit landed."""
-        return commit_of_write(self.table_location(table), write_id, self._version_arg(after))
+        return self._find_write(self.table_location(table), write_id, self._version_arg(after))
+
+    def _find_write(self, table_dir: str, write_id: str, after: int | None) -> int | None:
+        """``commit_of_write`` by location: the commit file carrying ``write_id``; once log
+        cleanup deleted it, the version the write's Delta transaction id records
+        (``commit.txn_version``), which the table's checkpoint keeps. No transaction id: the
+        write never landed."""
+        found = commit_of_write(table_dir, write_id, after)
+        if found is not None:
+            return found
+        recorded = self._engine.transaction_version(table_dir, write_id)
+        if recorded is None:
+            return None
+        return recorded if after is None else max(recorded, after + 1)
 
     def commit_metadata(self, table: str, version: int) -> dict:
         """The CommitInfo document (run, code and input versions) of one commit, from its commit
@@ -583,11 +596,10 @@ class Lake:
         )
         return result
 
-    @staticmethod
-    def _settle_quietly(table_dir: str, stage_id: str) -> None:
+    def _settle_quietly(self, table_dir: str, stage_id: str) -> None:
         """Settle a failed publish's intent now if the disk lets us; else the next opener will."""
         try:
-            manifests.settled(table_dir, stage_id)
+            self._settled(table_dir, stage_id)
         except Exception:
             pass
 
@@ -692,9 +704,8 @@ class Lake:
             )
         return current
 
-    @staticmethod
-    def _settled(table_dir: str, stage_id: str) -> StagedVersion | None:
-        return manifests.settled(table_dir, stage_id)
+    def _settled(self, table_dir: str, stage_id: str) -> StagedVersion | None:
+        return manifests.settled(table_dir, stage_id, self._find_write)
 
     def staged_version(self, table: str, stage_id: str) -> StagedVersion | None:
         """The open staged version ``stage_id`` of ``table``, or None."""
@@ -703,7 +714,7 @@ class Lake:
     def staged_versions(self, table: str) -> list[StagedVersion]:
         """The open staged versions of ``table``, each settled (``staged.settle``)."""
         table_dir = self.table_location(table)
-        found = (manifests.settled(table_dir, s.id) for s in manifests.open_versions(table_dir))
+        found = (self._settled(table_dir, s.id) for s in manifests.open_versions(table_dir))
         return [s for s in found if s is not None]
 
     def maintain(self, table: str, retention_hours: float) -> tuple[list[str], list[str]]:
