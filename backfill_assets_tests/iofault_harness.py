@@ -94,11 +94,11 @@ def _write_old(lake: Lake) -> None:
 
 
 def _stage_new(lake: Lake, spread: int = 1) -> None:
-    lake.stage(TABLE, _frame(lake, NEW), COLUMN, [D1, D2], commit("new"), STAGE_ID, spread)
+    lake.staging.stage(TABLE, _frame(lake, NEW), COLUMN, [D1, D2], commit("new"), STAGE_ID, spread)
 
 
 def _open(lake: Lake, stage_id: str = STAGE_ID) -> manifests.StagedVersion:
-    staged = lake.staged_version(TABLE, stage_id)
+    staged = lake.staging.version(TABLE, stage_id)
     if staged is None:
         raise LakeError(f"staged version {stage_id} is not open")
     return staged
@@ -111,16 +111,16 @@ def _publish_rest(days: list[dt.date]) -> Callable[[Lake], object]:
     def run(lake: Lake) -> object:
         staged = _open(lake)
         rest = [d for d in days if d not in staged.published]
-        return lake.publish(staged, rest) if rest else None
+        return lake.staging.publish(staged, rest) if rest else None
 
     return run
 
 
 def _restage(lake: Lake) -> object:
     """A failed stage's re-run: its cleanup closes whatever it left open, then it stages anew."""
-    left = lake.staged_version(TABLE, STAGE_ID)
+    left = lake.staging.version(TABLE, STAGE_ID)
     if left is not None:
-        lake.discard(left)
+        lake.staging.discard(left)
     _stage_new(lake)
     return None
 
@@ -132,14 +132,16 @@ def _setup_staged(lake: Lake) -> None:
 
 def _setup_half_published(lake: Lake) -> None:
     _setup_staged(lake)
-    lake.publish(_open(lake), [D1])
+    lake.staging.publish(_open(lake), [D1])
 
 
 def _setup_keep(lake: Lake) -> None:
     _write_old(lake)
-    earlier = lake.stage(TABLE, _frame(lake, KEPT_BEFORE), COLUMN, [D1], commit("k"), "earlier")
-    lake.keep_staged(earlier, [D1], into=INTO)
-    lake.discard(earlier)
+    earlier = lake.staging.stage(
+        TABLE, _frame(lake, KEPT_BEFORE), COLUMN, [D1], commit("k"), "earlier"
+    )
+    lake.staging.keep(earlier, [D1], into=INTO)
+    lake.staging.discard(earlier)
     _stage_new(lake)
 
 
@@ -154,18 +156,20 @@ MANY = [(d, i, "many") for d in DAYS for i in range(40)]
 
 def _setup_small_files(lake: Lake) -> None:
     """Each partition in several files: something for compaction to join."""
-    staged = lake.stage(TABLE, _frame(lake, MANY), COLUMN, DAYS, commit("many"), "many", spread=3)
-    lake.publish(staged)
-    lake.discard(staged)
+    staged = lake.staging.stage(
+        TABLE, _frame(lake, MANY), COLUMN, DAYS, commit("many"), "many", spread=3
+    )
+    lake.staging.publish(staged)
+    lake.staging.discard(staged)
 
 
 def _keep(lake: Lake) -> object:
-    return lake.keep_staged(_open(lake), [D1], into=INTO)
+    return lake.staging.keep(_open(lake), [D1], into=INTO)
 
 
 def _discard(lake: Lake) -> object:
-    staged = lake.staged_version(TABLE, STAGE_ID)
-    return 0 if staged is None else lake.discard(staged)
+    staged = lake.staging.version(TABLE, STAGE_ID)
+    return 0 if staged is None else lake.staging.discard(staged)
 
 
 PATHS = [
@@ -198,8 +202,8 @@ PATHS = [
     LakePath(
         "expire_staged",
         _setup_half_published,
-        lambda lake: lake.expire_staged(TABLE, 0),
-        lambda lake: lake.expire_staged(TABLE, 0),
+        lambda lake: lake.staging.expire(TABLE, 0),
+        lambda lake: lake.staging.expire(TABLE, 0),
         overlay(OLD, NEW, [D1]),
         {},
     ),
@@ -391,8 +395,8 @@ def _check_settled(lake: Lake, root: str, path: LakePath, tally: Tally, where: s
 
 
 def _check_no_orphans(lake: Lake, root: str, tally: Tally, where: str) -> None:
-    for staged in lake.staged_versions(TABLE):
-        lake.discard(staged)
+    for staged in lake.staging.versions(TABLE):
+        lake.staging.discard(staged)
     lake.vacuum(TABLE, 0)
     left = data_files(root) - current_files(root)
     if left:

@@ -163,7 +163,7 @@ def run_point(env, template: Path, step: Step, n: int, mode: str = "error") -> l
         commit=CommitInfo(run_id="maintain", code_version="test"),
     )
     for table in TABLES:
-        left = [s.id for s in lake.staged_versions(table)] if lake.exists(table) else []
+        left = [s.id for s in lake.staging.versions(table)] if lake.exists(table) else []
         if [i for i in left if not (step.correction and i == CORRECTION)]:
             problems.append(f"orphans at {where}: {table} has open staged versions {left}")
     if step.correction:
@@ -222,7 +222,7 @@ def correction_against_reference(env) -> list[str]:
     for table in ("staging/orders", "fact/daily_revenue"):
         if c.table(table).ready_days() != DAYS:
             problems.append(f"{table}: ready days {c.table(table).ready_days()}")
-    staged = Lake(env.settings.lake_dir, _spark()).staged_version("staging/orders", CORRECTION)
+    staged = Lake(env.settings.lake_dir, _spark()).staging.version("staging/orders", CORRECTION)
     if staged is None:
         return [*problems, "no staged version of staging/orders"]
     got = Counter(

@@ -109,13 +109,13 @@ def compute(lake: Lake, correction: Correction) -> Diff:
     sides: dict[str, tuple] = {}
     files: dict[str, dict[str, list[str]]] = {}
     for table in CORRECTED:
-        staged = lake.staged_version(table.path, correction.id)
+        staged = lake.staging.version(table.path, correction.id)
         if staged is None:
             raise CorrectionError(
                 f"correction {correction.id} has no staged {table.path}: "
                 "discarded or decommissioned"
             )
-        after = lake.read_staged(staged, days)
+        after = lake.staging.read(staged, days)
         files[table.path] = file_set(staged, days)
         if lake.exists(table.path):
             before, versions[table.path] = lake.read_partitions(

@@ -6,7 +6,7 @@ record and the lake telling different stories. So before its first effect an ope
 its intent in the record (``Correction.pending``, ``begin``): the action, the days, and per
 table the write id its commit will carry (``CommitInfo.write_id``) and the version it starts
 from; a cutover's also names, per table, the staged files its diff compared, the only ones it
-publishes (``Lake.publish``'s ``files``). Then it commits the tables whose
+publishes (``Staging.publish``'s ``files``). Then it commits the tables whose
 commit has not landed (``forward``: the log is asked first, so a commit is never made twice),
 then saves its outcome and clears the intent. The intent carries a lease, renewed before each
 table's step (``lease.py``): recovery, on any host, leaves an intent alone while its lease is
@@ -118,10 +118,10 @@ def forward(lake: Lake, c: Correction) -> Outcome:
     if p["action"] == "discard":
         deleted = 0
         for table in CORRECTED:
-            staged = lake.staged_version(table.path, c.id)
+            staged = lake.staging.version(table.path, c.id)
             if staged is not None:
                 renew(lake, c)
-                deleted += lake.discard(staged)
+                deleted += lake.staging.discard(staged)
         return _finish(lake, c, {}, deleted)
     done = landed(lake, c)
     writes = {}
@@ -139,11 +139,11 @@ def _commit(lake: Lake, c: Correction, path: str) -> WriteResult:
     p, days = c.pending, days_of(c)
     commit = commit_info(c, p["action"], p["tables"][path]["write_id"])
     if p["action"] == "cutover":
-        staged = lake.staged_version(path, c.id)
+        staged = lake.staging.version(path, c.id)
         if staged is None:
             raise CorrectionError(f"{path}: the staged version of {c.id} is gone")
         files = p.get("files", {}).get(path)  # none in an intent saved before file sets were
-        return lake.publish(staged, days, commit, since=p["since"][path], files=files)
+        return lake.staging.publish(staged, days, commit, since=p["since"][path], files=files)
     cut = c.cutover["versions"][path]
     try:
         return restore(lake, c, path, days, c.cutover["versions_before"][path], commit, cut)

@@ -1,7 +1,7 @@
 """A correction run's passing days kept into the correction: ``keep``.
 
 A run of the correction's step keeps the files it staged for its passing days in the
-correction's staged version of the table (``Lake.keep_staged``) and records the days and the
+correction's staged version of the table (``Staging.keep``) and records the days and the
 run in the correction's record. Two stores, so the order matters: when the correction has been
 diffed (or cut over and rolled back), the record is first saved back to ``staged``, with a note
 of the run and its days, then the files are kept, then the days recorded. A run stopped between
@@ -31,7 +31,7 @@ def keep(
         c.state = State.STAGED
         c.note("staged again", f"{staged.table}: {shown} (run {run_id})")
         registry.save(lake.location, c)
-    kept = lake.keep_staged(staged, days, into=c.id)
+    kept = lake.staging.keep(staged, days, into=c.id)
     record = c.table(staged.table)
     for d in days:
         record.staged[d.isoformat()] = run_id

@@ -165,7 +165,7 @@ def _diffed_files(c: Correction, staged: dict[str, StagedVersion], days: list[dt
 def _staged_versions(lake: Lake, c: Correction) -> dict[str, StagedVersion]:
     """Every corrected table's open staged version of ``c``, checked before anything is
     published: a missing one (discarded, or expired by maintain) publishes neither table."""
-    staged = {t.path: lake.staged_version(t.path, c.id) for t in CORRECTED}
+    staged = {t.path: lake.staging.version(t.path, c.id) for t in CORRECTED}
     found = {path: s for path, s in staged.items() if s is not None}
     gone = [path for path in staged if path not in found]
     if gone:

@@ -62,9 +62,9 @@ def forget(lake: Lake, correction_id: str) -> Forgotten:
         )
     deleted = 0
     for table in CORRECTED:
-        staged = lake.staged_version(table.path, correction_id)
+        staged = lake.staging.version(table.path, correction_id)
         if staged is not None:
-            deleted += lake.discard(staged)
+            deleted += lake.staging.discard(staged)
     aside = registry.set_aside(lake.location, correction_id)
     return Forgotten(aside, deleted, {t: h for t, h in held.items() if h})
 

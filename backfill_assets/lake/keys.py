@@ -66,3 +66,22 @@ def check_column_name(column: str) -> str:
     if not isinstance(column, str) or not _COLUMN.fullmatch(column):
         raise LakeError(f"column name {column!r} is not a plain identifier")
     return column
+
+
+def partition_dates(partitions: Iterable[object]) -> list[dt.date]:
+    """``parse_partition_dates``, refusing an empty set."""
+    dates = parse_partition_dates(partitions)
+    if not dates:
+        raise LakeError("the partition set is empty")
+    return dates
+
+
+def version_arg(version: object) -> int | None:
+    """A table version given by a caller (None: the latest)."""
+    return None if version is None else required_version(version)
+
+
+def required_version(version: object) -> int:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise LakeError(f"version must be a non-negative int, got {version!r}")
+    return version

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -175,6 +176,25 @@ def commit_of_write(table_dir: str, write_id: str, after: int | None) -> int | N
         if commit_metadata(table_dir, version).get("write_id") == write_id:
             return version
     return None
+
+
+def find_write(
+    table_dir: str,
+    write_id: str,
+    after: int | None,
+    transaction_version: Callable[[str, str], int | None],
+) -> int | None:
+    """``commit_of_write``, and once log cleanup deleted that commit file, the version the
+    write's Delta transaction id records (``commit.txn_version``; ``transaction_version`` is the
+    engine's, which reads the table's snapshot: its checkpoint keeps the id). None: the write
+    never landed."""
+    found = commit_of_write(table_dir, write_id, after)
+    if found is not None:
+        return found
+    recorded = transaction_version(table_dir, write_id)
+    if recorded is None:
+        return None
+    return recorded if after is None else max(recorded, after + 1)
 
 
 def commit_metadata(table_dir: str, version: int) -> dict:

@@ -8,7 +8,7 @@ retention needs and older than it, and that includes files a writer has written 
 committed yet (a long backfill run, a killed one retried later) and the files of a staged
 version waiting to be published. Below the floor both refuse to run. Per table, in this order:
 
-1. close the staged versions opened longer ago than the retention (``Lake.expire_staged``:
+1. close the staged versions opened longer ago than the retention (``Staging.expire``:
    abandoned by a killed step or a dropped correction);
 2. vacuum with the retention (``Lake.vacuum``, which refuses while an open staged version has a
    file older than the retention: that table's vacuum is skipped and reported, not forced; and
@@ -81,7 +81,7 @@ def maintain_tables(
         if not lake.exists(path):
             result.missing = True
             continue
-        result.expired_staged = lake.expire_staged(path, hours)
+        result.expired_staged = lake.staging.expire(path, hours)
         between()
         try:
             result.vacuumed = lake.vacuum(path, hours)

@@ -1,22 +1,22 @@
 """Staged versions: a partition set's files written into a table's storage, not yet in its log.
 
-Write-audit-publish. ``Lake.stage`` has the executors write the files where the table keeps
+Write-audit-publish. ``Staging.stage`` has the executors write the files where the table keeps
 its data (``<column>=<date>/part-*.parquet``) and records them in a manifest,
 ``<table>/_staged/<id>.json``. The Delta log does not change, so no reader of the table sees
-them. ``Lake.read_staged`` lets the checks read exactly what would be published;
-``Lake.publish`` then makes one commit that removes the current files of the chosen partitions
-and adds the staged ones (a metadata swap: no data is copied), and ``Lake.discard`` deletes
+them. ``Staging.read`` lets the checks read exactly what would be published;
+``Staging.publish`` then makes one commit that removes the current files of the chosen partitions
+and adds the staged ones (a metadata swap: no data is copied), and ``Staging.discard`` deletes
 the files of partitions left unpublished and the manifest.
 
 A manifest is written after its files and before anything can publish them; a writer killed
 in between leaves files no manifest or log names, which vacuum removes like any orphan. An
 open manifest protects its files: ``Lake.vacuum`` refuses a retention that could delete them,
-and ``Lake.expire_staged`` closes the versions older than a retention (a killed step's, an
+and ``Staging.expire`` closes the versions older than a retention (a killed step's, an
 abandoned correction's) so that maintenance can proceed.
 
 A manifest can lag behind the log (a publish whose commit landed and whose manifest update
-failed) or share files with another (a ``keep_staged`` interrupted between its two saves).
-So no path trusts one manifest alone: discard, expiry and ``keep_staged`` delete through
+failed) or share files with another (a ``Staging.keep`` interrupted between its two saves).
+So no path trusts one manifest alone: discard, expiry and ``Staging.keep`` delete through
 ``delete_files``, which asks the Delta log and the other open manifests right before deleting.
 
 A manifest is compare-and-swap: it counts its saves (``generation``), and a save or a close
@@ -75,7 +75,7 @@ class StagedVersion:
     created_ms: int
     published: dict[dt.date, int] = field(default_factory=dict)  # partition -> version
     # Intents, recorded before a multi-step operation and cleared when it is done (``settle``):
-    # a publish's {"write_id", "dates", "after"}; a keep_staged's {"into", "dates", "replaced"}.
+    # a publish's {"write_id", "dates", "after"}; a keep's {"into", "dates", "replaced"}.
     publishing: dict | None = None
     moving: dict | None = None
     moved: dict[dt.date, str] = field(default_factory=dict)  # partition -> version kept into
@@ -244,7 +244,7 @@ def set_aside_broken(path: str) -> str:
     """Rename the corrupt manifest at ``path`` to ``<id>.json.broken``, where it protects no
     file (its unpublished files become orphans, which vacuum deletes after the retention; its
     published ones are in the log, which vacuum keeps); the new path. Refused for a manifest
-    that reads: that one is closed with ``Lake.discard``."""
+    that reads: that one is closed with ``Staging.discard``."""
     folder = os.path.dirname(path if is_s3(path) else os.path.abspath(path))
     name = os.path.basename(path)
     if os.path.basename(folder) != STAGED_DIR or not name.endswith(".json"):
@@ -323,7 +323,7 @@ def delete_files(
     files deleted. The only way a staged file is deleted. Checked right before deleting, a file
     stays when the Delta log names it after version ``since`` (the current version or one within
     the retention references it: a publish whose manifest update failed; only vacuum deletes
-    those) or when an open staged version other than ``closing`` owns it (a ``keep_staged``
+    those) or when an open staged version other than ``closing`` owns it (a ``Staging.keep``
     interrupted between its saves)."""
     candidates = [os.path.normpath(p) for p in paths]
     if not candidates:
@@ -367,7 +367,7 @@ FindWrite = Callable[[str, str, int | None], int | None]
 def settle(table_dir: str, staged: StagedVersion, find: FindWrite) -> StagedVersion:
     """Complete or drop the intent ``staged`` records, so that the manifest agrees with the log
     and with the other manifests again; saved when it changed. The recovery of a publish or a
-    ``keep_staged`` that stopped half-way (an error, a kill): run by every ``Lake`` method that
+    ``Staging.keep`` that stopped half-way (an error, a kill): run by every ``Staging`` method that
     opens a staged version, and so by discard, expiry and maintenance."""
     settled = staged
     if settled.publishing is not None:
@@ -396,7 +396,7 @@ def settled(table_dir: str, stage_id: str, find: FindWrite) -> StagedVersion | N
 
 
 def finish_move(table_dir: str, source: StagedVersion) -> StagedVersion:
-    """``source`` after its ``moving`` intent (``Lake.keep_staged``): when the target's manifest
+    """``source`` after its ``moving`` intent (``Staging.keep``): when the target's manifest
     holds the moved files, the files the target held for those partitions before are deleted and
     the partitions leave ``source`` (recorded in ``moved``); otherwise the move never happened
     and only the intent goes. Not saved."""

@@ -155,12 +155,12 @@ class CorrectionPublication(Publication):
         self, table: Table, days: list[date], version: int | None
     ) -> tuple[DataFrame, int | None]:
         """The correction's own rows of ``table``: its fact is built from its staging."""
-        staged = self.lake.staged_version(table.path, self.correction.id)
+        staged = self.lake.staging.version(table.path, self.correction.id)
         if staged is None:
             raise dg.Failure(
                 f"correction {self.correction.id} has no staged {table.path}", allow_retries=False
             )
-        return self.lake.read_staged(staged, days), staged.base_version
+        return self.lake.staging.read(staged, days), staged.base_version
 
     def check_events(self, outcomes: list[CheckOutcome]) -> list:
         """An observation per failed check and day, naming the correction: the results go to

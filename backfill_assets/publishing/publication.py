@@ -207,7 +207,7 @@ class Publication:
         failures = []
         for version in staged:
             try:
-                self.lake.discard(version)
+                self.lake.staging.discard(version)
             except Exception as error:
                 failures.append(error)
         if failures:
@@ -218,14 +218,14 @@ class Publication:
         attempts of this step, left open (their cleanup failed, or their process died); their
         ids. A correction's gathered version (not a step's) and other runs' still going stay."""
         closed = []
-        for staged in self.lake.staged_versions(table.path):
+        for staged in self.lake.staging.versions(table.path):
             if not staged.id.startswith(STEP_STAGE_PREFIX):
                 continue
             # This run's own: an earlier attempt of this step (one step writes a table).
             run = self.context.instance.get_run_by_id(staged.commit.run_id)
             # A run this instance does not know (another instance's lake user) is left to expiry.
             if staged.commit.run_id == self.context.run_id or (run is not None and run.is_finished):
-                self.lake.discard(staged)
+                self.lake.staging.discard(staged)
                 closed.append(staged.id)
         if closed:
             self.context.log.info(
@@ -257,7 +257,7 @@ class Publication:
         if table.path not in self._tables_seen:
             self._tables_seen.add(table.path)
             self.close_abandoned(table)
-        staged = self.lake.stage(
+        staged = self.lake.staging.stage(
             table.path,
             df,
             table.partition_column,
@@ -287,7 +287,7 @@ class Publication:
 
     def read_staged(self, staged: StagedVersion) -> DataFrame:
         """What would be published: the checks read this, not the DataFrame that was written."""
-        return self.lake.read_staged(staged)
+        return self.lake.staging.read(staged)
 
     def audit(self, days: list[date], outcomes: list[CheckOutcome]) -> list[date]:
         """Report every outcome; the days of ``days`` that passed every check of ``outcomes``, in
@@ -310,7 +310,7 @@ class Publication:
         """One commit that makes the staged files of ``days`` (audited, passed) the table's;
         none after a SIGINT or SIGTERM (``signals.check``)."""
         signals.check()
-        return self.lake.publish(staged, days)
+        return self.lake.staging.publish(staged, days)
 
     def published(self, asset_key: dg.AssetKey, day: date, metadata: RawMetadataMapping) -> None:
         self._events.append(

@@ -26,7 +26,7 @@ import time
 from backfill_assets.settings import fault_settings
 
 POINTS = ("before_files", "mid_files", "after_files", "before_commit", "after_commit")
-# Reached only by ``Lake.stage``, once its manifest is saved: between stage and publish.
+# Reached only by ``Staging.stage``, once its manifest is saved: between stage and publish.
 STAGED = "staged"
 _visits: dict[str, int] = {}
 

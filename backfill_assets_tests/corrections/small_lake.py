@@ -60,7 +60,7 @@ def build(root: Path, spark) -> None:
         lake.replace_partitions(table, frame, "event_date", DAYS, production)
         staged = spark.createDataFrame(sorted(corrected_rows(table)), SCHEMA)
         fix = CommitInfo(run_id="fix-run", code_version="abc123", input_versions={"raw/x": 1})
-        lake.stage(table, staged, "event_date", FIXED, fix, stage_id=CID)
+        lake.staging.stage(table, staged, "event_date", FIXED, fix, stage_id=CID)
     c = Correction(
         id=CID,
         reason="rates restated",

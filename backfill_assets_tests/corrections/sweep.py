@@ -64,7 +64,7 @@ def assert_record_agrees(lake: Lake, cut: bool) -> None:
 def assert_staged_intact(lake: Lake) -> None:
     """The correction's staged versions are open, and every file they name is on disk."""
     for table in TABLES:
-        staged = lake.staged_version(table, CID)
+        staged = lake.staging.version(table, CID)
         assert staged is not None, table
         assert all((lake.root / table / f.path).exists() for f in staged.files), table
 
@@ -74,7 +74,7 @@ def assert_discarded(lake: Lake, state: str, cut: bool) -> None:
     assert document.get("pending", {}) == {} and document["state"] == state
     expected = after_cutover if cut else production_rows
     for table in TABLES:
-        assert lake.staged_version(table, CID) is None
+        assert lake.staging.version(table, CID) is None
         assert rows(lake.root, table) == expected(table), table
         assert unreferenced_files(lake.root, table) == set(), table
 

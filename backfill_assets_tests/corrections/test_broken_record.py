@@ -96,7 +96,7 @@ def test_forget_moves_the_broken_record_aside_and_closes_its_staged_versions(bro
     assert path.with_name(f"{CID}.json.broken").read_bytes() == text
     assert "nothing of it is in production" in out
     for table in TABLES:
-        assert lake.staged_version(table, CID) is None
+        assert lake.staging.version(table, CID) is None
         assert unreferenced_files(lake.root, table) == set()
         assert rows(lake.root, table) == production_rows(table)
     assert main(["corrections"]) == 0
@@ -117,11 +117,11 @@ def test_forget_refuses_while_the_lake_shows_a_half_done_cutover(broken, capsys)
         code_version="abc123",
         extra={"correction": CID, "action": "cutover"},
     )
-    cut = lake.publish(lake.staged_version(staging, CID), FIXED, commit, since=0)
+    cut = lake.staging.publish(lake.staging.version(staging, CID), FIXED, commit, since=0)
     assert main(["forget", CID]) == 1
     err = capsys.readouterr().err
     assert f"{staging} v{cut.version}" in err and TABLES[1] in err
-    assert path.exists() and lake.staged_version(TABLES[1], CID) is not None
+    assert path.exists() and lake.staging.version(TABLES[1], CID) is not None
 
 
 def test_maintain_reports_the_broken_record_and_maintains_the_rest(broken, capsys):
@@ -132,4 +132,4 @@ def test_maintain_reports_the_broken_record_and_maintains_the_rest(broken, capsy
     assert all(f"{t}: expired 0 staged versions" in out for t in TABLES)
     for t in TABLES:  # maintained all the same: checkpointed
         assert list((lake.root / t / "_delta_log").glob("*.checkpoint.parquet")), t
-    assert path.exists() and lake.staged_version(TABLES[0], CID) is not None
+    assert path.exists() and lake.staging.version(TABLES[0], CID) is not None

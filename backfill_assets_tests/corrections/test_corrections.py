@@ -238,9 +238,9 @@ def form_discarded(cut_over, spark, tmp_path_factory) -> Iterator[FormCorrection
         assert ok, why
         c = form_correction(env)
         runs = env.instance.get_runs(dg.RunsFilter(tags={CORRECTION_TAG: c.id}))
-        staged = lake(env, spark).staged_version("staging/orders", c.id)
+        staged = lake(env, spark).staging.version("staging/orders", c.id)
         assert staged is not None, c.id
-        rows = lake(env, spark).read_staged(staged, _days(FIX_START, FIX_END)).collect()
+        rows = lake(env, spark).staging.read(staged, _days(FIX_START, FIX_END)).collect()
 
         def utc(value):  # Spark gives the session's (UTC) wall time, delta-rs an aware datetime
             return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value

@@ -40,7 +40,7 @@ def stage_rebuild(lake: Lake, spark, table: str = STAGING):
     writer = Lake(lake.root, spark, engine="delta-rs")
     frame = spark.createDataFrame(sorted(rebuilt_rows(table)), SCHEMA)
     commit = CommitInfo(run_id="rebuild-run", code_version="abc123", input_versions={"raw/x": 2})
-    return writer.stage(table, frame, "event_date", FIXED, commit, stage_id="rebuild-run")
+    return writer.staging.stage(table, frame, "event_date", FIXED, commit, stage_id="rebuild-run")
 
 
 def assert_untouched(lake: Lake, versions: dict[str, int | None]) -> None:
@@ -56,7 +56,7 @@ def test_files_kept_after_the_diff_are_refused_before_anything_is_published(
     before = {t: lake.version(t) for t in TABLES}
     # What a rebuild killed between its keep and its record's save leaves: the correction's
     # manifest holds the rebuild's files, the record still says diffed.
-    lake.keep_staged(stage_rebuild(lake, spark), FIXED, into=CID)
+    lake.staging.keep(stage_rebuild(lake, spark), FIXED, into=CID)
     assert staged_files(lake.root, STAGING) != registry.get(lake.root, CID).diff["files"][STAGING]
     with pytest.raises(CorrectionError, match=rf"rebuilt since the diff \({STAGING}: .*diff {CID}"):
         lifecycle.cutover(lake, CID, force=True)  # forced: the guardrail is not what stops it
@@ -90,7 +90,7 @@ def test_files_kept_while_the_cutover_runs_are_refused_inside_its_publish(
                 break
             time.sleep(0.02)
         assert reached.exists(), child.communicate()
-        lake.keep_staged(rebuild, FIXED, into=CID)
+        lake.staging.keep(rebuild, FIXED, into=CID)
         (pause / "record_compared.1.resume").touch()
         _, err = child.communicate(timeout=120)
     finally:

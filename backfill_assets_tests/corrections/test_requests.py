@@ -174,7 +174,7 @@ def test_the_correction_holds_the_restated_rows_and_production_the_original(env,
     before, _ = original.staging(fixed)
     assert as_set(expected) != as_set(before), "the restatement changes no row of the range"
     lake = Lake(env.settings.lake_dir, spark)
-    staged = lake.read_staged(lake.staged_version(STAGING_TABLE.path, CID), fixed).collect()
+    staged = lake.staging.read(lake.staging.version(STAGING_TABLE.path, CID), fixed).collect()
 
     def utc(value):  # Spark gives the session's (UTC) wall time, the reference an aware one
         return value.replace(tzinfo=UTC) if isinstance(value, datetime) else value

@@ -41,7 +41,7 @@ def damage_staged_raw(lake: Lake, how: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    (staged,) = lake.staged_versions("raw/orders")
+    (staged,) = lake.staging.versions("raw/orders")
     path = lake.path("raw/orders") / min(f.path for f in staged.files)
     table = pq.read_table(path)
     if how == "payload_changed":
@@ -107,4 +107,4 @@ def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_
         assert outcome.published.get(RAW_ORDERS, {}) == {}
         assert {t: env.multiset(t) for t in TABLES} == before  # no table moved
         lake = Lake(env.settings.lake_dir, spark)
-        assert [v for t in TABLES for v in lake.staged_versions(t)] == []  # nothing left staged
+        assert [v for t in TABLES for v in lake.staging.versions(t)] == []  # nothing left staged

@@ -120,10 +120,10 @@ class Worker:
         rows = [r for d in days for r in rows_for(table, d, tag)]
         frame = self.spark.createDataFrame(rows, SCHEMAS[table])
         commit = CommitInfo(run_id=f"{self.name}:{tag}", code_version="concurrency", write_id=tag)
-        staged = self.lake.stage(table, frame, COLUMN, days, commit)
+        staged = self.lake.staging.stage(table, frame, COLUMN, days, commit)
         entry["stage_id"] = staged.id
         self.pause()
-        seen = sorted(tuple(r) for r in self.lake.read_staged(staged).collect())
+        seen = sorted(tuple(r) for r in self.lake.staging.read(staged).collect())
         expected = sorted(rows)
         if seen != expected:
             entry["audit"] = "failed"
@@ -159,7 +159,7 @@ class Worker:
                 time.sleep(self.rng.uniform(0.8, 1.5) * self.spec["expire_after"])
             else:
                 self.pause()
-            result = self.lake.publish(staged)
+            result = self.lake.staging.publish(staged)
             entry["version"] = result.version
             entry["attempts"] = result.attempts
 
@@ -168,7 +168,7 @@ class Worker:
 
     def _discard_staged(self, staged: Any) -> Callable[[dict], None]:
         def discard(entry: dict) -> None:
-            entry.update(stage_id=staged.id, deleted=self.lake.discard(staged))
+            entry.update(stage_id=staged.id, deleted=self.lake.staging.discard(staged))
 
         return discard
 
@@ -206,7 +206,7 @@ class Worker:
                     self.lake.location, cid, "concurrency harness", days[0], days[-1], "concur"
                 )
                 keeping.keep(self.lake, correction, staged, days, f"run-{tag[:8]}")
-                self.lake.discard(staged)  # as a run's step closes what it staged
+                self.lake.staging.discard(staged)  # as a run's step closes what it staged
 
             fields = {"table": table, "days": texts, "tag": tag, "correction": cid}
             kept_all = self.attempt("keep", fields, keep) and kept_all
@@ -225,7 +225,7 @@ class Worker:
                     for d in texts
                 }
                 for table in TABLES
-                if (staged := self.lake.staged_version(table, cid)) is not None
+                if (staged := self.lake.staging.version(table, cid)) is not None
             }
             entry["versions"] = result.versions
             diff.record(self.lake, result)
@@ -276,7 +276,7 @@ class Worker:
                         "expire",
                         {"table": expired},
                         self._filled(
-                            lambda t: {"expired": self.lake.expire_staged(t, hours)}, expired
+                            lambda t: {"expired": self.lake.staging.expire(t, hours)}, expired
                         ),
                     )
                 self.pause()

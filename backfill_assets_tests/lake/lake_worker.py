@@ -37,9 +37,9 @@ def main(spec_path: str) -> None:
         df = spark.createDataFrame(rows, "d date, id bigint, tag string")
         commit = CommitInfo(run_id=job["run_id"], code_version="test")
         if job.get("wap"):
-            staged = lake.stage(job["table"], df, "d", job["partitions"], commit)
-            result = lake.publish(staged)
-            lake.discard(staged)
+            staged = lake.staging.stage(job["table"], df, "d", job["partitions"], commit)
+            result = lake.staging.publish(staged)
+            lake.staging.discard(staged)
         else:
             result = lake.replace_partitions(job["table"], df, "d", job["partitions"], commit)
         report = {

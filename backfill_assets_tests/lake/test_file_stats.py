@@ -127,8 +127,8 @@ def test_spark_and_delta_rs_skip_files_by_the_statistics_each_engine_writes(two_
         frame = spark.createDataFrame(rows, SCHEMA)
         commit = CommitInfo(run_id=f"stats-{engine}", code_version="test")
         staged_table, replaced_table = f"t/staged_{engine}", f"t/replaced_{engine}"
-        staged = lake.stage(staged_table, frame, "d", DAYS, commit)
-        lake.publish(staged, DAYS, commit)
+        staged = lake.staging.stage(staged_table, frame, "d", DAYS, commit)
+        lake.staging.publish(staged, DAYS, commit)
         lake.replace_partitions(replaced_table, frame, "d", DAYS, commit)
         # a day rewritten, then restored: the restore adds the first file again
         first = [r for r in rows if r[0] == DAYS[0]]

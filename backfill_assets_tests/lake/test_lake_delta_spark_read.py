@@ -146,10 +146,10 @@ def test_a_publish_into_a_table_with_column_mapping_sees_a_concurrent_writers_da
     write_rows(lake, ROWS, [D1, D2, D3])
     log = lake.path(THINGS) / "_delta_log"
     assert '"d"' not in (log / f"{1:020d}.json").read_text(), "d has its name as physical name"
-    staged = lake.stage(THINGS, frame(lake, [(D1, 7, "staged")]), "d", [D1], commit("s"))
+    staged = lake.staging.stage(THINGS, frame(lake, [(D1, 7, "staged")]), "d", [D1], commit("s"))
     lake.spark.sql(f"INSERT INTO {sql_path(lake)} VALUES (DATE'{D1}', 8, 'concurrent')")
     with pytest.raises(LakeConflict, match="2024-01-01"):
-        lake.publish(staged)
+        lake.staging.publish(staged)
     expected = [*ROWS, (D1, 8, "concurrent")]
     assert read(lake) == sorted(expected)
     assert lake.row_counts(THINGS, "d") == expected_counts(expected)

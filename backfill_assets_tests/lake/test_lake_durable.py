@@ -69,8 +69,8 @@ def test_each_delta_rs_commit_is_synced_with_the_log_folder(spark, tmp_path, syn
     assert synced.index(str(log)) > synced.index(str(log / f"{0:020d}.json"))
     assert str(lake.path(THINGS)) in synced  # the new _delta_log folder's entry
     synced.clear()
-    staged = lake.stage(THINGS, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("s"))
-    lake.publish(staged)
+    staged = lake.staging.stage(THINGS, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("s"))
+    lake.staging.publish(staged)
     assert str(log / f"{1:020d}.json") in synced and str(log) in synced
 
 

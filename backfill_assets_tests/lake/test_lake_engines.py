@@ -128,14 +128,14 @@ def test_engines_one_stages_the_other_publishes_the_same_files(two_engines, stag
     delta_rs, delta_spark = two_engines
     stages, publishes = (delta_rs, delta_spark) if stager == "delta-rs" else (delta_spark, delta_rs)
     write(stages, rows("a", D1) + rows("b", D2), [D1, D2], "first")
-    staged = stages.stage(
+    staged = stages.staging.stage(
         TABLE,
         stages.spark.createDataFrame(rows("c", D1, 3), SCHEMA),
         "event_date",
         [D1],
         CommitInfo(run_id="second", code_version="x"),
     )
-    result = publishes.publish(staged)
+    result = publishes.staging.publish(staged)
     assert (result.version, result.rows_by_partition) == (1, {D1: 3})
     root = str(stages.path(TABLE))
     live = {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
@@ -143,7 +143,7 @@ def test_engines_one_stages_the_other_publishes_the_same_files(two_engines, stag
     assert publishes.history(TABLE)[0]["metadata"]["engine"] == publishes.engine_name
     for lake in (stages, publishes):
         assert content(lake) == sorted(rows("c", D1, 3) + rows("b", D2))
-        assert lake.staged_versions(TABLE)[0].published == {D1: 1}
+        assert lake.staging.versions(TABLE)[0].published == {D1: 1}
 
 
 def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path):

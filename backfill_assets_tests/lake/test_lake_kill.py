@@ -167,13 +167,13 @@ def test_kill_between_stage_and_publish_leaves_the_table_unchanged(killed):
     lake, table = killed, f"kill/{STAGED}"
     assert table_state(lake, STAGED) == (0, OLD)
     assert [h["version"] for h in lake.history(table)] == [0]
-    (open_version,) = lake.staged_versions(table)
+    (open_version,) = lake.staging.versions(table)
     assert open_version.rows_by_partition == {D1: 2, D2: 1}
     assert open_version.base_version == 0 and open_version.published == {}
     staged_files = {f.path for f in open_version.files}
     assert staged_files == orphans(lake, STAGED)  # on disk, in no version
     with pytest.raises(LakeError, match="open staged versions"):
         lake.vacuum(table, retention_hours=0)
-    assert lake.expire_staged(table, retention_hours=0) == [open_version.id]
-    assert lake.staged_versions(table) == [] and orphans(lake, STAGED) == set()
+    assert lake.staging.expire(table, retention_hours=0) == [open_version.id]
+    assert lake.staging.versions(table) == [] and orphans(lake, STAGED) == set()
     assert table_state(lake, STAGED) == (0, OLD)

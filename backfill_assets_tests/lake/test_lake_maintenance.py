@@ -97,10 +97,12 @@ def test_compaction_joins_small_files_and_keeps_every_row(lake):
 def test_compaction_between_stage_and_publish_is_no_conflict(lake):
     write_in_pieces(lake, rows_of({D1: 20, D2: 20}, "old"), [D1, D2], pieces=3)
     new = rows_of({D1: 5}, "new")
-    staged = lake.stage(TABLE, lake.spark.createDataFrame(new, SCHEMA), "d", [D1], commit("new"))
+    staged = lake.staging.stage(
+        TABLE, lake.spark.createDataFrame(new, SCHEMA), "d", [D1], commit("new")
+    )
     assert lake.compact(TABLE, "d", commit("compact")).version == staged.base_version + 1
     # the compaction changed no row the audit saw: no conflict, and the publish wins
-    assert lake.publish(staged).version == staged.base_version + 2
+    assert lake.staging.publish(staged).version == staged.base_version + 2
     assert content(lake) == sorted(new + rows_of({D2: 20}, "old"))
 
 
@@ -131,7 +133,7 @@ def test_maintenance_never_deletes_an_open_staged_versions_files(lake):
     """A stage that has run for 8 days wrote files 8 days old; its manifest is new. Vacuum
     judges such a file by its age: with a 7-day retention it would delete it."""
     write_in_pieces(lake, rows_of({D1: 3, D2: 3}, "old"), [D1, D2], pieces=2)
-    staged = lake.stage(
+    staged = lake.staging.stage(
         TABLE,
         lake.spark.createDataFrame(rows_of({D1: 4}, "new"), SCHEMA),
         "d",
@@ -158,12 +160,12 @@ def test_maintenance_never_deletes_an_open_staged_versions_files(lake):
     }
     assert done[TABLE].expired_staged == [] and "open staged versions" in done[TABLE].vacuum_refused
     assert all((lake.path(TABLE) / f.path).exists() for f in staged.files)
-    assert [s.id for s in lake.staged_versions(TABLE)] == [staged.id]
+    assert [s.id for s in lake.staging.versions(TABLE)] == [staged.id]
     assert done[TABLE].compaction.version is not None and done[TABLE].checkpoint_version is not None
     assert done[OTHER].vacuumed == ["d=2024-01-01/part-killed-old.parquet"]
     assert (other_dir / "part-killed-young.parquet").exists()
     assert done["raw/none"].missing
-    lake.publish(staged)  # still publishable after maintenance
+    lake.staging.publish(staged)  # still publishable after maintenance
     assert content(lake) == sorted(rows_of({D1: 4}, "new") + rows_of({D2: 3}, "old"))
 
 

@@ -79,9 +79,9 @@ def test_a_lost_race_is_still_retried_once_deltas_python_package_is_loaded(lake)
             lake.replace_partitions(TABLE, frame, "d", [D1], commit("setup"))
         else:
             merge(lake, [row], f"setup-{n}", replace_for=None)
-    staged = lake.stage(
+    staged = lake.staging.stage(
         TABLE, lake.spark.createDataFrame([(D1, "z", 9, "new")], SCHEMA), "d", [D1], commit("new")
     )
     assert lake.compact(TABLE, "d", commit("compact")).version == staged.base_version + 1
-    assert lake.publish(staged).version == staged.base_version + 2
+    assert lake.staging.publish(staged).version == staged.base_version + 2
     assert rows_of(lake) == [(D1, "z", 9, "new")]

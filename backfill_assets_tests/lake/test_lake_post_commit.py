@@ -104,12 +104,12 @@ def test_a_publish_whose_post_commit_step_fails_is_published_not_a_conflict(lake
         TABLE, frame(lake, [(D1, 1, "old"), (D2, 2, "old")]), "d", [D1, D2], commit("old")
     )
     blockers = break_post_commit(lake)
-    staged = lake.stage(
+    staged = lake.staging.stage(
         TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
     )
-    result = lake.publish(staged)
+    result = lake.staging.publish(staged)
     assert result.version == staged.base_version + 1
     assert commits_of(lake, "new") == [result.version]
-    assert lake.staged_versions(TABLE)[0].published == {D1: result.version, D2: result.version}
+    assert lake.staging.versions(TABLE)[0].published == {D1: result.version, D2: result.version}
     unblock(blockers)
     assert content(lake) == [(D1, 10, "new"), (D2, 20, "new")]

@@ -58,8 +58,8 @@ def forget_cached_state(lake) -> None:
 def test_a_new_table_keeps_removed_files_and_log_for_the_retention(lake):
     assert lake.retention_hours == 14 * 24  # BACKFILL_RETENTION_DAYS's default
     lake.replace_partitions(TABLE, frame(lake, [(D1, 1, "a")]), "d", [D1], commit("w"))
-    staged = lake.stage(PUBLISHED, frame(lake, [(D2, 2, "b")]), "d", [D2], commit("s"))
-    lake.publish(staged)
+    staged = lake.staging.stage(PUBLISHED, frame(lake, [(D2, 2, "b")]), "d", [D2], commit("s"))
+    lake.staging.publish(staged)
     for table in (TABLE, PUBLISHED):
         version, found = configuration(lake, table)
         assert version == 0 and found == KEEP, table

@@ -111,10 +111,10 @@ def test_no_credential_is_written_into_the_lake_or_shown(s3_server, s3_bucket, s
     lake = Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-rs")
     frame = spark.createDataFrame([(D1, 1, "a"), (D2, 2, "b")], SCHEMA)
     lake.replace_partitions(THINGS, frame, "d", [D1, D2], commit("first"))
-    staged = lake.stage(
+    staged = lake.staging.stage(
         THINGS, spark.createDataFrame([(D1, 10, "n")], SCHEMA), "d", [D1], commit("n")
     )
-    lake.publish(staged)
+    lake.staging.publish(staged)
     assert content(lake) == [(D1, 10, "n"), (D2, 2, "b")]
     written = objects(s3_server, s3_bucket)
     assert any(k.endswith(".json") and "_staged" in k for k in written)  # the manifest is there
@@ -129,10 +129,10 @@ import json, os, sys, time
 from backfill_assets.lake import Lake, LakeConflict
 root, stage_id, go = sys.argv[1], sys.argv[2], float(sys.argv[3])
 lake = Lake(root, None, engine="delta-rs")
-staged = lake.staged_version("staging/things", stage_id)
+staged = lake.staging.version("staging/things", stage_id)
 time.sleep(max(0.0, go - time.time()))
 try:
-    result = lake.publish(staged)
+    result = lake.staging.publish(staged)
     print(json.dumps({"version": result.version, "attempts": result.attempts}))
 except LakeConflict as exc:
     print(json.dumps({"conflict": str(exc)}))
@@ -181,7 +181,7 @@ def test_two_processes_publishing_at_once_on_s3_both_land_or_one_conflicts(s3_bu
 
     def stage(sid: str, day: dt.date, tag: str) -> None:
         frame = spark.createDataFrame([(day, 9, tag)], SCHEMA)
-        lake.stage(THINGS, frame, "d", [day], commit(sid), stage_id=sid)
+        lake.staging.stage(THINGS, frame, "d", [day], commit(sid), stage_id=sid)
 
     stage("one", D1, "one")
     stage("two", D2, "two")

@@ -119,7 +119,7 @@ def test_every_commit_path_waits_for_the_lock_then_refuses(
     lake.replace_partitions(
         THINGS, spark.createDataFrame([(D1, 3, "c")], SCHEMA), "d", [D1], commit("second")
     )
-    staged = lake.stage(
+    staged = lake.staging.stage(
         THINGS, spark.createDataFrame([(D2, 9, "s")], SCHEMA), "d", [D2], commit("staged")
     )
     table_dir = lake.table_location(THINGS)
@@ -137,7 +137,7 @@ def test_every_commit_path_waits_for_the_lock_then_refuses(
             [(D1, 5, "x"), (D2, 2, "b")],
             2,
         ),
-        "publish": (lambda: lake.publish(staged), [(D1, 5, "x"), (D2, 9, "s")], 3),
+        "publish": (lambda: lake.staging.publish(staged), [(D1, 5, "x"), (D2, 9, "s")], 3),
         "restore": (
             lambda: lake.restore_partitions(THINGS, "d", [D1], 0, commit("r")),
             [(D1, 1, "a"), (D2, 9, "s")],

@@ -38,9 +38,9 @@ def clean_up(lake, staged, how: str) -> None:
     """What runs after a failed step: its cleanup (``Publication.__exit__``: discard) or
     maintenance's expiry of every staged version older than the retention."""
     if how == "discard":
-        lake.discard(staged)
+        lake.staging.discard(staged)
     else:
-        lake.expire_staged(TABLE, retention_hours=0)
+        lake.staging.expire(TABLE, retention_hours=0)
 
 
 def on_disk(lake, files) -> list[bool]:
@@ -50,16 +50,16 @@ def on_disk(lake, files) -> list[bool]:
 @pytest.mark.parametrize("how", CLEANUPS)
 def test_a_publish_whose_manifest_update_fails_keeps_the_files_it_committed(lake, monkeypatch, how):
     write_old(lake)
-    staged = lake.stage(
+    staged = lake.staging.stage(
         TABLE, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
     )
     fail_save_after(monkeypatch, 1)  # intent saved, the commit lands; its confirmation fails
     with pytest.raises(OSError, match="No space"):
-        lake.publish(staged, [D1])
+        lake.staging.publish(staged, [D1])
     monkeypatch.undo()
     assert lake.version(TABLE) == 1
     clean_up(lake, staged, how)
-    assert lake.staged_versions(TABLE) == []
+    assert lake.staging.versions(TABLE) == []
     assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 3, "old")]
     assert on_disk(lake, staged.files_of([D2])) == [False]  # the held day's file did go
 
@@ -71,27 +71,27 @@ def test_keep_staged_interrupted_between_its_manifest_saves_loses_no_kept_file(
 ):
     old = write_old(lake)
     if into_existing:
-        earlier = lake.stage(TABLE, frame(lake, [(D1, 9, "x")]), "d", [D1], commit("x"))
-        lake.keep_staged(earlier, [D1], into="fix")
-        lake.discard(earlier)
-    staged = lake.stage(
+        earlier = lake.staging.stage(TABLE, frame(lake, [(D1, 9, "x")]), "d", [D1], commit("x"))
+        lake.staging.keep(earlier, [D1], into="fix")
+        lake.staging.discard(earlier)
+    staged = lake.staging.stage(
         TABLE, frame(lake, [(D1, 10, "a"), (D2, 20, "a")]), "d", [D1, D2], commit("a")
     )
     fail_save_after(monkeypatch, 2)  # intent and merged target saved; the source's update fails
     with pytest.raises(OSError, match="No space"):
-        lake.keep_staged(staged, [D1], into="fix")
+        lake.staging.keep(staged, [D1], into="fix")
     monkeypatch.undo()
-    target = lake.staged_version(TABLE, "fix")
+    target = lake.staging.version(TABLE, "fix")
     assert target is not None
     if how == "discard":
-        lake.discard(staged)
+        lake.staging.discard(staged)
         assert all(on_disk(lake, target.files)), "the target's files were deleted"
         assert on_disk(lake, staged.files_of([D2])) == [False]
-        lake.publish(target)
+        lake.staging.publish(target)
         assert content(lake) == [(D1, 10, "a"), (D2, 2, "old"), (D3, 3, "old")]
     else:
-        lake.expire_staged(TABLE, retention_hours=0)  # closes both: every staged file goes
-        assert lake.staged_versions(TABLE) == [] and not any(on_disk(lake, staged.files))
+        lake.staging.expire(TABLE, retention_hours=0)  # closes both: every staged file goes
+        assert lake.staging.versions(TABLE) == [] and not any(on_disk(lake, staged.files))
         assert content(lake) == old
 
 
@@ -99,17 +99,17 @@ def test_the_log_is_read_through_its_checkpoint_once_commit_files_are_cleaned_up
     """A commit file removed by log clean-up: the checkpoint that replaced it still protects
     the files the unrecorded publish committed."""
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
     fail_save_after(monkeypatch, 1)
     with pytest.raises(OSError, match="No space"):
-        lake.publish(staged)
+        lake.staging.publish(staged)
     monkeypatch.undo()
     lake.replace_partitions(TABLE, frame(lake, [(D3, 30, "later")]), "d", [D3], commit("later"))
     assert lake.checkpoint(TABLE) == 2
     log_dir = os.path.join(lake.table_location(TABLE), "_delta_log")
     for version in (0, 1):  # as log clean-up does: never the newest commit
         assert lake.storage.delete(os.path.join(log_dir, f"{version:020d}.json"))
-    lake.discard(staged)
+    lake.staging.discard(staged)
     assert content(lake) == [(D1, 10, "new"), (D2, 2, "old"), (D3, 30, "later")]
 
 
@@ -139,14 +139,14 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
     from backfill_assets.cli.main import main
 
     old = write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
     path = manifests.manifest_path(lake.table_location(TABLE), staged.id)
     overwrite(lake, path, CORRUPTIONS[corrupt](lake.storage.read_text(path)))
     attempts = [
-        lambda: lake.staged_versions(TABLE),
-        lambda: lake.discard(staged),
-        lambda: lake.publish(staged),
-        lambda: lake.expire_staged(TABLE, 0),
+        lambda: lake.staging.versions(TABLE),
+        lambda: lake.staging.discard(staged),
+        lambda: lake.staging.publish(staged),
+        lambda: lake.staging.expire(TABLE, 0),
         lambda: lake.vacuum(TABLE, 0),
     ]
     for attempt in attempts:
@@ -159,7 +159,7 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
     assert main(["repair-manifest", lake.table_location(TABLE)]) == 2  # not a manifest: refused
     assert main(["repair-manifest", path]) == 0
     assert "set aside" in capsys.readouterr().out
-    assert lake.staged_versions(TABLE) == [] and lake.storage.exists(path + ".broken")
+    assert lake.staging.versions(TABLE) == [] and lake.storage.exists(path + ".broken")
     assert main(["repair-manifest", path]) == 2  # nothing left to repair
     lake.vacuum(TABLE, 0)  # its unpublished file is an orphan now: vacuum's to delete
     assert not any(on_disk(lake, staged.files)) and content(lake) == old
@@ -167,7 +167,7 @@ def test_a_corrupt_manifest_is_a_clear_error_naming_its_repair_and_nothing_is_de
 
 def test_a_manifest_save_or_close_over_one_saved_meanwhile_is_refused(lake):
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
     table_dir = lake.table_location(TABLE)
     first, second = manifests.load(table_dir, staged.id), manifests.load(table_dir, staged.id)
     assert first is not None and second is not None
@@ -185,4 +185,4 @@ def test_a_manifest_save_or_close_over_one_saved_meanwhile_is_refused(lake):
         manifests.save(table_dir, saved)
         with pytest.raises(FileExistsError):
             lake.storage.put(path, b"{}", create=False, if_match=tag)
-    assert lake.discard(staged) == 1
+    assert lake.staging.discard(staged) == 1

@@ -35,14 +35,15 @@ def live_files(table_dir: str) -> set[str]:
 
 
 def publish_paused_at(lake, staged, point: str, pause_dir: str, monkeypatch) -> tuple:
-    """Start ``lake.publish(staged)`` in a thread that stops at ``point``; (thread, outcome)."""
+    """Start ``lake.staging.publish(staged)`` in a thread that stops at ``point``; (thread,
+    outcome)."""
     monkeypatch.setenv("BACKFILL_LAKE_PAUSE_DIR", pause_dir)
     monkeypatch.setenv("BACKFILL_LAKE_PAUSE_AT", point)
     outcome: dict = {}
 
     def run() -> None:
         try:
-            outcome["result"] = lake.publish(staged)
+            outcome["result"] = lake.staging.publish(staged)
         except Exception as exc:  # the assertion is on it, in the test's thread
             outcome["error"] = exc
 
@@ -62,14 +63,16 @@ def test_a_publish_whose_staged_version_was_discarded_meanwhile_commits_nothing(
     lake, tmp_path, monkeypatch, point
 ):
     write_old(lake)
-    staged = lake.stage(
+    staged = lake.staging.stage(
         THINGS, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
     )
     pause_dir = str(tmp_path / "pause")
     os.makedirs(pause_dir)
     thread, outcome = publish_paused_at(lake, staged, point, pause_dir, monkeypatch)
     try:
-        assert lake.discard(staged) == 2  # a closer: an expiry, a run Dagster called finished
+        assert (
+            lake.staging.discard(staged) == 2
+        )  # a closer: an expiry, a run Dagster called finished
     finally:
         open(os.path.join(pause_dir, f"{point}.1.resume"), "w").close()
         thread.join(120)
@@ -81,20 +84,20 @@ def test_a_publish_whose_staged_version_was_discarded_meanwhile_commits_nothing(
     missing = [p for p in live_files(table_dir) if not os.path.exists(os.path.join(table_dir, p))]
     assert missing == []
     assert lake.version(THINGS) == 0
-    assert lake.staged_versions(THINGS) == []
+    assert lake.staging.versions(THINGS) == []
     assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
 
 
 def test_a_publish_whose_staged_files_are_gone_commits_nothing(lake):
     write_old(lake)
-    staged = lake.stage(
+    staged = lake.staging.stage(
         THINGS, frame(lake, [(D1, 10, "new"), (D2, 20, "new")]), "d", [D1, D2], commit("new")
     )
     table_dir = lake.table_location(THINGS)
     os.remove(os.path.join(table_dir, staged.files_of([D2])[0].path))  # a hand, a bad clean-up
     with pytest.raises(LakeError, match="gone from storage: nothing was committed"):
-        lake.publish(staged)
+        lake.staging.publish(staged)
     assert lake.version(THINGS) == 0
     assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
-    reopened = lake.staged_version(THINGS, staged.id)
+    reopened = lake.staging.version(THINGS, staged.id)
     assert reopened is not None and reopened.publishing is None and reopened.published == {}

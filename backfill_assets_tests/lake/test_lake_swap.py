@@ -58,14 +58,17 @@ def test_publish_is_one_commit_of_file_actions_and_writes_no_data(lake):
     write_old(lake)
     replaced = files_of_day(lake, D1) | files_of_day(lake, D2)
     kept = files_of_day(lake, D3)
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     on_disk = parquet_files(lake)
-    result = lake.publish(staged)
+    result = lake.staging.publish(staged)
     assert result.version == 1 and lake.version(TABLE) == 1
     assert parquet_files(lake) == on_disk  # not one data file written
     kinds = [kind for kind, _ in actions(lake, 1)]
-    assert kinds.count("commitInfo") == 1 and set(kinds) == {"commitInfo", "add", "remove"}
-    assert all(body["dataChange"] for kind, body in actions(lake, 1) if kind != "commitInfo")
+    # the file actions, and the write's Delta transaction id (test_lake_txn.py)
+    assert kinds.count("commitInfo") == 1 and kinds.count("txn") == 1
+    assert set(kinds) == {"commitInfo", "add", "remove", "txn"}
+    files = [body for kind, body in actions(lake, 1) if kind in ("add", "remove")]
+    assert all(body["dataChange"] for body in files)
     # Recorded as the partition overwrite it is (a "Manual Update" would cost delta-spark a
     # reconstruction of the whole table state after the commit).
     info = dict(actions(lake, 1))["commitInfo"]
@@ -80,10 +83,10 @@ def test_publish_is_one_commit_of_file_actions_and_writes_no_data(lake):
 def test_publishing_a_new_table_swaps_the_staged_files_in_without_a_copy(lake):
     """The first publish of a year into a new table must not write the year again: the commit
     that creates the table adds the staged files, as any later publish's swaps them in."""
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("first"))
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("first"))
     on_disk = parquet_files(lake)
     assert on_disk == {f.path for f in staged.files} and not lake.exists(TABLE)
-    result = lake.publish(staged)
+    result = lake.staging.publish(staged)
     assert parquet_files(lake) == on_disk  # not one data file written
     assert result.version == 0 and lake.version(TABLE) == 0
     created = dict(actions(lake, 0))
@@ -102,8 +105,8 @@ def test_publishing_a_new_table_swaps_the_staged_files_in_without_a_copy(lake):
 def test_restore_is_one_commit_that_puts_the_old_files_back(lake):
     write_old(lake)
     old_d1, old_d2 = files_of_day(lake, D1), files_of_day(lake, D2)
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
-    lake.publish(staged)
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    lake.staging.publish(staged)
     on_disk = parquet_files(lake)
     result = lake.restore_partitions(TABLE, "d", [D1], 0, commit("rollback"))
     assert result.version == 2 and result.rows_by_partition == {D1: 1}
@@ -113,7 +116,7 @@ def test_restore_is_one_commit_that_puts_the_old_files_back(lake):
     assert content(lake) == [(D1, 1, "old"), (D2, 20, "new"), (D3, 3, "old")]
     assert lake.history(TABLE)[0]["metadata"]["restored_from_version"] == 0
     # Once vacuum deleted the files version 1 had for D1, that version cannot come back.
-    lake.discard(staged)
+    lake.staging.discard(staged)
     vacuumed = set(lake.vacuum(TABLE, retention_hours=0))
     assert vacuumed == {f.path for f in staged.files_of([D1])} | old_d2
     vacuumed_at = lake.version(TABLE)
@@ -147,7 +150,7 @@ def test_a_commit_to_the_same_partition_just_before_the_swap_is_a_conflict(
     lake, monkeypatch, writer
 ):
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     live = {
         "replace": [(D1, 99, "live"), (D2, 2, "old"), (D3, 3, "old")],
         "append": [(D1, 1, "old"), (D1, 99, "live"), (D2, 2, "old"), (D3, 3, "old")],
@@ -164,13 +167,13 @@ def test_a_commit_to_the_same_partition_just_before_the_swap_is_a_conflict(
     }[writer]
     commit_after(monkeypatch, concurrent)
     with pytest.raises(LakeConflict, match=r"\['2024-01-01'\]") as refused:
-        lake.publish(staged)
+        lake.staging.publish(staged)
     cause = refused.value.__cause__  # Delta's own check found it: a Py4JJavaError naming its
     # class, or the class delta-spark's Python package converts it to once loaded
     assert "Concurrent" in f"{type(cause).__name__}: {cause}"
     assert lake.version(TABLE) == 1 and content(lake) == live
     assert lake.commit_metadata(TABLE, 1).get("run_id") != "new"  # nor took the publish's
-    assert lake.staged_versions(TABLE)[0].published == {}
+    assert lake.staging.versions(TABLE)[0].published == {}
 
 
 @NATIVE
@@ -179,7 +182,7 @@ def test_a_table_created_just_before_the_creating_publish_commits(lake, monkeypa
     """Another writer's version 0 lands first: Delta refuses the publish's creating commit; a
     creation that wrote one of the publish's days is a conflict, one that wrote another day is
     retried as a swap into the table it made."""
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     live = [(day, 99, "live")]
     commit_after(
         monkeypatch,
@@ -187,13 +190,13 @@ def test_a_table_created_just_before_the_creating_publish_commits(lake, monkeypa
     )
     if day == D1:
         with pytest.raises(LakeConflict, match=r"\['2024-01-01'\]") as refused:
-            lake.publish(staged)
+            lake.staging.publish(staged)
         # Delta's own check found it: another commit made version 0 first.
         assert "ProtocolChangedException" in str(refused.value.__cause__)
         assert "did not exist" in str(refused.value)
         assert lake.version(TABLE) == 0 and content(lake) == live
     else:
-        result = lake.publish(staged)
+        result = lake.staging.publish(staged)
         assert (result.version, result.attempts) == (1, 2)
         assert content(lake) == sorted([*NEW, *live])
 
@@ -201,14 +204,14 @@ def test_a_table_created_just_before_the_creating_publish_commits(lake, monkeypa
 @NATIVE
 def test_a_commit_to_another_partition_just_before_the_swap_does_not_conflict(lake, monkeypatch):
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     commit_after(
         monkeypatch,
         lambda: lake.replace_partitions(
             TABLE, frame(lake, [(D3, 33, "live")]), "d", [D3], commit("live")
         ),
     )
-    result = lake.publish(staged)
+    result = lake.staging.publish(staged)
     assert (result.version, result.attempts) == (2, 1)
     assert content(lake) == sorted([*NEW, (D3, 33, "live")])
 
@@ -217,9 +220,9 @@ def test_a_commit_to_another_partition_just_before_the_swap_does_not_conflict(la
 def test_a_compaction_just_before_the_swap_is_retried_over_not_a_conflict(lake, monkeypatch):
     write_old(lake)
     append(lake, [(D1, 4, "old")])  # D1 has two files: something to compact
-    staged = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    staged = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     commit_after(monkeypatch, lambda: lake.compact(TABLE, "d", commit("compact")))
-    result = lake.publish(staged)
+    result = lake.staging.publish(staged)
     assert (result.version, result.attempts) == (3, 2)
     assert lake.history(TABLE)[1]["metadata"]["operation"] == "compact"
     assert paths(lake, 3, "add") == {f.path for f in staged.files}
@@ -229,10 +232,10 @@ def test_a_compaction_just_before_the_swap_is_retried_over_not_a_conflict(lake, 
 @NATIVE
 def test_a_version_closed_just_before_the_swap_commits_is_a_clear_error(lake, monkeypatch):
     write_old(lake)
-    staged = lake.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
-    commit_after(monkeypatch, lambda: lake.discard(staged))
+    staged = lake.staging.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
+    commit_after(monkeypatch, lambda: lake.staging.discard(staged))
     with pytest.raises(LakeError, match=r"version 1 .*closed .*restore"):
-        lake.publish(staged)
+        lake.staging.publish(staged)
 
 
 @NATIVE
@@ -251,8 +254,8 @@ def test_an_untested_delta_copies_with_a_warning(lake, monkeypatch, caplog):
         copying = Lake(lake.root, lake.spark, engine="delta-spark")
     assert f"delta-spark {DELTA_VERSION} is not one of the versions" in caplog.text
     write_old(copying)
-    staged = copying.stage(TABLE, frame(copying, NEW), "d", [D1, D2], commit("new"))
-    copying.publish(staged)
+    staged = copying.staging.stage(TABLE, frame(copying, NEW), "d", [D1, D2], commit("new"))
+    copying.staging.publish(staged)
     assert not {f.path for f in staged.files} & log_files(copying)  # their rows were copied
     assert content(copying) == sorted([*NEW, (D3, 3, "old")])
 
@@ -262,13 +265,13 @@ def test_a_table_with_a_check_constraint_publishes_a_checked_copy(lake, caplog):
     write_old(lake)
     table = f"delta.`{lake.path(TABLE)}`"
     lake.spark.sql(f"ALTER TABLE {table} ADD CONSTRAINT positive CHECK (id > 0)")
-    bad = lake.stage(TABLE, frame(lake, [(D1, -1, "bad")]), "d", [D1], commit("bad"))
+    bad = lake.staging.stage(TABLE, frame(lake, [(D1, -1, "bad")]), "d", [D1], commit("bad"))
     with pytest.raises(Exception, match="positive"):
-        lake.publish(bad)
+        lake.staging.publish(bad)
     assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
-    good = lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("good"))
+    good = lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("good"))
     with caplog.at_level(logging.WARNING):
-        lake.publish(good)
+        lake.staging.publish(good)
     assert "delta.constraints.positive" in caplog.text
     assert not {f.path for f in good.files} & log_files(lake)
     assert content(lake) == sorted([*NEW, (D3, 3, "old")])
@@ -280,7 +283,9 @@ def test_a_versions_files_read_from_the_log_are_the_ones_delta_reconstructs(lake
     JVM: each version's files, before and after a checkpoint, are the add actions Delta's own
     snapshot of that version holds, statistics and all."""
     write_old(lake)  # version 0
-    lake.publish(lake.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new")))  # 1
+    lake.staging.publish(
+        lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    )  # 1
     lake.checkpoint(TABLE)  # of version 1: later versions replay from it
     lake.restore_partitions(TABLE, "d", [D1], 0, commit("rollback"))  # 2
     append(lake, [(D3, 30, "more")])  # 3

@@ -54,20 +54,20 @@ def test_a_publish_intent_settles_as_published_after_log_cleanup(lake):
     manifest is put back as such a stop leaves it) settles as published, though log cleanup
     deleted the commit: its partition's files are production's, and no discard deletes them."""
     lake.replace_partitions(TABLE, frame(lake, [(D1, 0, "first")]), "d", [D1], commit("r0"))
-    staged = lake.stage(TABLE, frame(lake, [(D1, 7, "staged")]), "d", [D1], commit("s"))
+    staged = lake.staging.stage(TABLE, frame(lake, [(D1, 7, "staged")]), "d", [D1], commit("s"))
     table_dir = str(lake.path(TABLE))
     before = lake.version(TABLE)
-    lake.publish(staged, commit=commit("p", write_id="w-publish"))
+    lake.staging.publish(staged, commit=commit("p", write_id="w-publish"))
     stopped = manifests.load(table_dir, staged.id)
     intent = {"write_id": "w-publish", "dates": [D1.isoformat()], "after": before}
     manifests.save(table_dir, dataclasses.replace(stopped, published={}, publishing=intent))
     later_writes(lake)
     clean_up_log(lake.path(TABLE))
 
-    settled = lake.staged_version(TABLE, staged.id)
+    settled = lake.staging.version(TABLE, staged.id)
     assert settled is not None and settled.publishing is None
     assert set(settled.published) == {D1}
-    lake.discard(settled)
+    lake.staging.discard(settled)
     rows = sorted(
         tuple(r) for r in lake.read_table(TABLE)[0].where("d = DATE'2024-01-01'").collect()
     )
@@ -93,8 +93,8 @@ def test_every_write_records_its_write_id_as_deltas_transaction_id(lake):
             TABLE, frame(lake, [(D2, 1, "b")]), "d", [D2], commit("r1", "w-replace")
         ).version,
     }
-    staged = lake.stage(TABLE, frame(lake, [(D1, 2, "c")]), "d", [D1], commit("s"))
-    versions["w-publish"] = lake.publish(staged, commit=commit("p", "w-publish")).version
+    staged = lake.staging.stage(TABLE, frame(lake, [(D1, 2, "c")]), "d", [D1], commit("s"))
+    versions["w-publish"] = lake.staging.publish(staged, commit=commit("p", "w-publish")).version
     versions["w-restore"] = lake.restore_partitions(
         TABLE, "d", [D1], versions["w-create"], commit("u", "w-restore")
     ).version
