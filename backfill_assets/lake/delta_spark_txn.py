@@ -13,13 +13,14 @@ partitions and puts others in, through the session's py4j gateway. No data is re
 - ``new_table_transaction`` is the transaction of a table's first commit (``CREATE TABLE``'s
   ``updateMetadataForNewTable``): the publish into a table that does not exist yet creates it
   in the same commit that adds the staged files.
+- ``txn_action`` is the write's Delta transaction id (``SetTransaction``), committed with them.
 - ``commit`` commits them as one ``WRITE`` in overwrite mode (``overwrite``), as a
   ``replaceWhere`` records itself, the operation carrying the commit's ``userMetadata``. Not a
   ``Manual Update``: Delta reconstructs the whole table state after one of those, to write the
   version's checksum, where after a ``WRITE`` it derives it from the previous one.
 
 These are Delta's internal classes, whose signatures changed within 4.x. ``SIGNATURES`` lists
-every method used here, pinned by a test; ``TESTED_DELTA_VERSIONS`` the jars they were checked
+every method used here and by ``delta_spark_log`` (the snapshot reads), pinned by a test; ``TESTED_DELTA_VERSIONS`` the jars they were checked
 with. On another version the engine copies instead (``native_commits``).
 """
 
@@ -52,8 +53,17 @@ SIGNATURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("getSnapshotAt$default$4", ()),
         ("startTransaction", (_OPTION, _OPTION)),
         ("startTransaction", ()),
+        ("update", ("boolean", _OPTION, _OPTION)),
+        ("update$default$1", ()),
+        ("update$default$2", ()),
+        ("update$default$3", ()),
     ],
-    "org.apache.spark.sql.delta.Snapshot": [("allFiles", ()), ("deltaLog", ()), ("metadata", ())],
+    "org.apache.spark.sql.delta.Snapshot": [
+        ("allFiles", ()),
+        ("deltaLog", ()),
+        ("metadata", ()),
+        ("transactions", ()),
+    ],
     "org.apache.spark.sql.delta.OptimisticTransaction": [
         ("filterFiles", (_SEQ, "boolean")),
         ("trackReadPredicates", (_SEQ, "boolean", "boolean")),
