@@ -20,8 +20,9 @@ partitions and puts others in, through the session's py4j gateway. No data is re
   version's checksum, where after a ``WRITE`` it derives it from the previous one.
 
 These are Delta's internal classes, whose signatures changed within 4.x. ``SIGNATURES`` lists
-every method used here and by ``delta_spark_log`` (the snapshot reads), pinned by a test; ``TESTED_DELTA_VERSIONS`` the jars they were checked
-with. On another version the engine copies instead (``native_commits``).
+every method used here and by ``delta_spark_log`` (the snapshot reads), pinned by a test;
+``TESTED_DELTA_VERSIONS`` the jars they were checked with. On another version the engine copies
+instead (``native_commits``).
 """
 
 from __future__ import annotations
