@@ -90,7 +90,7 @@ def test_a_raw_day_failing_its_check_after_a_transient_retry_keeps_its_previous_
             wait_for(faults / "staged.1.reached", run)
             # The retry staged raw/orders: readers still see exactly the published rows.
             assert {t: env.multiset(t) for t in TABLES} == before
-            assert len(Lake(env.settings.lake_dir, spark).staged_versions("raw/orders")) == 1
+            assert len(Lake(env.settings.lake_dir, spark).staging.versions("raw/orders")) == 1
             damage_staged_raw(Lake(env.settings.lake_dir, spark), damage)
             for visit in (1, 2):  # raw, quarantine
                 wait_for(faults / f"staged.{visit}.reached", run)
