@@ -5,7 +5,7 @@ validated dates (``DATE'YYYY-MM-DD'`` literals) and a checked column name.
 Commit info travels in the ``userMetadata`` write option. Rows outside the set
 are found by the same pass that counts rows per partition, before anything is
 written; Delta's own replaceWhere constraint check is a second guard. A lost
-race (Delta's conflict exceptions, see ``delta_spark_log``) is retried with a
+race (Delta's conflict exceptions, see ``delta_spark_jvm``) is retried with a
 fresh transaction; disjoint partition sets do not conflict in Delta at all (every commit,
 vacuum, compaction, checkpoint and change of properties holds the table's ``commit_lock``, as
 delta-rs's commits do: neither Delta's local nor its S3 log store creates a commit file only if
@@ -34,9 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StructType
 
 import backfill_assets.lake.commit_lock as commit_lock
-import backfill_assets.lake.delta_spark_log as log
+import backfill_assets.lake.delta_spark_jvm as jvm
 import backfill_assets.lake.delta_spark_swap as swaps
-import backfill_assets.lake.delta_spark_txn as txns
 from backfill_assets.lake.commit import (
     CommitInfo,
     Compaction,
@@ -90,8 +89,8 @@ def native_delta_available(spark: SparkSession) -> bool:
     Always False over Spark Connect: the engine reads Delta's log and exception
     classes through the driver's JVM, which a Connect client does not have.
     """
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    gateway = getattr(spark, "_jvm", None)
+    if gateway is None:
         return False
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "io.delta.sql.DeltaSparkSessionExtension" not in extensions:
@@ -99,7 +98,7 @@ def native_delta_available(spark: SparkSession) -> bool:
     from py4j.protocol import Py4JError
 
     try:
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader = gateway.java.lang.Thread.currentThread().getContextClassLoader()
         loader.loadClass("io.delta.tables.DeltaTable")
         return True
     except Py4JError:
@@ -172,7 +171,7 @@ class DeltaSparkEngine:
         # What a table this engine creates is created with (``retention.table_properties``).
         self.table_properties = dict(table_properties or {})
         # Whether publish and restore may swap files through Delta's internal transaction API.
-        self.swaps_files = txns.native_commits(spark)
+        self.swaps_files = jvm.native_commits(spark)
 
     def version(self, table_dir: str) -> int | None:
         """The newest commit file in the log's listing: what ``DESCRIBE HISTORY`` reports,
@@ -189,7 +188,7 @@ class DeltaSparkEngine:
         or no table), from Delta's snapshot in the JVM."""
         if self.version(table_dir) is None:
             return None
-        return log.transaction_version(self.spark, table_dir, app_id)
+        return jvm.transaction_version(self.spark, table_dir, app_id)
 
     def replace(
         self,
@@ -243,9 +242,9 @@ class DeltaSparkEngine:
             return self._landed_write(table_dir, write_id, a.floor)
 
         def retry(exc: Exception, a: Attempt) -> bool:
-            if log.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
+            if jvm.error_condition(exc) == "DELTA_REPLACE_WHERE_MISMATCH":
                 raise LakeError(f"rows outside the partitions being written: {exc}") from exc
-            return log.is_lost_race(self.spark, exc)
+            return jvm.is_lost_race(self.spark, exc)
 
         version, attempts = committing(
             Commit(f"commit to {table_dir}", attempt, self._landed(table_dir, write_id), retry)
@@ -266,7 +265,7 @@ class DeltaSparkEngine:
         return version
 
     def _lost_race(self) -> Callable[[Exception, Attempt], bool]:
-        return lambda exc, a: log.is_lost_race(self.spark, exc)
+        return lambda exc, a: jvm.is_lost_race(self.spark, exc)
 
     def _pinned(self, name: str, table_dir: str, version: int | None) -> int:
         """``version``, or the latest when None; LakeError when the table has no such version."""
@@ -333,7 +332,7 @@ class DeltaSparkEngine:
     ) -> dict[dt.date, int]:
         """From the add actions' ``numRecords``; a partition with a file lacking them is counted."""
         pinned = self._pinned(name, table_dir, version)
-        counts, unknown = log.file_row_counts(self.spark, table_dir, column, pinned)
+        counts, unknown = jvm.file_row_counts(self.spark, table_dir, column, pinned)
         if unknown:
             frame, _ = self.read(name, table_dir, column, unknown, pinned)
             counts.update({r[column]: r["count"] for r in frame.groupBy(column).count().collect()})
@@ -478,7 +477,7 @@ class DeltaSparkEngine:
 
         def attempt(a: Attempt) -> Compaction:
             a.floor = self._pinned(name, table_dir, None)
-            rows, _ = log.file_row_counts(self.spark, table_dir, column, a.floor)
+            rows, _ = jvm.file_row_counts(self.spark, table_dir, column, a.floor)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
             if a.number == 1:
                 pause_point("before_commit")
@@ -557,7 +556,7 @@ class DeltaSparkEngine:
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""
         version = self._pinned(name, table_dir, None)
-        return txns.table_shape(log.snapshot_at(self.spark, table_dir, version))[2]
+        return jvm.table_shape(jvm.snapshot_at(self.spark, table_dir, version))[2]
 
     def set_properties(self, name: str, table_dir: str, properties: dict[str, str]) -> None:
         """Set table properties in one metadata commit (``ALTER TABLE ... SET TBLPROPERTIES``),
@@ -577,14 +576,14 @@ class DeltaSparkEngine:
         """Write a checkpoint of the latest version through Delta's log in the JVM; that version."""
         version = self._pinned(name, table_dir, None)
         with commit_lock.held(table_dir, "checkpoint"):
-            log.write_checkpoint(self.spark, table_dir, version)
+            jvm.write_checkpoint(self.spark, table_dir, version)
         return version
 
     def _partition_columns(self, table_dir: str, version: int) -> list[str]:
         """The partition columns of ``version``, from its snapshot's metadata: ``DESCRIBE
         DETAIL`` would also count every file, a reconstruction of the whole table's state in
         Spark jobs (3.8 s for a year of raw, against 0.3 s)."""
-        return txns.table_shape(log.snapshot_at(self.spark, table_dir, version))[1]
+        return jvm.table_shape(jvm.snapshot_at(self.spark, table_dir, version))[1]
 
     def _check_target(
         self, name: str, table_dir: str, version: int, df: DataFrame, column: str

@@ -1,6 +1,6 @@
 """Publish and restore on delta-spark without copying: one commit that takes the current files of
 the partitions out and puts others in (staged files, or the files an older version had), through
-Delta's transaction API (``delta_spark_txn``).
+Delta's transaction API (``delta_spark_jvm``).
 
 Conflicts are Delta's own. A publish's transaction reads the partitions at the version the staged
 data was audited against (its base), so any commit after the base that added or removed a file
@@ -32,7 +32,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 import backfill_assets.lake.commit_lock as commit_lock
-import backfill_assets.lake.delta_spark_txn as txns
+import backfill_assets.lake.delta_spark_jvm as jvm
 from backfill_assets.lake.commit import (
     CommitInfo,
     WriteResult,
@@ -40,7 +40,6 @@ from backfill_assets.lake.commit import (
     txn_version,
     write_id_of,
 )
-from backfill_assets.lake.delta_spark_log import is_lost_race, snapshot_at
 from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import (
@@ -87,7 +86,7 @@ def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
     latest = newest_commit(table_dir)
     if latest is None:
         return True  # no table yet: the swap's commit creates it
-    schema_json, _, properties = txns.table_shape(snapshot_at(spark, table_dir, latest))
+    schema_json, _, properties = jvm.table_shape(jvm.snapshot_at(spark, table_dir, latest))
     reasons = _reasons(schema_json, properties)
     if reasons:
         LOGGER.warning(
@@ -195,7 +194,7 @@ def _staged_adds(
         _check_on_disk(table_dir, f.path, f.size)
         adds.append(
             {
-                "path": txns.log_path(spark, f.path),
+                "path": jvm.log_path(spark, f.path),
                 "partitionValues": {column: date_text(f.partition)},
                 "size": f.size,
                 "modificationTime": f.modification_time,
@@ -212,7 +211,7 @@ def _old_adds(
     here, else from Delta's JVM; LakeError when one was vacuumed."""
     adds = files_at(table_dir, version, column, {date_text(day) for day in dates})
     if adds is None:
-        adds = txns.snapshot_adds(spark, table_dir, version, column, dates)
+        adds = jvm.snapshot_adds(spark, table_dir, version, column, dates)
     for add in adds:
         relative = relative_path(table_dir, add["path"])
         if not storage_for(table_dir).exists(os.path.join(table_dir, relative)):
@@ -255,20 +254,20 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
             _refuse_changed(swap, texts, None)
         pinned = swap.base if a.number == 1 and swap.base is not None else a.floor
         if pinned is None:
-            txn = txns.new_table_transaction(
+            txn = jvm.new_table_transaction(
                 spark, swap.table_dir, _new_table_schema(swap), swap.column, swap.properties
             )
-            actions = [txns.add_action(spark, add) for add in swap.adds]
+            actions = [jvm.add_action(spark, add) for add in swap.adds]
         else:
-            txn = txns.open_transaction(spark, swap.table_dir, pinned)
+            txn = jvm.open_transaction(spark, swap.table_dir, pinned)
             actions = _actions(spark, txn, swap, pinned)
-        actions.append(txns.txn_action(spark, write_id, txn_version(a.floor), _now_ms()))
-        operation = txns.overwrite(spark, swap.column, swap.dates, metadata)
+        actions.append(jvm.txn_action(spark, write_id, txn_version(a.floor), _now_ms()))
+        operation = jvm.overwrite(spark, swap.column, swap.dates, metadata)
         if a.number == 1:
             pause_point("before_commit")
         io_step("commit")
         with commit_lock.held(swap.table_dir, "publish or restore"):
-            version = txns.commit(spark, txn, actions, operation)
+            version = jvm.commit(spark, txn, actions, operation)
         io_step("commit.landed")
         return version
 
@@ -277,7 +276,7 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         return commit_of_write(swap.table_dir, write_id, a.floor)
 
     def retry(exc: Exception, a: Attempt) -> bool:
-        if not is_lost_race(spark, exc):
+        if not jvm.is_lost_race(spark, exc):
             return False
         if swap.check_base:
             _refuse_changed(swap, texts, exc)
@@ -317,7 +316,7 @@ def _refuse_changed(swap: Swap, texts: set[str], cause: Exception | None) -> Non
 def _actions(spark: SparkSession, txn: Any, swap: Swap, version: int) -> list[Any]:
     """The removes and adds of ``swap`` in ``txn`` (which reads ``version``), after checking the
     table it reads."""
-    schema_json, columns, properties = txns.table_shape(txn)
+    schema_json, columns, properties = jvm.table_shape(txn)
     if columns != [swap.column]:
         raise LakeError(f"table {swap.name} is partitioned by {columns}, not [{swap.column!r}]")
     reasons = _reasons(schema_json, properties)
@@ -325,11 +324,11 @@ def _actions(spark: SparkSession, txn: Any, swap: Swap, version: int) -> list[An
         raise LakeError(f"table {swap.name} now has {', '.join(reasons)}: write it again")
     if swap.schema_json is not None:
         _check_schema(swap.name, schema_json, swap.schema_json)
-    current = txns.partition_files(spark, txn, swap.table_dir, version, swap.column, swap.dates)
+    current = jvm.partition_files(spark, txn, swap.table_dir, version, swap.column, swap.dates)
     adding = {add["path"] for add in swap.adds}
-    kept = {txns.path_of(f) for f in current} & adding
-    removes = txns.removes([f for f in current if txns.path_of(f) not in kept], _now_ms())
-    return removes + [txns.add_action(spark, a) for a in swap.adds if a["path"] not in kept]
+    kept = {jvm.path_of(f) for f in current} & adding
+    removes = jvm.removes([f for f in current if jvm.path_of(f) not in kept], _now_ms())
+    return removes + [jvm.add_action(spark, a) for a in swap.adds if a["path"] not in kept]
 
 
 def _check_schema(name: str, table_json: str, new_json: str) -> None:

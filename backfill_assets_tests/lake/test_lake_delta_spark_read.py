@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-import backfill_assets.lake.delta_spark_txn as txns
-from backfill_assets.lake.delta_spark_log import (
+import backfill_assets.lake.delta_spark_jvm as jvm
+from backfill_assets.lake.delta_spark_jvm import (
     protocol,
     snapshot_at,
     snapshot_files,
@@ -66,12 +66,12 @@ def test_the_replayed_log_holds_what_deltas_jvm_holds_at_every_version(lake):
     for version in range(4):
         replayed = replay(root, version)
         assert replayed is not None
-        jvm = txns.table_shape(snapshot_at(lake.spark, root, version))
+        shape = jvm.table_shape(snapshot_at(lake.spark, root, version))
         assert (
             replayed.metadata["schemaString"],
             replayed.partition_columns,
             replayed.configuration,
-        ) == jvm, version
+        ) == shape, version
         found = protocol(lake.spark, root, version)
         assert (
             replayed.protocol["minReaderVersion"],

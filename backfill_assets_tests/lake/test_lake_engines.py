@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 )
 
 from backfill_assets.lake import CommitInfo
-from backfill_assets.lake.delta_spark_log import protocol
+from backfill_assets.lake.delta_spark_jvm import protocol
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 # staging/orders' kinds of column: the TIMESTAMPs are what delta-rs#2882 was about.

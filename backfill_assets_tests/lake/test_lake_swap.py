@@ -12,7 +12,7 @@ import os
 import pytest
 from deltalake import DeltaTable
 
-import backfill_assets.lake.delta_spark_txn as txns
+import backfill_assets.lake.delta_spark_jvm as jvm
 from backfill_assets.delta_jars import DELTA_VERSION
 from backfill_assets.lake import Lake, LakeConflict, LakeError
 from backfill_assets.lake.log import files_at
@@ -128,7 +128,7 @@ def test_restore_is_one_commit_that_puts_the_old_files_back(lake):
 def commit_after(monkeypatch, concurrent) -> None:
     """Run ``concurrent()`` once, right before the swap's commit call: inside the window that a
     check of the log before committing cannot see."""
-    real = txns.commit
+    real = jvm.commit
     pending = [concurrent]
 
     def commit_late(*args, **kwargs):
@@ -136,7 +136,7 @@ def commit_after(monkeypatch, concurrent) -> None:
             pending.pop()()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(txns, "commit", commit_late)
+    monkeypatch.setattr(jvm, "commit", commit_late)
 
 
 def append(lake, rows) -> None:
@@ -241,16 +241,16 @@ def test_a_version_closed_just_before_the_swap_commits_is_a_clear_error(lake, mo
 @NATIVE
 def test_the_delta_internals_the_swap_calls_are_pinned(lake):
     """A jar upgrade fails here, naming each method that moved, before any publish runs on it."""
-    assert txns.missing_signatures(lake.spark) == []
-    assert txns.delta_version(lake.spark) == DELTA_VERSION
-    assert DELTA_VERSION in txns.TESTED_DELTA_VERSIONS
+    assert jvm.missing_signatures(lake.spark) == []
+    assert jvm.delta_version(lake.spark) == DELTA_VERSION
+    assert DELTA_VERSION in jvm.TESTED_DELTA_VERSIONS
 
 
 @NATIVE
 def test_an_untested_delta_copies_with_a_warning(lake, monkeypatch, caplog):
-    monkeypatch.setattr(txns, "TESTED_DELTA_VERSIONS", ("0.0.0",))
-    monkeypatch.setattr(txns, "_warned", set())
-    with caplog.at_level(logging.WARNING, logger=txns.__name__):
+    monkeypatch.setattr(jvm, "TESTED_DELTA_VERSIONS", ("0.0.0",))
+    monkeypatch.setattr(jvm, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger=jvm.__name__):
         copying = Lake(lake.root, lake.spark, engine="delta-spark")
     assert f"delta-spark {DELTA_VERSION} is not one of the versions" in caplog.text
     write_old(copying)
@@ -292,7 +292,7 @@ def test_a_versions_files_read_from_the_log_are_the_ones_delta_reconstructs(lake
     root = str(lake.path(TABLE))
     for version in range(4):
         for days in ([D1], [D2, D3]):
-            delta = txns.snapshot_adds(lake.spark, root, version, "d", days)
+            delta = jvm.snapshot_adds(lake.spark, root, version, "d", days)
             from_log = files_at(root, version, "d", {d.isoformat() for d in days})
             assert from_log is not None, version
             assert as_added(from_log) == as_added(delta), (version, days)
