@@ -98,6 +98,13 @@ class PartitionInfo:
     last_written_version: int
 
 
+def check_commit(commit: object) -> CommitInfo:
+    """``commit``, when it is a CommitInfo; LakeError otherwise."""
+    if not isinstance(commit, CommitInfo):
+        raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+    return commit
+
+
 def new_write_id() -> str:
     return uuid.uuid4().hex
 

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 import backfill_assets.lake.staged as manifests
-from backfill_assets.lake.commit import CommitInfo, WriteResult, new_write_id
+from backfill_assets.lake.commit import CommitInfo, WriteResult, check_commit, new_write_id
 from backfill_assets.lake.errors import LakeError, ManifestChanged
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
 from backfill_assets.lake.keys import (
@@ -87,8 +87,7 @@ class Staging:
         LakeError before anything is recorded."""
         dates = partition_dates(partitions)
         column = check_column_name(partition_column)
-        if not isinstance(commit, CommitInfo):
-            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        check_commit(commit)
         table_dir = self._table_dir(table)
         stage_id = manifests.check_id(stage_id) if stage_id else manifests.new_id()
         if manifests.load(table_dir, stage_id) is not None:

@@ -27,6 +27,7 @@ from backfill_assets.lake.commit import (
     Compaction,
     PartitionInfo,
     WriteResult,
+    check_commit,
     decode_metadata,
 )
 from backfill_assets.lake.engine import Engine
@@ -167,8 +168,7 @@ class Lake:
         ``df`` ends up empty. Rows outside the set raise LakeError before any commit.
         """
         dates = partition_dates(partitions)
-        if not isinstance(commit, CommitInfo):
-            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        check_commit(commit)
         return self._engine.replace(
             table,
             self.table_location(table),
@@ -198,8 +198,7 @@ class Lake:
             raise LakeError("merge needs at least one key column")
         if replace_for is not None:
             check_column_name(replace_for)
-        if not isinstance(commit, CommitInfo):
-            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        check_commit(commit)
         return self._engine.merge(table, self.table_location(table), df, keys, replace_for, commit)
 
     def read_partitions(
@@ -326,8 +325,7 @@ class Lake:
         checked inside that commit as a publish checks its base: a restore never reverts
         data written after the version its caller checked."""
         dates = partition_dates(partitions)
-        if not isinstance(commit, CommitInfo):
-            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        check_commit(commit)
         return self._engine.restore(
             table,
             self.table_location(table),
@@ -382,8 +380,7 @@ class Lake:
         """Join each partition's small files into fewer, bigger ones, in one commit that changes
         no row (its actions say ``dataChange: false``). A commit that lands first (a publish)
         wins: the compaction is retried from the new snapshot, never committed over it."""
-        if not isinstance(commit, CommitInfo):
-            raise LakeError(f"commit must be a CommitInfo, got {type(commit).__name__}")
+        check_commit(commit)
         return self._engine.compact(
             table, self.table_location(table), check_column_name(partition_column), commit
         )
