@@ -379,7 +379,7 @@ def _check_settled(lake: Lake, root: str, path: LakePath, tally: Tally, where: s
     for sid, staged in opened.items():
         if staged.publishing is not None or staged.moving is not None:
             tally.flag("record_mismatch", where, f"{sid} still records an intent")
-        logged = referenced_files(table_dir, staged.base_version)
+        logged = referenced_files(table_dir, staged.base_version, lake.engine.snapshot_files)
         for day, version in staged.published.items():
             # The commit the manifest names wrote that day (the staged files themselves, or a
             # copy of their rows on an engine that copies).

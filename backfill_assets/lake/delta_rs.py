@@ -56,6 +56,7 @@ from backfill_assets.lake.log import (
     commit_added_files,
     commit_file_counts,
     commit_of_write,
+    relative_path,
     torn_commit,
     touched_after,
 )
@@ -116,6 +117,16 @@ class DeltaRsEngine:
         or no table)."""
         table = self.load(table_dir)
         return None if table is None else table.transaction_version(app_id)
+
+    def snapshot_files(self, table_dir: str, version: int) -> set[str]:
+        """The data files ``version``'s snapshot names, relative to the table (none: no table)."""
+        import pyarrow as pa
+
+        table = self.load(table_dir, version)
+        if table is None:
+            return set()
+        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+        return {relative_path(table_dir, p) for p in paths}
 
     def unsupported(self, table_dir: str) -> list[str]:
         """The reader features of the table's latest version that Spark's plain read of its

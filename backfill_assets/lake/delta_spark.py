@@ -190,6 +190,14 @@ class DeltaSparkEngine:
             return None
         return jvm.transaction_version(self.spark, table_dir, app_id)
 
+    def snapshot_files(self, table_dir: str, version: int) -> set[str]:
+        """The data files ``version``'s snapshot names, relative to the table (none: no table),
+        from Delta's snapshot in the JVM."""
+        if self.version(table_dir) is None:
+            return set()
+        files = jvm.snapshot_files(self.spark, table_dir, version).select("path").collect()
+        return {relative_path(table_dir, row.path) for row in files}
+
     def replace(
         self,
         name: str,

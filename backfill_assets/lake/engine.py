@@ -33,6 +33,11 @@ class Engine(Protocol):
         none): every write records its write id as one (``commit.txn_version``)."""
         ...
 
+    def snapshot_files(self, table_dir: str, version: int) -> set[str]:
+        """The data files ``version``'s snapshot names (paths relative to the table, normalised;
+        none: no table), from whatever checkpoint and commits the engine reads it."""
+        ...
+
     def unsupported(self, table_dir: str) -> list[str]:
         """What of the table's protocol this engine cannot serve correctly (empty: nothing, or
         no table): ``LakeUnsupported``'s features."""

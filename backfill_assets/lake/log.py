@@ -17,11 +17,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
-from backfill_assets.lake.errors import TornCommit
+from backfill_assets.lake.errors import LakeError, TornCommit
 from backfill_assets.lake.storage import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
-_CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet")
+# a checkpoint of any kind: classic, multi-part or V2 (``<version>.checkpoint.<uuid>.json``)
+_ANY_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.[^/]+)?\.(?:parquet|json)")
 _SINGLE_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint\.parquet")
 _PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
@@ -115,7 +116,7 @@ def newest_metadata(table_dir: str) -> dict[str, Any] | None:
     for _attempt in range(3):
         names = _names(log_dir)
         checkpoints = {
-            int(m.group(1)): name for name in names if (m := _CHECKPOINT_FILE.fullmatch(name))
+            int(m.group(1)): name for name in names if (m := _ANY_CHECKPOINT.fullmatch(name))
         }
         floor = max(checkpoints, default=-1)
         commits = sorted(
@@ -132,11 +133,10 @@ def newest_metadata(table_dir: str) -> dict[str, Any] | None:
                     if '"metaData"' in line and "metaData" in (action := json.loads(line)):
                         return action["metaData"]
             for name in names:
-                if (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) == floor:
-                    rows = _checkpoint_table(os.path.join(log_dir, name), ["metaData"]).to_pylist()
-                    found = [r["metaData"] for r in rows if r.get("metaData") is not None]
-                    if found:
-                        return _metadata_from_checkpoint(found[0])
+                if (m := _ANY_CHECKPOINT.fullmatch(name)) and int(m.group(1)) == floor:
+                    found = _checkpoint_metadata(os.path.join(log_dir, name))
+                    if found is not None:
+                        return found
             return None
         except FileNotFoundError:
             continue  # cleaned up meanwhile: a newer checkpoint holds it, list again
@@ -296,38 +296,61 @@ def _check_whole(log_dir: str, version: int, whole: bool) -> None:
     )
 
 
-def referenced_files(table_dir: str, since: int | None) -> set[str]:
-    """The data files (normalised paths relative to the table) that an add action of a commit
-    after ``since`` (any when None), or of a checkpoint after it, names.
+def referenced_files(
+    table_dir: str, since: int | None, snapshot_files: Callable[[str, int], set[str]]
+) -> set[str]:
+    """The data files (normalised paths relative to the table) that an add action of a version
+    after ``since`` (any when None) names, or more.
 
     For a file written after version ``since`` (a staged file, since its manifest's base) this
     is every version that can reference it: the current one and every one within the log's
-    retention. Checkpoints stand in for the commit files that log clean-up removed. Only vacuum,
-    judging by the log, may delete such a file; the staged-file delete paths ask this first."""
+    retention. The commit files say which files each version added; where log cleanup deleted
+    some, the snapshot of the oldest version still readable after them (``snapshot_files``: the
+    engine's, which reads any checkpoint Delta writes, V2 and its sidecars included) stands in
+    for them.
+    Only vacuum, judging by the log, may delete such a file; the staged-file delete paths ask
+    this first."""
     floor = -1 if since is None else since
     log_dir = os.path.join(table_dir, "_delta_log")
     for _attempt in range(3):
         names = _names(log_dir)
         try:
-            return _adds(table_dir, log_dir, names, floor)
+            return _referenced(table_dir, log_dir, names, floor, snapshot_files)
         except FileNotFoundError:
             continue  # a commit file cleaned up meanwhile: its checkpoint is newer, list again
     raise OSError(f"{log_dir}: the log kept changing while it was read; try again")
 
 
-def _adds(table_dir: str, log_dir: str, names: list[str], floor: int) -> set[str]:
+def _referenced(
+    table_dir: str,
+    log_dir: str,
+    names: list[str],
+    floor: int,
+    snapshot_files: Callable[[str, int], set[str]],
+) -> set[str]:
+    commits = {int(m.group(1)) for n in names if (m := _COMMIT_FILE.fullmatch(n))}
+    checkpoints = {int(m.group(1)) for n in names if (m := _ANY_CHECKPOINT.fullmatch(n))}
     paths: set[str] = set()
-    for name in names:
-        if (m := _COMMIT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
-            for line in _lines(os.path.join(log_dir, name)):
-                add = json.loads(line).get("add")
-                if add is not None:
-                    paths.add(relative_path(table_dir, add["path"]))
-        elif (m := _CHECKPOINT_FILE.fullmatch(name)) and int(m.group(1)) > floor:
-            adds = _checkpoint_adds(os.path.join(log_dir, name))
-            paths |= {
-                relative_path(table_dir, a["path"]) for a in adds.to_pylist() if a is not None
-            }
+    for version in sorted(v for v in commits if v > floor):
+        for line in _lines(os.path.join(log_dir, f"{version:020d}.json")):
+            add = json.loads(line).get("add")
+            if add is not None:
+                paths.add(relative_path(table_dir, add["path"]))
+    latest = max(commits | checkpoints, default=floor)
+    gone = [v for v in range(floor + 1, latest + 1) if v not in commits]
+    if gone:
+        # the oldest version a reader can still open: a commit file after a checkpoint after
+        # the gap (Delta's JVM opens no version whose commit file is gone)
+        checkpoint = min((v for v in checkpoints if v >= gone[-1]), default=None)
+        oldest = min(
+            (v for v in commits if checkpoint is not None and v >= checkpoint), default=None
+        )
+        if oldest is None:
+            raise LakeError(
+                f"{log_dir}: versions {gone[0]} to {gone[-1]} have no commit file, and no "
+                "checkpoint with a commit after them: the log cannot tell which files it names"
+            )
+        paths |= snapshot_files(table_dir, oldest)
     return paths
 
 
@@ -409,6 +432,8 @@ def replay(table_dir: str, version: int) -> LogSnapshot | None:
         state: dict[str, dict[str, Any]] = {}
         if base >= 0:
             checkpoint = _checkpoint(os.path.join(log_dir, f"{base:020d}.checkpoint.parquet"))
+            if any(row.get("sidecar") is not None for row in checkpoint):
+                return None  # a V2 checkpoint: its files are listed in sidecars
             for row in checkpoint:
                 if row.get("add") is not None:
                     live_add = _from_checkpoint(row["add"])
@@ -521,26 +546,38 @@ def _lines(path: str) -> list[str]:
     return storage_for(path).read_text(path).splitlines()
 
 
-def _checkpoint_adds(path: str) -> Any:  # a pyarrow ChunkedArray of structs
-    """The ``add`` column of a checkpoint file; FileNotFoundError when it is gone."""
-    return _checkpoint_table(path, ["add"]).column("add")
+def _checkpoint_metadata(path: str) -> dict[str, Any] | None:
+    """The metaData action of a checkpoint file (a V2 checkpoint's may be JSON), if it has it."""
+    if path.endswith(".json"):
+        for line in _lines(path):
+            if '"metaData"' in line and "metaData" in (action := json.loads(line)):
+                return action["metaData"]
+        return None
+    rows = _checkpoint_table(path, ["metaData"]).to_pylist()
+    found = [r["metaData"] for r in rows if r.get("metaData") is not None]
+    return _metadata_from_checkpoint(found[0]) if found else None
 
 
 def _checkpoint(path: str) -> list[dict[str, Any]]:
-    """The add, metaData and protocol actions of a checkpoint file, one dict per row."""
-    return _checkpoint_table(path, ["add", "metaData", "protocol"]).to_pylist()
+    """The add, metaData, protocol and sidecar actions of a checkpoint file, one dict per row."""
+    return _checkpoint_table(path, ["add", "metaData", "protocol", "sidecar"]).to_pylist()
 
 
 def _checkpoint_table(path: str, columns: list[str]) -> Any:  # a pyarrow Table
-    """``columns`` of a checkpoint file; FileNotFoundError when it is gone."""
+    """Those of ``columns`` a checkpoint file has (a V1 checkpoint has no ``sidecar``);
+    FileNotFoundError when it is gone."""
     import pyarrow.parquet as pq
 
     filesystem, scheme = storage_for(path).arrow_filesystem()
-    if filesystem is None:
-        return pq.read_table(path, columns=columns)
     try:
-        return pq.read_table(path.removeprefix(scheme), columns=columns, filesystem=filesystem)
+        if filesystem is None:
+            file = pq.ParquetFile(path)
+        else:
+            file = pq.ParquetFile(path.removeprefix(scheme), filesystem=filesystem)
+        return file.read(columns=[c for c in columns if c in file.schema_arrow.names])
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
         if "not found" in str(exc).lower() or "does not exist" in str(exc).lower():
             raise FileNotFoundError(path) from exc
         raise

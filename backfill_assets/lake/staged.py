@@ -36,16 +36,20 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.errors import BrokenManifest, LakeError, ManifestChanged
 from backfill_assets.lake.keys import date_text
-from backfill_assets.lake.log import referenced_files
+from backfill_assets.lake.log import find_write, referenced_files
 from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
 from backfill_assets.testing.iofault import io_step
+
+if TYPE_CHECKING:
+    from backfill_assets.lake.engine import Engine
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
 
@@ -317,7 +321,11 @@ def merge(
 
 
 def delete_files(
-    table_dir: str, paths: Iterable[str], since: int | None, closing: str | None = None
+    table_dir: str,
+    paths: Iterable[str],
+    since: int | None,
+    engine: Engine,
+    closing: str | None = None,
 ) -> int:
     """Delete the staged files at ``paths`` (relative to the table) that nothing needs any more;
     files deleted. The only way a staged file is deleted. Checked right before deleting, a file
@@ -328,7 +336,7 @@ def delete_files(
     candidates = [os.path.normpath(p) for p in paths]
     if not candidates:
         return 0
-    needed = referenced_files(table_dir, since)
+    needed = referenced_files(table_dir, since, engine.snapshot_files)
     for other in open_versions(table_dir):
         if other.id != closing:
             needed |= {os.path.normpath(f.path) for f in other.files}
@@ -339,7 +347,7 @@ def delete_files(
     return deleted
 
 
-def remove(table_dir: str, staged: StagedVersion) -> int:
+def remove(table_dir: str, staged: StagedVersion, engine: Engine) -> int:
     """Close a staged version: claim the manifest (``closing``, saved as a compare-and-swap:
     ManifestChanged, with nothing deleted, when another writer saved or closed it after
     ``staged`` was read), delete the files of its partitions never published that nothing else
@@ -351,6 +359,7 @@ def remove(table_dir: str, staged: StagedVersion) -> int:
         table_dir,
         [f.path for f in staged.files if f.partition not in staged.published],
         staged.base_version,
+        engine,
         closing=staged.id,
     )
     with locked(table_dir, staged.id):
@@ -359,12 +368,7 @@ def remove(table_dir: str, staged: StagedVersion) -> int:
     return deleted
 
 
-# Where a write's commit is, given (table_dir, write id, a version it is after): its version, or
-# None when it never landed (``Lake.commit_of_write`` by location).
-FindWrite = Callable[[str, str, int | None], int | None]
-
-
-def settle(table_dir: str, staged: StagedVersion, find: FindWrite) -> StagedVersion:
+def settle(table_dir: str, staged: StagedVersion, engine: Engine) -> StagedVersion:
     """Complete or drop the intent ``staged`` records, so that the manifest agrees with the log
     and with the other manifests again; saved when it changed. The recovery of a publish or a
     ``Staging.keep`` that stopped half-way (an error, a kill): run by every ``Staging`` method that
@@ -372,19 +376,21 @@ def settle(table_dir: str, staged: StagedVersion, find: FindWrite) -> StagedVers
     settled = staged
     if settled.publishing is not None:
         intent = settled.publishing
-        version = find(table_dir, intent["write_id"], intent["after"])
+        version = find_write(
+            table_dir, intent["write_id"], intent["after"], engine.transaction_version
+        )
         published = dict(settled.published)
         if version is not None:  # it landed: record it; else nothing was published
             published.update(dict.fromkeys(_days(intent["dates"]), version))
         settled = dataclasses.replace(settled, published=published, publishing=None)
     if settled.moving is not None:
-        settled = finish_move(table_dir, settled)
+        settled = finish_move(table_dir, settled, engine)
     if settled is not staged:
         return save(table_dir, settled)
     return settled
 
 
-def settled(table_dir: str, stage_id: str, find: FindWrite) -> StagedVersion | None:
+def settled(table_dir: str, stage_id: str, engine: Engine) -> StagedVersion | None:
     """The manifest of ``stage_id`` (None: there is none), settled while holding it (``locked``):
     an intent is judged only when no publish or move that recorded it is still running here."""
     current = load(table_dir, stage_id)
@@ -392,10 +398,10 @@ def settled(table_dir: str, stage_id: str, find: FindWrite) -> StagedVersion | N
         return current  # nothing to judge: no need to wait for a holder
     with locked(table_dir, stage_id):
         current = load(table_dir, stage_id)
-        return None if current is None else settle(table_dir, current, find)
+        return None if current is None else settle(table_dir, current, engine)
 
 
-def finish_move(table_dir: str, source: StagedVersion) -> StagedVersion:
+def finish_move(table_dir: str, source: StagedVersion, engine: Engine) -> StagedVersion:
     """``source`` after its ``moving`` intent (``Staging.keep``): when the target's manifest
     holds the moved files, the files the target held for those partitions before are deleted and
     the partitions leave ``source`` (recorded in ``moved``); otherwise the move never happened
@@ -409,7 +415,7 @@ def finish_move(table_dir: str, source: StagedVersion) -> StagedVersion:
         return dataclasses.replace(source, moving=None)
     if {f.path for f in target.files_of(dates)} != moved:
         return dataclasses.replace(source, moving=None)
-    delete_files(table_dir, intent["replaced"], intent["since"])
+    delete_files(table_dir, intent["replaced"], intent["since"], engine)
     return dataclasses.replace(
         source,
         dates=tuple(d for d in source.dates if d not in dates),

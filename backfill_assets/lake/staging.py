@@ -31,7 +31,7 @@ from backfill_assets.lake.keys import (
     partition_dates,
     version_arg,
 )
-from backfill_assets.lake.log import commit_added_files, find_write, newest_commit
+from backfill_assets.lake.log import commit_added_files, newest_commit
 from backfill_assets.lake.parquet_writer import remove_files, write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
@@ -63,9 +63,6 @@ class Staging:
 
     def _table_dir(self, table: str) -> str:
         return f"{self._location}/{check_table_name(table)}"
-
-    def _find_write(self, table_dir: str, write_id: str, after: int | None) -> int | None:
-        return find_write(table_dir, write_id, after, self._engine.transaction_version)
 
     def stage(
         self,
@@ -129,7 +126,9 @@ class Staging:
         try:
             pause_point(STAGED)
         except BaseException:
-            manifests.remove(table_dir, staged)  # the caller never learns of it: nothing staged
+            manifests.remove(
+                table_dir, staged, self._engine
+            )  # the caller never learns of it: nothing staged
             raise
         return staged
 
@@ -288,7 +287,7 @@ class Staging:
         table_dir = self._table_dir(staged.table)
         with manifests.locked(table_dir, staged.id):
             current = self._settled(table_dir, staged.id)
-            return 0 if current is None else manifests.remove(table_dir, current)
+            return 0 if current is None else manifests.remove(table_dir, current, self._engine)
 
     def keep(self, staged: StagedVersion, partitions: Iterable[object], into: str) -> StagedVersion:
         """Move the staged files of ``partitions`` into the staged version ``into`` of the same
@@ -327,7 +326,7 @@ class Staging:
         source = manifests.save(table_dir, replace(source, moving=intent))
         merged = manifests.merge(target, source, dates, into)
         merged = manifests.save(table_dir, merged, create=target is None)
-        manifests.save(table_dir, manifests.finish_move(table_dir, source))
+        manifests.save(table_dir, manifests.finish_move(table_dir, source, self._engine))
         return merged
 
     def _open_staged(self, staged: StagedVersion, dates: Iterable[dt.date]) -> StagedVersion:
@@ -355,7 +354,7 @@ class Staging:
         return current
 
     def _settled(self, table_dir: str, stage_id: str) -> StagedVersion | None:
-        return manifests.settled(table_dir, stage_id, self._find_write)
+        return manifests.settled(table_dir, stage_id, self._engine)
 
     def version(self, table: str, stage_id: str) -> StagedVersion | None:
         """The open staged version ``stage_id`` of ``table``, or None."""

@@ -88,21 +88,21 @@ class Lake:
 
             native = spark is not None and native_delta_available(spark)
             engine = "delta-spark" if native and self.storage.is_local else "delta-rs"
-        self._engine: Engine
+        self.engine: Engine  # commits and reads the tables (delta_rs or delta_spark)
         if engine == "delta-spark":
             from backfill_assets.lake.delta_spark import DeltaSparkEngine
 
             session = need_spark(spark)
             if not self.storage.is_local:
                 self._reach_s3(session)
-            self._engine = DeltaSparkEngine(session, properties)
+            self.engine = DeltaSparkEngine(session, properties)
         else:
             from backfill_assets.lake.delta_rs import DeltaRsEngine
 
-            self._engine = DeltaRsEngine(spark, properties)
-        self.engine_name = self._engine.name
+            self.engine = DeltaRsEngine(spark, properties)
+        self.engine_name = self.engine.name
         # Write-audit-publish: stage, read, publish, keep, discard and expire staged versions.
-        self.staging = Staging(self._engine, self.storage, self.location, spark)
+        self.staging = Staging(self.engine, self.storage, self.location, spark)
 
     def _reach_s3(self, spark: SparkSession) -> None:
         """delta-spark on S3: the session must have the s3a jars; the AWS variables' settings
@@ -145,12 +145,12 @@ class Lake:
 
     def version(self, table: str) -> int | None:
         """Latest version, or None when the table does not exist."""
-        return self._engine.version(self.table_location(table))
+        return self.engine.version(self.table_location(table))
 
     def check_supported(self, table: str) -> None:
         """LakeUnsupported, naming the features, when this engine cannot serve the table's
         latest version correctly (nothing when there is no table)."""
-        features = self._engine.unsupported(self.table_location(table))
+        features = self.engine.unsupported(self.table_location(table))
         if features:
             raise LakeUnsupported(table, self.engine_name, features)
 
@@ -169,7 +169,7 @@ class Lake:
         """
         dates = partition_dates(partitions)
         check_commit(commit)
-        return self._engine.replace(
+        return self.engine.replace(
             table,
             self.table_location(table),
             df,
@@ -199,7 +199,7 @@ class Lake:
         if replace_for is not None:
             check_column_name(replace_for)
         check_commit(commit)
-        return self._engine.merge(table, self.table_location(table), df, keys, replace_for, commit)
+        return self.engine.merge(table, self.table_location(table), df, keys, replace_for, commit)
 
     def read_partitions(
         self,
@@ -213,7 +213,7 @@ class Lake:
         Raises LakeTableMissing when the table does not exist.
         """
         dates = partition_dates(partitions)
-        return self._engine.read(
+        return self.engine.read(
             table,
             self.table_location(table),
             check_column_name(partition_column),
@@ -223,9 +223,7 @@ class Lake:
 
     def read_table(self, table: str, version: int | None = None) -> tuple[DataFrame, int]:
         """The whole table as of ``version`` (latest when None) and that version."""
-        return self._engine.read(
-            table, self.table_location(table), None, None, version_arg(version)
-        )
+        return self.engine.read(table, self.table_location(table), None, None, version_arg(version))
 
     def read_arrow(
         self, table: str, partition_column: str, partitions: Iterable[object], columns: list[str]
@@ -249,7 +247,7 @@ class Lake:
     def row_counts(self, table: str, partition_column: str, version: int | None = None) -> dict:
         """Rows per partition date as of ``version`` (latest when None), from the table's file
         statistics, not its data. Raises LakeTableMissing when the table does not exist."""
-        return self._engine.row_counts(
+        return self.engine.row_counts(
             table,
             self.table_location(table),
             check_column_name(partition_column),
@@ -285,7 +283,7 @@ class Lake:
             self.table_location(table),
             write_id,
             version_arg(after),
-            self._engine.transaction_version,
+            self.engine.transaction_version,
         )
 
     def commit_metadata(self, table: str, version: int) -> dict:
@@ -295,7 +293,7 @@ class Lake:
 
     def history(self, table: str) -> list[dict]:
         """Commits newest first: version, timestamp (UTC datetime), operation, metadata."""
-        entries = self._engine.history(table, self.table_location(table))
+        entries = self.engine.history(table, self.table_location(table))
         result = []
         for entry in sorted(entries, key=lambda e: e["version"], reverse=True):
             stamp = entry["timestamp"]
@@ -326,7 +324,7 @@ class Lake:
         data written after the version its caller checked."""
         dates = partition_dates(partitions)
         check_commit(commit)
-        return self._engine.restore(
+        return self.engine.restore(
             table,
             self.table_location(table),
             check_column_name(partition_column),
@@ -363,7 +361,7 @@ class Lake:
         location = self.table_location(table)
         if all(modified > cutoff_ms for modified in vacuum_candidates(location).values()):
             return []  # no file is old enough to go: VACUUM would delete nothing
-        return self._engine.vacuum(table, location, retention_hours)
+        return self.engine.vacuum(table, location, retention_hours)
 
     def keep_retention(self, table: str, retention_hours: float = 0) -> dict[str, str]:
         """Bring the table's retention properties up to ``retention_hours`` and the lake's
@@ -371,9 +369,9 @@ class Lake:
         properties it set ({} when none fell short)."""
         hours = max(retention_hours, self.retention_hours)
         table_dir = self.table_location(table)
-        missing = retention.shortfall(table, self._engine.properties(table, table_dir), hours)
+        missing = retention.shortfall(table, self.engine.properties(table, table_dir), hours)
         if missing:
-            self._engine.set_properties(table, table_dir, missing)
+            self.engine.set_properties(table, table_dir, missing)
         return missing
 
     def compact(self, table: str, partition_column: str, commit: CommitInfo) -> Compaction:
@@ -381,7 +379,7 @@ class Lake:
         no row (its actions say ``dataChange: false``). A commit that lands first (a publish)
         wins: the compaction is retried from the new snapshot, never committed over it."""
         check_commit(commit)
-        return self._engine.compact(
+        return self.engine.compact(
             table, self.table_location(table), check_column_name(partition_column), commit
         )
 
@@ -390,7 +388,7 @@ class Lake:
         from version 0); that version. The table's retention properties are brought up to the
         lake's retention first: a checkpoint drops the tombstones older than they say."""
         self.keep_retention(table)
-        return self._engine.checkpoint(table, self.table_location(table))
+        return self.engine.checkpoint(table, self.table_location(table))
 
     def maintain(self, table: str, retention_hours: float) -> tuple[list[str], list[str]]:
         """Close the staged versions older than the retention, then vacuum with it: (staged

@@ -196,7 +196,7 @@ def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_pu
     right before its commit call is ``test_lake_swap``'s)."""
     write_old(lake)
     staged = lake.staging.stage(TABLE, frame(lake, [(D1, 10, "new")]), "d", [D1], commit("new"))
-    committing = lake._engine.publish
+    committing = lake.engine.publish
 
     def close_and_commit(*args, **kwargs):
         if closed == "before-the-commit-lands":
@@ -206,7 +206,7 @@ def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_pu
             lake.staging.discard(staged)
         return result
 
-    monkeypatch.setattr(lake._engine, "publish", close_and_commit)
+    monkeypatch.setattr(lake.engine, "publish", close_and_commit)
     if closed == "before-the-commit-lands" and lake.engine_name == "delta-spark":
         with pytest.raises(LakeError, match="missing"):
             lake.staging.publish(staged)

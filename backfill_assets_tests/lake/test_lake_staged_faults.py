@@ -176,7 +176,7 @@ def test_a_manifest_save_or_close_over_one_saved_meanwhile_is_refused(lake):
     with pytest.raises(ManifestChanged, match="saved again"):
         manifests.save(table_dir, second)
     with pytest.raises(ManifestChanged, match="saved again"):
-        manifests.remove(table_dir, second)
+        manifests.remove(table_dir, second, lake.engine)
     assert manifests.load(table_dir, staged.id) == saved
     assert on_disk(lake, staged.files) == [True]
     if not lake.storage.is_local:  # the conditional PUT itself: a stale ETag is refused
