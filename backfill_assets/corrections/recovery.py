@@ -179,14 +179,15 @@ def _undo(lake: Lake, c: Correction, reason: str) -> Recovery:
             rebuilt = lake.changed_since(path, COLUMNS[path], u["landed"], days)
             todo = [d for d in days if d not in rebuilt]
             if todo:
+                # saved before the commit: once it landed, log cleanup may delete its file
+                u["days"] = [d.isoformat() for d in todo]
+                registry.save(lake.location, c)
                 commit = commit_info(c, f"{action} undone", u["write_id"])
                 version = restore(
                     lake, c, path, todo, p["tables"][path]["from"], commit, since=u["landed"]
                 ).version
         else:
-            todo = [
-                dt.date.fromisoformat(d) for d in lake.commit_metadata(path, version)["partitions"]
-            ]
+            todo = [dt.date.fromisoformat(d) for d in u.get("days", [])]
         if version is not None and set(todo) == set(days):
             if not lake.changed_since(path, COLUMNS[path], version, days):
                 # The days hold what they held before: the next check starts from here.

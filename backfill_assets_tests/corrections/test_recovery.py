@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 
 from backfill_assets.catalog import CORRECTIONS, FCT_DAILY_REVENUE, MAINTENANCE_JOB, STG_ORDERS
 from backfill_assets.cli.main import main
@@ -34,7 +35,14 @@ from backfill_assets_tests.corrections.small_lake import (
     production_rows,
     rows,
 )
-from backfill_assets_tests.corrections.sweep import BY_NAME, kill_in_child, operations, sample
+from backfill_assets_tests.corrections.sweep import (
+    BY_NAME,
+    kill_in_child,
+    operations,
+    run_child,
+    sample,
+)
+from backfill_assets_tests.log_cleanup import clean_up_log
 
 STAGING, FACT = TABLES
 REBUILT = {(D1, "rebuilt", 1)}  # what the live lane writes into the fact's D1 meanwhile
@@ -148,6 +156,39 @@ def test_a_rollback_killed_between_its_commits_is_undone_when_the_fact_changed_m
     assert rows(lake.root, FACT) == fact_with_rebuild(after_cutover(FACT))
     with pytest.raises(CorrectionError, match=rf"production changed after the cutover: {FACT}"):
         lifecycle.rollback(lake, CID)
+
+
+def test_an_undo_killed_after_its_commit_landed_is_recovered_after_log_cleanup(
+    template, tmp_path, cutover_kill_op, spark
+):
+    """The undo's restore of staging landed, then its process was killed; log cleanup deleted
+    that commit's file before the next recovery, which still knows which days it restored."""
+    lake = killed_between_commits(template, tmp_path / "lake", "cutover", cutover_kill_op)
+    rebuild_fact_day(lake, spark)
+    names = operations(
+        copy(lake.root, tmp_path / "count"), lambda counted: lifecycle.recover(counted, CID)
+    )
+    undo_landed = names.index("commit.landed") + 1  # the first commit: staging's restore
+    child = run_child(lake.root, "recover", f"kill:{undo_landed}", lake.engine_name)
+    assert child.returncode == -9, child.stderr[-2000:]
+    undo = registry.get(lake.root, CID).pending["undo"]
+    restored = lake.version(STAGING)
+    assert lake.commit_of_write(STAGING, undo[STAGING]["write_id"]) == restored
+    # another writer's commit after it (a property), then Delta's log cleanup
+    DeltaTable(str(lake.path(STAGING))).alter.set_table_properties(
+        {"delta.checkpointInterval": "50"}
+    )
+    assert restored not in clean_up_log(lake.path(STAGING))
+    restored += 1
+
+    found = lifecycle.recover(lake, CID)
+
+    assert found is not None and (found.action, found.result) == ("cutover", "undone")
+    c = registry.get(lake.root, CID)
+    assert c.state == State.DIFFED and c.pending == {}
+    assert lake.version(STAGING) == restored  # no second restore
+    assert rows(lake.root, STAGING) == production_rows(STAGING)
+    assert rows(lake.root, FACT) == fact_with_rebuild(production_rows(FACT))
 
 
 @pytest.mark.parametrize("rebuilt", [False, True], ids=["completed", "undone"])
