@@ -38,7 +38,7 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import backfill_assets.lake.durable as durable
 from backfill_assets.lake.commit import CommitInfo
@@ -47,9 +47,6 @@ from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import find_write, referenced_files
 from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
 from backfill_assets.testing.iofault import io_step
-
-if TYPE_CHECKING:
-    from backfill_assets.lake.engine import Engine
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
 
@@ -62,6 +59,15 @@ class StagedFile:
     rows: int
     modification_time: int
     stats: str = ""  # the add action's statistics ("": a manifest older than them)
+
+
+class EngineLog(Protocol):
+    """What staged versions ask of the lake's engine (``engine.Engine`` has it): whether a
+    write landed, by its Delta transaction id, and which files a version names."""
+
+    def transaction_version(self, table_dir: str, app_id: str) -> int | None: ...
+
+    def snapshot_files(self, table_dir: str, version: int) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -324,7 +330,7 @@ def delete_files(
     table_dir: str,
     paths: Iterable[str],
     since: int | None,
-    engine: Engine,
+    engine: EngineLog,
     closing: str | None = None,
 ) -> int:
     """Delete the staged files at ``paths`` (relative to the table) that nothing needs any more;
@@ -347,7 +353,7 @@ def delete_files(
     return deleted
 
 
-def remove(table_dir: str, staged: StagedVersion, engine: Engine) -> int:
+def remove(table_dir: str, staged: StagedVersion, engine: EngineLog) -> int:
     """Close a staged version: claim the manifest (``closing``, saved as a compare-and-swap:
     ManifestChanged, with nothing deleted, when another writer saved or closed it after
     ``staged`` was read), delete the files of its partitions never published that nothing else
@@ -368,7 +374,7 @@ def remove(table_dir: str, staged: StagedVersion, engine: Engine) -> int:
     return deleted
 
 
-def settle(table_dir: str, staged: StagedVersion, engine: Engine) -> StagedVersion:
+def settle(table_dir: str, staged: StagedVersion, engine: EngineLog) -> StagedVersion:
     """Complete or drop the intent ``staged`` records, so that the manifest agrees with the log
     and with the other manifests again; saved when it changed. The recovery of a publish or a
     ``Staging.keep`` that stopped half-way (an error, a kill): run by every ``Staging`` method that
@@ -390,7 +396,7 @@ def settle(table_dir: str, staged: StagedVersion, engine: Engine) -> StagedVersi
     return settled
 
 
-def settled(table_dir: str, stage_id: str, engine: Engine) -> StagedVersion | None:
+def settled(table_dir: str, stage_id: str, engine: EngineLog) -> StagedVersion | None:
     """The manifest of ``stage_id`` (None: there is none), settled while holding it (``locked``):
     an intent is judged only when no publish or move that recorded it is still running here."""
     current = load(table_dir, stage_id)
@@ -401,7 +407,7 @@ def settled(table_dir: str, stage_id: str, engine: Engine) -> StagedVersion | No
         return None if current is None else settle(table_dir, current, engine)
 
 
-def finish_move(table_dir: str, source: StagedVersion, engine: Engine) -> StagedVersion:
+def finish_move(table_dir: str, source: StagedVersion, engine: EngineLog) -> StagedVersion:
     """``source`` after its ``moving`` intent (``Staging.keep``): when the target's manifest
     holds the moved files, the files the target held for those partitions before are deleted and
     the partitions leave ``source`` (recorded in ``moved``); otherwise the move never happened
