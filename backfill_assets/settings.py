@@ -527,6 +527,12 @@ def fault_settings(env: Env | None = None) -> FaultSettings | None:
     )
 
 
+def seam_armed(env: Env | None = None) -> bool:
+    """True when a test armed the seam's hook for this process (``seam.py``): pause points
+    (``BACKFILL_LAKE_PAUSE_DIR``) or an I/O-fault plan (``BACKFILL_IOFAULT``)."""
+    return fault_settings(env) is not None or bool(iofault_plan(env))
+
+
 def iofault_plan(env: Env | None = None) -> str:
     """``BACKFILL_IOFAULT``: the I/O seam's plan for this process (``testing/iofault.py``):
     ``count``, ``error:N`` or ``kill:N``; unset or empty, the seam is inert."""

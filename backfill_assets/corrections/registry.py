@@ -34,10 +34,10 @@ import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 
+from backfill_assets import seam
 from backfill_assets.lake import durable
 from backfill_assets.lake.storage import normalise, storage_for
 from backfill_assets.settings import RunSettings
-from backfill_assets.testing.faults import pause_point
 
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
 BROKEN_SUFFIX = ".broken"  # a broken record set aside by `forget`: kept, never read again
@@ -252,7 +252,7 @@ def save(lake_root: LakeRoot, correction: Correction, create: bool = False) -> N
         found = _parse(correction.id, path, text).generation
         if found != read_at:
             raise _changed(correction, read_at, f"saved again (generation {found})")
-        pause_point("record_compared")
+        seam.pause("record_compared")
         correction.generation = read_at + 1
         try:
             durable.write_atomically(path, correction.to_json(), "record", if_match=tag)

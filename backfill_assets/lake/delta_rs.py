@@ -41,6 +41,7 @@ from pyspark.sql.types import StructType
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.durable as durable
+from backfill_assets import seam
 from backfill_assets.lake.commit import (
     CommitInfo,
     Compaction,
@@ -72,8 +73,6 @@ from backfill_assets.lake.spark_files import (
 )
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
-from backfill_assets.testing.faults import pause_point
-from backfill_assets.testing.iofault import io_step
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,7 +149,7 @@ class DeltaRsEngine:
         dates: list[dt.date],
         commit: CommitInfo,
     ) -> WriteResult:
-        pause_point("before_files")
+        seam.pause("before_files")
         new_schema = nullable(df.schema)
         existing = self.load(table_dir)
         if existing is not None:
@@ -162,7 +161,7 @@ class DeltaRsEngine:
             else indexed_columns(dict(existing.metadata().configuration))
         )
         files = write_files(df, table_dir, column, dates, indexed_columns=indexed)
-        pause_point("after_files")
+        seam.pause("after_files")
         return self._overwrite(
             name,
             table_dir,
@@ -249,7 +248,7 @@ class DeltaRsEngine:
         version, attempts = self._commit(
             table_dir, column, delta_schema, adds, actions, metadata, write_id
         )
-        pause_point("after_commit")
+        seam.pause("after_commit")
         return WriteResult(name, version, rows, len(adds), attempts)
 
     def read(
@@ -392,7 +391,7 @@ class DeltaRsEngine:
             raise LakeTableMissing(f"table {name} does not exist")
         # Whole hours only in delta-rs; round up so nothing younger than asked is removed.
         hours = max(0, int(-(-retention_hours // 1)))
-        io_step("vacuum")
+        seam.io("vacuum")
         with commit_lock.held(table_dir, "vacuum"):  # its VACUUM START and END are commits
             return sorted(
                 table.vacuum(
@@ -417,11 +416,11 @@ class DeltaRsEngine:
             rows = self.row_counts(name, table_dir, column, a.floor)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
             if a.number == 1:
-                pause_point("before_commit")
-            io_step("commit")
+                seam.pause("before_commit")
+            seam.io("commit")
             with commit_lock.held(table_dir, "compact"):
                 metrics = table.optimize.compact(commit_properties=_no_retries(metadata))
-            io_step("commit.landed")
+            seam.io("commit.landed")
             version = commit_of_write(table_dir, write_id, a.floor)
             if version is None:
                 return Compaction(name, None, 0, 0, a.number)
@@ -463,7 +462,7 @@ class DeltaRsEngine:
                 table = self._readable(name, table_dir)
                 a.floor = table.version()
                 if a.number == 1:
-                    pause_point("before_commit")
+                    seam.pause("before_commit")
                 merger = (
                     table.merge(
                         source,
@@ -480,9 +479,9 @@ class DeltaRsEngine:
                     merger = merger.when_not_matched_by_source_delete(
                         f"t.{replace_for} IN ({listed})"
                     )
-                io_step("commit")
+                seam.io("commit")
                 merger.execute()
-                io_step("commit.landed")
+                seam.io("commit.landed")
             version = commit_of_write(table_dir, write_id, a.floor)
             if version is None:
                 raise LakeError(f"{name}: the merge's commit is not in the log")
@@ -509,10 +508,10 @@ class DeltaRsEngine:
         table = self.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        io_step("commit")
+        seam.io("commit")
         with commit_lock.held(table_dir, "set table properties"):
             table.alter.set_table_properties(properties, raise_if_not_exists=True)
-        io_step("commit.landed")
+        seam.io("commit.landed")
 
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version; that version."""
@@ -534,8 +533,8 @@ class DeltaRsEngine:
                 if create_schema is None:
                     raise LakeTableMissing(f"table at {table_dir} disappeared")
                 if a.number == 1:
-                    pause_point("before_commit")
-                io_step("commit")
+                    seam.pause("before_commit")
+                seam.io("commit")
                 with commit_lock.held(table_dir, "create"):
                     create_table_with_add_actions(
                         table_dir,
@@ -547,14 +546,14 @@ class DeltaRsEngine:
                         commit_properties=_no_retries(metadata, write_id),
                         storage_options=storage_for(table_dir).delta_options(),
                     )
-                io_step("commit.landed")
+                seam.io("commit.landed")
                 durable.sync_commit(table_dir, 0)
                 return 0
             a.floor = table.version()  # the snapshot read, before the commit moves it
             file_actions, mode, filters = actions(table)
             if a.number == 1:
-                pause_point("before_commit")
-            io_step("commit")
+                seam.pause("before_commit")
+            seam.io("commit")
             with commit_lock.held(table_dir, "commit"):
                 table.create_write_transaction(
                     file_actions,
@@ -564,7 +563,7 @@ class DeltaRsEngine:
                     partition_filters=filters,
                     commit_properties=_no_retries(metadata, write_id, a.floor),
                 )
-            io_step("commit.landed")
+            seam.io("commit.landed")
             durable.sync_commit(table_dir, a.floor + 1)
             return a.floor + 1
 

@@ -36,6 +36,7 @@ from pyspark.sql.types import DateType, StructType
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_jvm as jvm
 import backfill_assets.lake.delta_spark_swap as swaps
+from backfill_assets import seam
 from backfill_assets.lake.commit import (
     CommitInfo,
     Compaction,
@@ -59,8 +60,6 @@ from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import read_files, unreadable_features
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import vacuum_candidates
-from backfill_assets.testing.faults import armed, claim_visit, pause_point
-from backfill_assets.testing.iofault import io_step
 
 if TYPE_CHECKING:
     from delta.tables import DeltaTable
@@ -209,7 +208,7 @@ class DeltaSparkEngine:
         operation: str = "replace_partitions",
         restored_from: int | None = None,
     ) -> WriteResult:
-        pause_point("before_files")
+        seam.pause("before_files")
         latest = self.version(table_dir)
         if latest is not None:
             self._check_target(name, table_dir, latest, df, column)
@@ -231,10 +230,10 @@ class DeltaSparkEngine:
 
         def attempt(a: Attempt) -> int:
             a.floor = newest_commit(table_dir)  # this write's commit is newer
-            io_step("commit")
+            seam.io("commit")
             with commit_lock.held(table_dir, operation):
                 (
-                    self._with_pause_points(df, column, dates, a.number)
+                    (seam.in_write_job(self.spark, df, column, dates) if a.number == 1 else df)
                     .write.format("delta")
                     .mode("overwrite")
                     .option("replaceWhere", _predicate(column, dates))
@@ -246,7 +245,7 @@ class DeltaSparkEngine:
                     .partitionBy(column)
                     .save(table_dir)
                 )
-            io_step("commit.landed")
+            seam.io("commit.landed")
             return self._landed_write(table_dir, write_id, a.floor)
 
         def retry(exc: Exception, a: Attempt) -> bool:
@@ -257,7 +256,7 @@ class DeltaSparkEngine:
         version, attempts = committing(
             Commit(f"commit to {table_dir}", attempt, self._landed(table_dir, write_id), retry)
         )
-        pause_point("after_commit")
+        seam.pause("after_commit")
         return WriteResult(name, version, rows, commit_file_counts(table_dir, version)[0], attempts)
 
     def _landed(self, table_dir: str, write_id: str) -> Callable[[Attempt], int | None]:
@@ -468,7 +467,7 @@ class DeltaSparkEngine:
             LISTING_PARALLELISM_CONF: str(max(1, self.spark.sparkContext.defaultParallelism)),
         }
         with _session_confs(self.spark, conf):
-            io_step("vacuum")
+            seam.io("vacuum")
             with commit_lock.held(table_dir, "vacuum"):
                 self.spark.sql(
                     f"VACUUM {_sql_path(table_dir)} FULL RETAIN {float(retention_hours)} HOURS"
@@ -488,8 +487,8 @@ class DeltaSparkEngine:
             rows, _ = jvm.file_row_counts(self.spark, table_dir, column, a.floor)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
             if a.number == 1:
-                pause_point("before_commit")
-            io_step("commit")
+                seam.pause("before_commit")
+            seam.io("commit")
             with (
                 _session_confs(self.spark, _commit_confs(metadata)),
                 commit_lock.held(table_dir, "compact"),
@@ -498,7 +497,7 @@ class DeltaSparkEngine:
                     _delta_table(self.spark, table_dir).optimize().executeCompaction().collect()
                 )
             metrics = optimized[0]["metrics"]
-            io_step("commit.landed")
+            seam.io("commit.landed")
             version = commit_of_write(table_dir, write_id, a.floor)
             removed, added = metrics["numFilesRemoved"], metrics["numFilesAdded"]
             return Compaction(name, version, removed, added, a.number)
@@ -535,7 +534,7 @@ class DeltaSparkEngine:
             with commit_lock.held(table_dir, "merge"):
                 a.floor = self._pinned(name, table_dir, None)
                 if a.number == 1:
-                    pause_point("before_commit")
+                    seam.pause("before_commit")
                 merger = (
                     _delta_table(self.spark, table_dir)
                     .alias("t")
@@ -546,10 +545,10 @@ class DeltaSparkEngine:
                 if keys:
                     listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
                     merger = merger.whenNotMatchedBySourceDelete(f"t.`{replace_for}` IN ({listed})")
-                io_step("commit")
+                seam.io("commit")
                 with _session_confs(self.spark, _commit_confs(metadata, write_id, a.floor)):
                     merger.execute()
-                io_step("commit.landed")
+                seam.io("commit.landed")
             return self._landed_write(table_dir, write_id, a.floor)
 
         return committing(
@@ -572,10 +571,10 @@ class DeltaSparkEngine:
         pairs = ", ".join(f"'{_quoted(k)}' = '{_quoted(v)}'" for k, v in properties.items())
 
         def attempt(a: Attempt) -> None:
-            io_step("commit")
+            seam.io("commit")
             with commit_lock.held(table_dir, "set table properties"):
                 self.spark.sql(f"ALTER TABLE {_sql_path(table_dir)} SET TBLPROPERTIES ({pairs})")
-            io_step("commit.landed")
+            seam.io("commit.landed")
 
         # Nothing tells a commit that landed: setting the same properties twice is harmless.
         committing(Commit(f"properties of {name}", attempt, lambda a: None, self._lost_race()))
@@ -610,44 +609,6 @@ class DeltaSparkEngine:
                 f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
                 f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
             )
-
-    def _with_pause_points(
-        self, df: DataFrame, column: str, dates: list[dt.date], attempt: int
-    ) -> DataFrame:
-        """Test hook, inert unless a test arms a pause point: stop inside Delta's write job.
-
-        Delta writes files and commits inside one JVM call, so the pause is an
-        extra one-row Spark task whose Python pauses. With ``local[1]`` tasks run
-        in order: put after the data's tasks, every file is written and the
-        transaction (its snapshot read) is open but not committed
-        (``after_files``, ``before_commit``); put after the first day's tasks,
-        some files are written (``mid_files``).
-        """
-        if attempt != 1:
-            return df
-        late = [p for p in ("after_files", "before_commit") if armed(p)]
-        if late:
-            df = df.unionByName(self._pause_task(df, late))
-        if armed("mid_files"):
-            first = F.col(column) == F.lit(dates[0])
-            df = (
-                df.where(first)
-                .unionByName(self._pause_task(df, ["mid_files"]))
-                .unionByName(df.where(~first | F.col(column).isNull()))
-            )
-        return df
-
-    def _pause_task(self, df: DataFrame, points: list[str]) -> DataFrame:
-        visits = [(point, claim_visit(point)) for point in points]
-
-        def pause(batches):
-            for _ in batches:
-                pass
-            for point, visit in visits:
-                pause_point(point, visit)
-            yield from ()
-
-        return self.spark.range(1, numPartitions=1).mapInArrow(pause, df.schema)
 
 
 def _plain(table_dir: str, version: int) -> LogSnapshot | None:

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_jvm as jvm
+from backfill_assets import seam
 from backfill_assets.lake.commit import (
     CommitInfo,
     WriteResult,
@@ -54,8 +55,6 @@ from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import nullable
 from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.lake.storage import storage_for
-from backfill_assets.testing.faults import pause_point
-from backfill_assets.testing.iofault import io_step
 
 LOGGER = logging.getLogger(__name__)
 # Schema field metadata with which Delta's writer computes or checks a column's values.
@@ -156,7 +155,7 @@ def _committed(
     write_id = write_id_of(commit)
     metadata = encode_metadata(commit, engine, operation, rows, restored_from, write_id=write_id)
     version, attempts = _commit_swap(spark, plan, metadata, write_id)
-    pause_point("after_commit")
+    seam.pause("after_commit")
     added = commit_file_counts(plan.table_dir, version)[0]
     return WriteResult(plan.name, version, rows, added, attempts)
 
@@ -264,11 +263,11 @@ def _commit_swap(spark: SparkSession, swap: Swap, metadata: str, write_id: str) 
         actions.append(jvm.txn_action(spark, write_id, txn_version(a.floor), _now_ms()))
         operation = jvm.overwrite(spark, swap.column, swap.dates, metadata)
         if a.number == 1:
-            pause_point("before_commit")
-        io_step("commit")
+            seam.pause("before_commit")
+        seam.io("commit")
         with commit_lock.held(swap.table_dir, "publish or restore"):
             version = jvm.commit(spark, txn, actions, operation)
-        io_step("commit.landed")
+        seam.io("commit.landed")
         return version
 
     def landed(a: Attempt) -> int | None:

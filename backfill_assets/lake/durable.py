@@ -20,9 +20,9 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 
+from backfill_assets import seam
 from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.storage import S3Storage, storage_for
-from backfill_assets.testing.iofault import io_step
 
 TMP_SUFFIX = ".tmp"
 LOCK_SUFFIX = ".lock"
@@ -45,18 +45,18 @@ def write_atomically(
     path = os.fspath(path)
     storage = storage_for(path)
     if isinstance(storage, S3Storage):
-        io_step(f"{what}.write")
+        seam.io(f"{what}.write")
         storage.put(path, text.encode("utf-8"), create=create, if_match=if_match)
         return
     made = make_folders(os.path.dirname(path))
     tmp = f"{path}.{uuid.uuid4().hex}{TMP_SUFFIX}"
     try:
-        io_step(f"{what}.write")
+        seam.io(f"{what}.write")
         with open(tmp, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        io_step(f"{what}.rename")
+        seam.io(f"{what}.rename")
         if create:
             os.link(tmp, path)  # FileExistsError when taken; the temporary name goes below
         else:
@@ -177,7 +177,7 @@ def remove(path: str | os.PathLike, what: str) -> bool:
     """Delete ``path``; False when it was already gone. On local disk the folder of a small file
     (not of a data ``file``, which comes back after a power loss as an orphan for vacuum) is
     synced: a manifest or record deleted before a power loss stays deleted."""
-    io_step(f"{what}.delete")
+    seam.io(f"{what}.delete")
     path = os.fspath(path)
     storage = storage_for(path)
     deleted = storage.delete(path)

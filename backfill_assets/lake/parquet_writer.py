@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType
 
 import backfill_assets.lake.durable as durable
+from backfill_assets import seam
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats
@@ -282,8 +283,6 @@ class _PartitionSink:
         return [part for part in parts if part.num_rows]
 
     def _close_file(self) -> None:
-        from backfill_assets.testing.faults import pause_point
-
         self._flush()
         if self.writer is None:
             return
@@ -296,7 +295,7 @@ class _PartitionSink:
         size, mtime_ms = self._stat(target)
         self.done.append((self.relative, size, self.partition, self.file_rows, mtime_ms, stats, 0))
         self.writer, self.file_rows = None, 0
-        pause_point("mid_files")
+        seam.pause("mid_files")
 
     def _stat(self, target: str) -> tuple[int, int]:
         """(size, modification time in ms) of the file just written."""

@@ -41,12 +41,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 import backfill_assets.lake.durable as durable
+from backfill_assets import seam
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.errors import BrokenManifest, LakeError, ManifestChanged
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import find_write, referenced_files
 from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
-from backfill_assets.testing.iofault import io_step
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
 
@@ -262,7 +262,7 @@ def set_aside_broken(path: str) -> str:
     try:
         load(os.path.dirname(folder), name[: -len(".json")])
     except BrokenManifest:
-        io_step("manifest.rename")
+        seam.io("manifest.rename")
         storage_for(path).rename(path, path + BROKEN_SUFFIX)
         return path + BROKEN_SUFFIX
     raise LakeError(f"{path} is not corrupt (or is gone): nothing to repair; discard it instead")

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 import backfill_assets.lake.staged as manifests
+from backfill_assets import seam
 from backfill_assets.lake.commit import CommitInfo, WriteResult, check_commit, new_write_id
 from backfill_assets.lake.errors import LakeError, ManifestChanged
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, indexed_columns
@@ -35,8 +36,6 @@ from backfill_assets.lake.log import commit_added_files, newest_commit
 from backfill_assets.lake.parquet_writer import remove_files, write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
 from backfill_assets.lake.staged import StagedFile, StagedVersion
-from backfill_assets.testing.faults import STAGED, pause_point
-from backfill_assets.testing.iofault import io_step
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,9 +89,9 @@ class Staging:
         if manifests.load(table_dir, stage_id) is not None:
             raise LakeError(f"{table}: a staged version {stage_id!r} is already open")
         base = self._engine.version(table_dir)
-        pause_point("before_files")
+        seam.pause("before_files")
         self._storage.makedirs(table_dir)
-        io_step("files.write")
+        seam.io("files.write")
         indexed = (
             DEFAULT_INDEXED_COLUMNS
             if base is None
@@ -101,7 +100,7 @@ class Staging:
         written = write_files(
             df, table_dir, column, dates, spread, in_day_blocks, nulls_apart, indexed
         )
-        pause_point("after_files")
+        seam.pause("after_files")
         staged = StagedVersion(
             table=table,
             id=stage_id,
@@ -124,7 +123,7 @@ class Staging:
                 f"{table}: a staged version {stage_id!r} was opened by another writer meanwhile"
             ) from None
         try:
-            pause_point(STAGED)
+            seam.pause("staged")
         except BaseException:
             manifests.remove(
                 table_dir, staged, self._engine
@@ -175,7 +174,7 @@ class Staging:
                     f"({len(held - set(files))} added, {len(set(files) - held)} gone since): "
                     "nothing was committed"
                 )
-        pause_point("publish_read")
+        seam.pause("publish_read")
         commit = commit or staged.commit
         if commit.write_id is None:  # a journaling caller's own id is kept: it looks for it
             commit = replace(commit, write_id=new_write_id())
@@ -193,7 +192,7 @@ class Staging:
             claimed = manifests.save(table_dir, replace(on_disk, publishing=intent))
         except ManifestChanged as exc:
             raise ManifestChanged(f"{exc}; nothing was committed: stage again") from None
-        pause_point("publish_intent")
+        seam.pause("publish_intent")
         with manifests.locked(table_dir, staged.id):
             self._check_claim(claimed, dates)
             try:

@@ -1,6 +1,6 @@
-"""Fault injection for tests: pause points in the lake's write path, so crash and concurrency
-tests can stop a writer at a known moment, and retry tests can make it fail there as a
-transient I/O error would.
+"""Fault injection for tests: pause points in the lake's write path (``seam.pause``, which the
+tests' hook passes to ``pause_point``), so crash and concurrency tests can stop a writer at a
+known moment, and retry tests can make it fail there as a transient I/O error would.
 
 Inert unless ``BACKFILL_LAKE_PAUSE_DIR`` is set: until then a pause point costs one environment
 look-up (``settings.fault_settings``) and does nothing. At a point named in

@@ -1,5 +1,5 @@
-"""The I/O seam: every file, manifest and record operation of the lake and the corrections, and
-every engine commit, first calls ``io_step(name)``.
+"""The I/O faults: every file, manifest and record operation of the lake and the corrections, and
+every engine commit, first calls ``seam.io(name)``, which the tests' hook passes to ``io_step``.
 
 Inert until armed (one environment look-up, or one check of this module's plan). Armed, the
 seam counts the operations of this process and, at the Nth:
@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import os
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from backfill_assets import seam
 from backfill_assets.settings import iofault_log, iofault_plan
 
 MODES = ("count", "error", "kill")
@@ -65,6 +67,7 @@ def _current() -> Plan | None:
 def arm(mode: str, at: int = 0, log: str = "") -> Iterator[Plan]:
     """Plan faults for this process while the block runs; the plan counts what it saw."""
     global _plan
+    seam.install(importlib.import_module(seam.TEST_HOOK))  # the hook routes seam.io here
     plan = Plan.parse(f"{mode}:{at}" if mode != "count" else mode, log)
     previous, _plan = _plan, plan
     try:
