@@ -159,6 +159,14 @@ class DeltaSparkEngine:
     name = "delta-spark"
 
     def __init__(self, spark: SparkSession, table_properties: dict[str, str] | None = None) -> None:
+        try:
+            import delta  # noqa: F401 (delta-spark's Python API: history, merge, optimize)
+        except ImportError:
+            raise LakeError(
+                "the delta-spark engine needs delta-spark's Python package, which is not "
+                "installed: install the project's `native` extra (`make setup` does: "
+                "uv sync --extra native), or set BACKFILL_LAKE_ENGINE=delta-rs"
+            ) from None
         if not native_delta_available(spark):
             raise LakeError(
                 "the delta-spark engine needs a classic (not Spark Connect) session "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 from decimal import Decimal
 
 import pytest
@@ -151,3 +152,15 @@ def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path
 
     delta_rs, _ = two_engines
     assert Lake(tmp_path / "auto", delta_rs.spark).engine_name == "delta-spark"
+
+
+def test_the_delta_spark_engine_without_its_python_package_names_the_extra(
+    spark, tmp_path, monkeypatch
+):
+    """As on a machine set up without the ``native`` extra: the engine refuses at once, naming
+    it, instead of an ImportError at the first history or merge."""
+    from backfill_assets.lake import Lake, LakeError
+
+    monkeypatch.setitem(sys.modules, "delta", None)  # `import delta` fails, as when not installed
+    with pytest.raises(LakeError, match=r"delta-spark's Python package.*`native` extra"):
+        Lake(tmp_path / "lake", spark, engine="delta-spark")
