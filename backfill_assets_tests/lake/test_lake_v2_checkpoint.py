@@ -16,6 +16,7 @@ import pytest
 
 from backfill_assets.lake import CommitInfo
 from backfill_assets.lake import staged as manifests
+from backfill_assets.lake.log import newest_metadata
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = "d date, id bigint, tag string"
@@ -37,6 +38,14 @@ def to_v2_checkpoints(spark, table_dir: Path) -> None:
         f"ALTER TABLE delta.`{table_dir}` SET TBLPROPERTIES "
         "('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '1')"
     )
+
+
+def age_log(table_dir: Path) -> None:
+    """Every file of the log older than its retention: the next checkpoint cleans them up."""
+    stamp = time.time() - AGE_DAYS * 86400
+    for path in (table_dir / "_delta_log").rglob("*"):
+        if path.is_file():
+            os.utime(path, (stamp, stamp))
 
 
 def commit_files(table_dir: Path) -> set[int]:
@@ -66,10 +75,7 @@ def test_a_discard_keeps_the_files_a_v2_checkpoint_names_after_log_cleanup(two_e
     spark.conf.set("spark.databricks.delta.checkpoint.partSize", "1")
     try:
         to_v2_checkpoints(spark, table_dir)
-        stamp = time.time() - AGE_DAYS * 86400
-        for path in (table_dir / "_delta_log").rglob("*"):
-            if path.is_file():
-                os.utime(path, (stamp, stamp))
+        age_log(table_dir)
         # the next commit checkpoints, and Delta's log cleanup deletes what is older than it
         spark_lake.replace_partitions(
             TABLE, frame(lake, [(D2, 1, "later")]), "d", [D2], commit("r1")
@@ -90,3 +96,28 @@ def test_a_discard_keeps_the_files_a_v2_checkpoint_names_after_log_cleanup(two_e
     assert data_files(table_dir) == named
     rows = sorted(tuple(r) for r in lake.read_table(TABLE)[0].collect())
     assert rows == [(D1, 7, "new"), (D2, 1, "later")]
+
+
+def test_the_newest_metadata_is_read_from_a_v2_checkpoint_after_log_cleanup(two_engines):
+    """The table's newest metaData (which resolves column mapping's physical names) is read
+    from its newest checkpoint, a V2 one in JSON named by a UUID, once log cleanup deleted the
+    commit that set it."""
+    _, lake = two_engines
+    spark = lake.spark
+    lake.replace_partitions(TABLE, frame(lake, [(D1, 0, "old")]), "d", [D1], commit("r0"))
+    table_dir = lake.path(TABLE)
+    to_v2_checkpoints(spark, table_dir)
+    spark.sql(f"ALTER TABLE delta.`{table_dir}` SET TBLPROPERTIES ('foreign.touched' = '1')")
+    for n in range(2):  # each checkpoints, and cleans up the log before it
+        age_log(table_dir)
+        lake.replace_partitions(TABLE, frame(lake, [(D2, n, "later")]), "d", [D2], commit(f"r{n}"))
+    log_dir = table_dir / "_delta_log"
+    newest = max(log_dir.glob("*.checkpoint.*"), key=lambda p: p.name)
+    assert newest.name.endswith(".json") and len(newest.name.split(".")) == 4  # v.checkpoint.uuid
+    assert not any(
+        '"metaData"' in p.read_text() for p in log_dir.glob("*.json") if "." not in p.stem
+    )
+
+    found = newest_metadata(str(table_dir))
+
+    assert found is not None and found["configuration"]["foreign.touched"] == "1"
