@@ -103,6 +103,29 @@ def compute(lake: Lake, correction: Correction) -> Diff:
             f"correction {correction.id} has no day ready to compare "
             f"(held: {held_days(correction) or 'none'})"
         )
+    try:
+        return _compare(lake, correction, days)
+    except CorrectionError:
+        raise
+    except Exception as exc:
+        closed = [t.path for t in CORRECTED if _closed(lake, t.path, correction.id)]
+        if not closed:
+            raise
+        raise CorrectionError(
+            f"correction {correction.id}: its staged version of {', '.join(closed)} was closed "
+            "(expired by maintain after the retention, or discarded) while the diff read it. "
+            f"Run backfill-assets correct again for {correction.start}..{correction.end}, then "
+            "diff the new correction"
+        ) from exc
+
+
+def _closed(lake: Lake, table: str, stage_id: str) -> bool:
+    """True when ``stage_id``'s staged version of ``table`` is closed or being closed."""
+    staged = lake.staging.version(table, stage_id)
+    return staged is None or staged.closing
+
+
+def _compare(lake: Lake, correction: Correction, days: list[date]) -> Diff:
     rows: dict[str, dict] = {}
     versions: dict[str, int | None] = {}
     rebuilt: dict[str, list[date]] = {}

@@ -41,7 +41,8 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.demo import correction_tour, restated_period
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.runner import execute
-from backfill_assets.corrections import registry
+from backfill_assets.corrections import diff, registry
+from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.definitions import backfill_job, build_definitions, correction_job
 from backfill_assets.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
@@ -370,6 +371,27 @@ def test_a_correction_never_mixes_code_versions(staged, copy_of, monkeypatch, ca
         ]
     )
     assert code == 1 and "never mixes code versions" in capsys.readouterr().err
+
+
+def test_a_diff_whose_staged_versions_expire_while_it_reads_them_says_so(
+    staged, copy_of, spark, monkeypatch
+):
+    """Maintenance's expiry closes the correction's staged versions between the diff's look-up
+    of them and its read of their files: a CorrectionError that says so and what to do, not
+    Spark's error about a missing file."""
+    env = copy_of(staged)
+    corrected = lake(env, spark)
+    read = corrected.staging.read
+
+    def expired_meanwhile(version, partitions=None):
+        frame = read(version, partitions)
+        assert corrected.staging.expire(version.table, 0) == [version.id]
+        return frame
+
+    monkeypatch.setattr(corrected.staging, "read", expired_meanwhile)
+    c = registry.get(env.settings.lake_dir, CID)
+    with pytest.raises(CorrectionError, match=r"closed .*while the diff read it.* correct "):
+        diff.compute(corrected, c)
 
 
 def test_diff_shows_exactly_the_restated_days(diffed, original, restated, changed_days):
