@@ -175,7 +175,7 @@ def main() -> None:
                 for table, write in outcome.writes.items()
             )
     print(
-        f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine_name} "
+        f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine.name} "
         f"backfill_s={backfill_s:.1f} correct_s={correct_s:.1f} "
         f"stage_over_backfill={correct_s / backfill_s:.2f} diff_s={diff_s:.1f} "
         f"cutover_s={timings['cutover']:.2f} rollback_s={timings['rollback']:.2f} "

@@ -100,7 +100,7 @@ def main() -> None:
             CommitInfo("warmup", "bench"),
         )
         lake.read_partitions("bench/warmup", "event_date", days[:2])[0].count()
-        print(f"engine={lake.engine_name} master={args.master} days={args.days}")
+        print(f"engine={lake.engine.name} master={args.master} days={args.days}")
         print(
             f"{'rows':>10} {'write rows/s':>13} {'read rows/s':>12} "
             f"{'py peak MB':>11} {'jvm peak MB':>12}"

@@ -37,7 +37,7 @@ def run_maintain(settings: Settings) -> int:
     commit = CommitInfo(
         run_id=f"maintain-{stamp}", code_version=code_version(), extra={"maintenance": "cli"}
     )
-    print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine_name}", flush=True)
+    print(f"maintain: {settings.lake_dir}, retention {days:g} days, {lake.engine.name}", flush=True)
     recovered = recover_all(lake)
     if recovered:
         from backfill_assets.cli.corrections import report_recovery

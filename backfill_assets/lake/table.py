@@ -100,7 +100,6 @@ class Lake:
             from backfill_assets.lake.delta_rs import DeltaRsEngine
 
             self.engine = DeltaRsEngine(spark, properties)
-        self.engine_name = self.engine.name
         # Write-audit-publish: stage, read, publish, keep, discard and expire staged versions.
         self.staging = Staging(self.engine, self.storage, self.location, spark)
 
@@ -152,7 +151,7 @@ class Lake:
         latest version correctly (nothing when there is no table)."""
         features = self.engine.unsupported(self.table_location(table))
         if features:
-            raise LakeUnsupported(table, self.engine_name, features)
+            raise LakeUnsupported(table, self.engine.name, features)
 
     def replace_partitions(
         self,

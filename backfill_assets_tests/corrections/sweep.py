@@ -184,7 +184,7 @@ def run_child(root: Path, command: str, plan: str, engine: str = "delta-rs"):
 
 def kill_in_child(lake: Lake, command: str, n: int) -> None:
     """``command`` SIGKILLed at its Nth I/O operation, in a child."""
-    child = run_child(lake.root, command, f"kill:{n}", lake.engine_name)
+    child = run_child(lake.root, command, f"kill:{n}", lake.engine.name)
     assert child.returncode == -9, (command, n, child.returncode, child.stderr[-2000:])
 
 

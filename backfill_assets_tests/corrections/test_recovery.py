@@ -169,7 +169,7 @@ def test_an_undo_killed_after_its_commit_landed_is_recovered_after_log_cleanup(
         copy(lake.root, tmp_path / "count"), lambda counted: lifecycle.recover(counted, CID)
     )
     undo_landed = names.index("commit.landed") + 1  # the first commit: staging's restore
-    child = run_child(lake.root, "recover", f"kill:{undo_landed}", lake.engine_name)
+    child = run_child(lake.root, "recover", f"kill:{undo_landed}", lake.engine.name)
     assert child.returncode == -9, child.stderr[-2000:]
     undo = registry.get(lake.root, CID).pending["undo"]
     restored = lake.version(STAGING)

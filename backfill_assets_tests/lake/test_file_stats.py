@@ -122,7 +122,7 @@ def day_rows(day: dt.date) -> list[tuple]:
 def test_spark_and_delta_rs_skip_files_by_the_statistics_each_engine_writes(two_engines):
     spark = two_engines[0].spark
     for lake in two_engines:
-        engine = lake.engine_name.replace("-", "_")
+        engine = lake.engine.name.replace("-", "_")
         rows = [r for day in DAYS for r in day_rows(day)]
         frame = spark.createDataFrame(rows, SCHEMA)
         commit = CommitInfo(run_id=f"stats-{engine}", code_version="test")

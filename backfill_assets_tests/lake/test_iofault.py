@@ -55,7 +55,7 @@ def sample(count: int) -> list[int]:
 @pytest.mark.parametrize("path", paths(), ids=lambda p: p.name)
 def test_a_fault_at_any_sampled_point_loses_nothing_and_exposes_nothing(lake, tmp_path, path):
     def make(root):
-        return Lake(root, lake.spark, engine=lake.engine_name)
+        return Lake(root, lake.spark, engine=lake.engine.name)
 
     work = tmp_path if lake.storage.is_local else f"{lake.location}-iofault"
     template = h.build_template(make, work, path)
@@ -63,10 +63,10 @@ def test_a_fault_at_any_sampled_point_loses_nothing_and_exposes_nothing(lake, tm
     assert count >= 1, f"{path.name} never passes the I/O seam"
     tally = h.Tally()
     # delta-spark's cases run in a child with its own JVM, each point a Spark job: one point.
-    points = sample(count) if lake.engine_name == "delta-rs" else [max(1, count // 2)]
+    points = sample(count) if lake.engine.name == "delta-rs" else [max(1, count // 2)]
     for n in points:
-        h.run_point(make, template, work, path, "error", n, tally, lake.engine_name)
-    if lake.engine_name == "delta-rs" and not path.needs_spark:
+        h.run_point(make, template, work, path, "error", n, tally, lake.engine.name)
+    if lake.engine.name == "delta-rs" and not path.needs_spark:
         h.run_point(make, template, work, path, "kill", max(1, count // 2), tally, "delta-rs")
     assert not tally.details, "\n".join(tally.details)
     assert tally.points == len(points) + tally.faults["kill"]

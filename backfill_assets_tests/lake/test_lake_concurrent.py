@@ -142,7 +142,7 @@ def test_concurrent_disjoint_partition_sets_both_commit(race):
     # delta-rs: both read version 0 before either committed, and it commits only at read
     # version + 1, so exactly one lost the race and retried. delta-spark: the commit lock held
     # around Delta's write lets one in after the other, neither retrying.
-    expected = [1, 2] if lake.engine_name == "delta-rs" else [1, 1]
+    expected = [1, 2] if lake.engine.name == "delta-rs" else [1, 1]
     assert sorted([a["attempts"], b["attempts"]]) == expected
     assert content(lake, "t/disjoint") == [
         ("2024-01-01", 0, "old"),
@@ -163,7 +163,7 @@ def test_concurrent_overlapping_sets_serialise_without_duplicates(race):
     a, b = results["A-overlap"], results["B-overlap"]
     assert sorted([a["version"], b["version"]]) == [1, 2]
     # delta-spark: the second write began under the lock after the first committed: no conflict
-    expected = [1, 2] if lake.engine_name == "delta-rs" else [1, 1]
+    expected = [1, 2] if lake.engine.name == "delta-rs" else [1, 1]
     assert sorted([a["attempts"], b["attempts"]]) == expected
     a_rows = [("2024-01-01", 1, "A"), ("2024-01-01", 2, "A")]
     b_rows = [("2024-01-03", 1, "B"), ("2024-01-03", 2, "B")]

@@ -150,7 +150,7 @@ def test_lake_commit_metadata_read_back(lake):
         "rows_by_partition": {"2024-01-01": 2, "2024-01-02": 0},
         "input_versions": {"raw/fx_rates": 2, "raw/orders": 7},
         "extra": {"asset": "stg_orders"},
-        "engine": lake.engine_name,
+        "engine": lake.engine.name,
     }
     assert history[0]["metadata"]["run_id"] == "run-43"
 

@@ -42,7 +42,7 @@ def test_lake_uncommitted_files_never_read_and_vacuumed_after_retention(lake):
 
 
 def test_lake_auto_engine_is_delta_rs_without_delta_extension(spark, tmp_path):
-    assert Lake(tmp_path, spark).engine_name == "delta-rs"
+    assert Lake(tmp_path, spark).engine.name == "delta-rs"
 
 
 @pytest.mark.parametrize("feature", ["deletionVectors", "columnMapping"])

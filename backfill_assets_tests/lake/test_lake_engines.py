@@ -98,10 +98,10 @@ def check_round_trip(writer, other):
         assert [h["version"] for h in history] == [3, 2, 1, 0]
         assert [h["metadata"]["run_id"] for h in history] == ["third", "back", "second", "first"]
         assert [h["metadata"]["engine"] for h in history] == [
-            writer.engine_name,
-            other.engine_name,
-            other.engine_name,
-            writer.engine_name,
+            writer.engine.name,
+            other.engine.name,
+            other.engine.name,
+            writer.engine.name,
         ]
         assert history[1]["metadata"]["restored_from_version"] == 0
         assert history[3]["metadata"]["input_versions"] == {"raw/orders": 3}
@@ -141,7 +141,7 @@ def test_engines_one_stages_the_other_publishes_the_same_files(two_engines, stag
     root = str(stages.path(TABLE))
     live = {os.path.relpath(u.removeprefix("file://"), root) for u in DeltaTable(root).file_uris()}
     assert {f.path for f in staged.files} <= live  # swapped in, not copied
-    assert publishes.history(TABLE)[0]["metadata"]["engine"] == publishes.engine_name
+    assert publishes.history(TABLE)[0]["metadata"]["engine"] == publishes.engine.name
     for lake in (stages, publishes):
         assert content(lake) == sorted(rows("c", D1, 3) + rows("b", D2))
         assert lake.staging.versions(TABLE)[0].published == {D1: 1}
@@ -151,7 +151,7 @@ def test_auto_takes_delta_spark_when_the_session_has_delta(two_engines, tmp_path
     from backfill_assets.lake import Lake
 
     delta_rs, _ = two_engines
-    assert Lake(tmp_path / "auto", delta_rs.spark).engine_name == "delta-spark"
+    assert Lake(tmp_path / "auto", delta_rs.spark).engine.name == "delta-spark"
 
 
 def test_the_delta_spark_engine_without_its_python_package_names_the_extra(

@@ -38,7 +38,7 @@ def write_in_pieces(lake, rows, days, pieces: int, table=TABLE, run_id="w"):
     for chunk in chunks[1:]:
         if not chunk:
             continue
-        if lake.engine_name == "delta-rs":
+        if lake.engine.name == "delta-rs":
             import pyarrow as pa
             from deltalake import write_deltalake
 

@@ -41,7 +41,7 @@ def content(lake):
 def break_post_commit(lake) -> list[str]:
     """Make every later commit's post-commit step fail; the paths that do it, to undo."""
     table_dir = str(lake.path(TABLE))
-    if lake.engine_name == "delta-rs":
+    if lake.engine.name == "delta-rs":
         from deltalake import DeltaTable
 
         DeltaTable(table_dir).alter.set_table_properties({"delta.checkpointInterval": "1"})

@@ -40,7 +40,7 @@ def configuration(lake, table: str = TABLE) -> tuple[int, dict]:
 def set_by_hand(lake, properties: dict[str, str], table: str = TABLE) -> None:
     """Set table properties with the engine's own API, not the lake's."""
     location = str(lake.path(table))
-    if lake.engine_name == "delta-rs":
+    if lake.engine.name == "delta-rs":
         from deltalake import DeltaTable
 
         DeltaTable(location).alter.set_table_properties(properties)
@@ -51,7 +51,7 @@ def set_by_hand(lake, properties: dict[str, str], table: str = TABLE) -> None:
 
 def forget_cached_state(lake) -> None:
     """Drop the JVM's cached table states after the log was edited by hand (delta-rs keeps none)."""
-    if lake.engine_name == "delta-spark":
+    if lake.engine.name == "delta-spark":
         lake.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
@@ -85,7 +85,7 @@ def test_vacuum_and_checkpoint_bring_a_short_retention_up_first(lake):
         "delta.deletedFileRetentionDuration": "interval 40 days",
         "delta.logRetentionDuration": "interval 40 days",
     }
-    if lake.engine_name == "delta-rs":  # delta-spark refuses to set what it cannot read
+    if lake.engine.name == "delta-rs":  # delta-spark refuses to set what it cannot read
         set_by_hand(lake, {"delta.deletedFileRetentionDuration": "interval 3 fortnights"})
         with pytest.raises(LakeError, match="cannot read its table property"):
             lake.vacuum(TABLE, 14 * 24)

@@ -207,7 +207,7 @@ def test_a_version_closed_while_its_publish_commits_is_a_clear_error_or_stays_pu
         return result
 
     monkeypatch.setattr(lake.engine, "publish", close_and_commit)
-    if closed == "before-the-commit-lands" and lake.engine_name == "delta-spark":
+    if closed == "before-the-commit-lands" and lake.engine.name == "delta-spark":
         with pytest.raises(LakeError, match="missing"):
             lake.staging.publish(staged)
         assert lake.version(TABLE) == 0 and lake.staging.versions(TABLE) == []
