@@ -24,11 +24,11 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import (
     AddAction,
     CommitProperties,
@@ -41,6 +41,7 @@ from pyspark.sql.types import StructType
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.durable as durable
+import backfill_assets.lake.snapshot as snapshot
 from backfill_assets import seam
 from backfill_assets.lake.commit import (
     CommitInfo,
@@ -58,25 +59,21 @@ from backfill_assets.lake.log import (
     commit_file_counts,
     commit_of_write,
     relative_path,
-    torn_commit,
     touched_after,
 )
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import (
-    check_readable,
     need_spark,
     nullable,
     read_files,
     spark_schema,
-    unreadable_features,
 )
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
 
 class DeltaRsEngine:
@@ -91,54 +88,28 @@ class DeltaRsEngine:
         # What a table this engine creates is created with (``retention.table_properties``).
         self.table_properties = dict(table_properties or {})
 
-    def load(self, table_dir: str, version: int | None = None) -> DeltaTable | None:
-        storage = storage_for(table_dir)
-        if not storage.has_files(os.path.join(table_dir, "_delta_log")):
-            return None
-        if storage.is_local:
-            torn_commit(table_dir)  # delta-rs reads an empty commit file as a commit of nothing
-        try:
-            return DeltaTable(table_dir, version=version, storage_options=storage.delta_options())
-        except TableNotFoundError:
-            return None
-        except DeltaError as exc:
-            if storage.is_local:
-                torn_commit(table_dir, whole=True)
-            at = "latest version" if version is None else f"version {version}"
-            raise LakeError(f"cannot load {at} of {table_dir}: {exc}") from exc
-
     def version(self, table_dir: str) -> int | None:
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         return None if table is None else table.version()
 
     def transaction_version(self, table_dir: str, app_id: str) -> int | None:
         """What Delta's transaction id of ``app_id`` records at the latest version (None: none,
         or no table)."""
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         return None if table is None else table.transaction_version(app_id)
 
     def snapshot_files(self, table_dir: str, version: int) -> set[str]:
         """The data files ``version``'s snapshot names, relative to the table (none: no table)."""
-        import pyarrow as pa
-
-        table = self.load(table_dir, version)
+        table = snapshot.load(table_dir, version)
         if table is None:
             return set()
-        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-        return {relative_path(table_dir, p) for p in paths}
+        return {relative_path(table_dir, f.path) for f in snapshot.files(table, None)}
 
     def unsupported(self, table_dir: str) -> list[str]:
         """The reader features of the table's latest version that Spark's plain read of its
         files would get wrong (``spark_files.unreadable_features``)."""
-        table = self.load(table_dir)
-        if table is None:
-            return []
-        protocol = table.protocol()
-        return unreadable_features(
-            protocol.min_reader_version,
-            protocol.reader_features or [],
-            table.metadata().configuration or {},
-        )
+        table = snapshot.load(table_dir)
+        return [] if table is None else snapshot.unreadable(table)
 
     def replace(
         self,
@@ -151,7 +122,7 @@ class DeltaRsEngine:
     ) -> WriteResult:
         seam.pause("before_files")
         new_schema = nullable(df.schema)
-        existing = self.load(table_dir)
+        existing = snapshot.load(table_dir)
         if existing is not None:
             _check_target(existing, name, new_schema, column)
         storage_for(table_dir).makedirs(table_dir)
@@ -260,10 +231,10 @@ class DeltaRsEngine:
         version: int | None,
     ) -> tuple[DataFrame, int]:
         """(DataFrame, version) of the files of ``dates`` (all files when None) at ``version``."""
-        table = self.load(table_dir, version)
+        table = snapshot.load(table_dir, version)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        check_readable(table, name)
+        snapshot.check_readable(table, name)
         partition_columns = table.metadata().partition_columns
         if column is None:
             if len(partition_columns) > 1:
@@ -271,13 +242,11 @@ class DeltaRsEngine:
             column = partition_columns[0] if partition_columns else None
         elif partition_columns != [column]:
             raise LakeError(f"table {name} is partitioned by {partition_columns}, not [{column!r}]")
-        active = _active_files(table, column)
-        files: list[tuple[str, dt.date | None]]
+        active = snapshot.files(table, column)
         if dates is not None:
             wanted = set(dates)
-            files = [(path, day) for path, day, _, _ in active if day in wanted]
-        else:
-            files = [(path, day) for path, day, _, _ in active]
+            active = [f for f in active if f.day in wanted]
+        files = [(f.path, f.day) for f in active]
         return read_files(
             need_spark(self.spark), table_dir, spark_schema(table), column, files
         ), table.version()
@@ -285,20 +254,13 @@ class DeltaRsEngine:
     def row_counts(
         self, name: str, table_dir: str, column: str, version: int | None = None
     ) -> dict[dt.date, int]:
-        table = self.load(table_dir, version)
+        table = snapshot.load(table_dir, version)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        counts: dict[dt.date, int] = {}
-        for path, day, _, records in _active_files(table, column):
-            if records is None:
-                records = _footer(table_dir, path).num_rows
-            if day is None:
-                raise LakeError(f"table {name}: file {path} has no {column} value")
-            counts[day] = counts.get(day, 0) + records
-        return counts
+        return snapshot.row_counts(table_dir, column, snapshot.files(table, column), name)
 
     def history(self, name: str, table_dir: str) -> list[dict]:
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         return [
@@ -324,15 +286,11 @@ class DeltaRsEngine:
         """Point the partitions back at the files they had at ``version``: no data is rewritten.
         With ``since``: LakeConflict when a commit after it changed one of the partitions,
         checked against the snapshot the commit lands on (at its read version + 1 only)."""
-        old = self.load(table_dir, version)
+        old = snapshot.load(table_dir, version)
         if old is None:
             raise LakeTableMissing(f"table {name} does not exist")
         wanted = set(dates)
-        old_files = {
-            p: (day, size, mtime, rec)
-            for p, day, (size, mtime), rec in _active_files(old, column, detail=True)
-            if day in wanted
-        }
+        old_files = {f.path: f for f in snapshot.files(old, column, True) if f.day in wanted}
         storage = storage_for(table_dir)
         missing = [p for p in old_files if not storage.exists(os.path.join(table_dir, p))]
         if missing:
@@ -342,36 +300,31 @@ class DeltaRsEngine:
             )
         indexed = indexed_columns(dict(old.metadata().configuration))
         rows = {day: 0 for day in dates}
-        for day, _, _, records in old_files.values():
-            rows[day] += records or 0
+        rows.update(snapshot.row_counts(table_dir, column, list(old_files.values()), name))
         added = [0]
 
         def actions(table: DeltaTable) -> tuple[list, str, list | None]:
-            check_readable(table, name)
+            snapshot.check_readable(table, name)
             if since is not None:
                 _refuse_changed(name, table_dir, column, since, {date_text(d) for d in dates})
             now = int(time.time() * 1000)
-            current = {
-                p: (day, size)
-                for p, day, (size, _), _ in _active_files(table, column, detail=True)
-                if day in wanted
-            }
+            current = {f.path: f for f in snapshot.files(table, column) if f.day in wanted}
             removes = [
-                RemoveAction(p, True, now, size, {column: date_text(day)})
-                for p, (day, size) in current.items()
-                if p not in old_files
+                RemoveAction(f.path, True, now, f.size, f.partition_values(column))
+                for f in current.values()
+                if f.path not in old_files
             ]
             adds = [
                 AddAction(
-                    p,
-                    size,
-                    {column: date_text(day)},
-                    mtime,
+                    f.path,
+                    f.size,
+                    f.partition_values(column),
+                    f.modification_time,
                     True,
-                    file_stats(_footer(table_dir, p), indexed),
+                    f.stats or file_stats(snapshot.footer(table_dir, f.path), indexed),
                 )
-                for p, (day, size, mtime, _) in old_files.items()
-                if p not in current
+                for f in old_files.values()
+                if f.path not in current
             ]
             added[0] = len(adds)
             return removes + adds, "append", None
@@ -386,7 +339,7 @@ class DeltaRsEngine:
         return WriteResult(name, new_version, rows, added[0], attempts)
 
     def vacuum(self, name: str, table_dir: str, retention_hours: float) -> list[str]:
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         # Whole hours only in delta-rs; round up so nothing younger than asked is removed.
@@ -498,14 +451,14 @@ class DeltaRsEngine:
 
     def properties(self, name: str, table_dir: str) -> dict[str, str]:
         """The table's properties (its metadata's ``configuration``) at the latest version."""
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         return dict(table.metadata().configuration)
 
     def set_properties(self, name: str, table_dir: str, properties: dict[str, str]) -> None:
         """Set table properties in one metadata commit (delta-rs's ``SET TBLPROPERTIES``)."""
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         seam.io("commit")
@@ -515,7 +468,7 @@ class DeltaRsEngine:
 
     def checkpoint(self, name: str, table_dir: str) -> int:
         """Write a checkpoint of the latest version; that version."""
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
         with commit_lock.held(table_dir, "checkpoint"):
@@ -528,7 +481,7 @@ class DeltaRsEngine:
         its call raised); (version, attempts)."""
 
         def attempt(a: Attempt) -> int:
-            table = self.load(table_dir)
+            table = snapshot.load(table_dir)
             if table is None:
                 if create_schema is None:
                     raise LakeTableMissing(f"table at {table_dir} disappeared")
@@ -580,7 +533,7 @@ class DeltaRsEngine:
                     raise LakeError(f"commit to {table_dir} refused: {exc}") from exc
                 return True
             # Creating the table, another process created it first: retry as a replace.
-            created = a.floor is None and self.load(table_dir) is not None
+            created = a.floor is None and snapshot.load(table_dir) is not None
             return isinstance(exc, DeltaError) and created
 
         return committing(Commit(f"commit to {table_dir}", attempt, landed, retry))
@@ -588,10 +541,10 @@ class DeltaRsEngine:
     def _readable(self, name: str, table_dir: str) -> DeltaTable:
         """The table's latest snapshot, refused when it does not exist or delta-rs cannot read
         it."""
-        table = self.load(table_dir)
+        table = snapshot.load(table_dir)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        check_readable(table, name)
+        snapshot.check_readable(table, name)
         return table
 
     def _lost_race(self, table_dir: str) -> Callable[[Exception, Attempt], bool]:
@@ -636,7 +589,7 @@ def _refuse_changed(
 
 
 def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: str) -> None:
-    check_readable(table, name)
+    snapshot.check_readable(table, name)
     if table.metadata().partition_columns != [column]:
         raise LakeError(
             f"table {name} is partitioned by {table.metadata().partition_columns}, not [{column!r}]"
@@ -649,55 +602,6 @@ def _check_target(table: DeltaTable, name: str, new_schema: StructType, column: 
             f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
             f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
         )
-
-
-def _active_files(
-    table: DeltaTable, column: str | None, detail: bool = False
-) -> list[tuple[str, dt.date | None, Any, int | None]]:  # Any: (size, mtime) if detail, else None
-    """(path, partition date, size/mtime or None, numRecords or None) of the snapshot's files."""
-    import pyarrow as pa
-
-    actions = pa.table(table.get_add_actions(flatten=True))
-    key = f"partition.{column}"
-    records = (
-        actions.column("num_records").to_pylist()
-        if "num_records" in actions.column_names
-        else [None] * actions.num_rows
-    )
-    days = actions.column(key).to_pylist() if column else [None] * actions.num_rows
-    extra = (
-        zip(
-            actions.column("size_bytes").to_pylist(),
-            actions.column("modification_time").to_pylist(),
-            strict=True,
-        )
-        if detail
-        else [None] * actions.num_rows
-    )
-    return [
-        (path, _as_date(day), more, rec)
-        for path, day, more, rec in zip(
-            actions.column("path").to_pylist(), days, extra, records, strict=True
-        )
-    ]
-
-
-def _footer(table_dir: str, path: str) -> pq.FileMetaData:
-    """A data file's Parquet footer."""
-    import pyarrow.parquet as pq
-
-    filesystem, scheme = storage_for(table_dir).arrow_filesystem()
-    full = os.path.join(table_dir, path)
-    if filesystem is None:
-        return pq.read_metadata(full)
-    with filesystem.open_input_file(full.removeprefix(scheme)) as source:
-        return pq.read_metadata(source)
-
-
-def _as_date(value: object) -> dt.date | None:
-    if value is None or isinstance(value, dt.date):
-        return value
-    return dt.date.fromisoformat(str(value))
 
 
 def replaced_keys(source: pa.Table, replace_for: str | None) -> list[str]:

@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, StructType
+from pyspark.sql.types import StructType
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_jvm as jvm
 import backfill_assets.lake.delta_spark_swap as swaps
+import backfill_assets.lake.snapshot as snapshot
 from backfill_assets import seam
 from backfill_assets.lake.commit import (
     CommitInfo,
@@ -48,16 +49,14 @@ from backfill_assets.lake.commit import (
 from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import (
-    LogSnapshot,
     commit_file_counts,
     commit_of_write,
     newest_commit,
     relative_path,
-    replay,
     touched_after,
 )
 from backfill_assets.lake.retry import Attempt, Commit, committing
-from backfill_assets.lake.spark_files import read_files, unreadable_features
+from backfill_assets.lake.spark_files import read_files
 from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import vacuum_candidates
 
@@ -301,14 +300,14 @@ class DeltaSparkEngine:
         version: int | None,
     ) -> tuple[DataFrame, int]:
         """(DataFrame, version) of ``dates`` (all when None) at ``version`` (the latest when
-        None). A table a plain Parquet scan reads right (``_plain``) is read from its files as
-        the log replayed in Python lists them, as delta-rs's engine reads: Delta's reader would
-        first rebuild the version's state in Spark jobs, a second or more per table read
-        (bench/journal.md). Any other table goes through Delta's reader."""
+        None). A version a plain Parquet scan reads right (``snapshot.plain``) is read from its
+        files as deltalake lists them, as delta-rs's engine reads: Delta's reader would first
+        rebuild the version's state in Spark jobs, a second or more per table read. Any other
+        version goes through Delta's reader."""
         pinned = self._pinned(name, table_dir, version)
-        replayed = _plain(table_dir, pinned)
-        if replayed is not None:
-            return self._read_files(name, table_dir, replayed, column, dates), pinned
+        found = snapshot.plain(table_dir, pinned)
+        if found is not None:
+            return self._read_files(name, table_dir, found, column, dates), pinned
         frame = self.spark.read.format("delta").option("versionAsOf", pinned).load(table_dir)
         if column is not None:
             partitioned_by = self._partition_columns(table_dir, pinned)
@@ -324,30 +323,35 @@ class DeltaSparkEngine:
         self,
         name: str,
         table_dir: str,
-        replayed: LogSnapshot,
+        found: snapshot.Snapshot,
         column: str | None,
         dates: list[dt.date] | None,
     ) -> DataFrame:
-        partitioned_by = replayed.partition_columns
+        partitioned_by = found.partition_columns
         if column is not None and partitioned_by != [column]:
             raise LakeError(f"table {name} is partitioned by {partitioned_by}, not [{column!r}]")
         key = partitioned_by[0] if partitioned_by else None
-        files = [
-            (relative_path(table_dir, add["path"]), _partition_date(add, key))
-            for add in replayed.adds.values()
-        ]
-        if dates is not None:
-            wanted = set(dates)
-            files = [(path, day) for path, day in files if day in wanted]
-        schema = StructType.fromJson(json.loads(replayed.metadata["schemaString"]))
-        return read_files(self.spark, table_dir, schema, key, files, s3_through_hadoop=True)
+        files = found.files if dates is None else found.in_days(dates)
+        return read_files(
+            self.spark,
+            table_dir,
+            found.schema,
+            key,
+            [(f.path, f.day) for f in files],
+            s3_through_hadoop=True,
+        )
 
     def row_counts(
         self, name: str, table_dir: str, column: str, version: int | None = None
     ) -> dict[dt.date, int]:
-        """From the add actions' ``numRecords``; a partition with a file lacking them is counted."""
+        """From the files' ``numRecords``: deltalake's snapshot of a plain version (a file lacking
+        them counted from its footer), else Delta's JVM snapshot (less the rows deletion vectors
+        delete; a partition with a file lacking them counted by a read)."""
         pinned = self._pinned(name, table_dir, version)
-        counts, unknown = jvm.file_row_counts(self.spark, table_dir, column, pinned)
+        found = snapshot.plain(table_dir, pinned)
+        if found is not None and found.partition_columns == [column]:
+            return snapshot.row_counts(table_dir, column, found.files, name)
+        counts, unknown = jvm.snapshot_records(self.spark, table_dir, column, pinned)
         if unknown:
             frame, _ = self.read(name, table_dir, column, unknown, pinned)
             counts.update({r[column]: r["count"] for r in frame.groupBy(column).count().collect()})
@@ -492,7 +496,7 @@ class DeltaSparkEngine:
 
         def attempt(a: Attempt) -> Compaction:
             a.floor = self._pinned(name, table_dir, None)
-            rows, _ = jvm.file_row_counts(self.spark, table_dir, column, a.floor)
+            rows = self.row_counts(name, table_dir, column, a.floor)
             metadata = encode_metadata(commit, self.name, "compact", rows, write_id=write_id)
             if a.number == 1:
                 seam.pause("before_commit")
@@ -617,32 +621,3 @@ class DeltaSparkEngine:
                 f"table {sorted((k, v.simpleString()) for k, v in have.items())}, "
                 f"new {sorted((k, v.simpleString()) for k, v in new.items())}"
             )
-
-
-def _plain(table_dir: str, version: int) -> LogSnapshot | None:
-    """``version`` replayed from the log, when a scan of its listed Parquet files reads it as
-    Delta's reader would: no deletion vectors, no reader feature but harmless ones, no column
-    mapping, at most one partition column, a date (None: read it with Delta's reader)."""
-    replayed = replay(table_dir, version)
-    if replayed is None or replayed.has_deletion_vectors:
-        return None
-    protocol = replayed.protocol
-    if unreadable_features(
-        protocol.get("minReaderVersion", 1),
-        protocol.get("readerFeatures") or [],
-        replayed.configuration,
-    ):
-        return None
-    columns = replayed.partition_columns
-    if len(columns) > 1:
-        return None
-    if columns:
-        schema = StructType.fromJson(json.loads(replayed.metadata["schemaString"]))
-        if not isinstance(schema[columns[0]].dataType, DateType):
-            return None
-    return replayed
-
-
-def _partition_date(add: dict, column: str | None) -> dt.date | None:
-    text = None if column is None else add.get("partitionValues", {}).get(column)
-    return None if text is None else dt.date.fromisoformat(text)

@@ -9,9 +9,9 @@ Reads (conflicts, file statistics, checkpoints, transaction ids):
   (``ConcurrentAppendException``, ``ConcurrentDeleteReadException``,
   ``ConcurrentDeleteDeleteException``, ``ConcurrentTransactionException``,
   ``MetadataChangedException``, ``ProtocolChangedException``); never by message text.
-- Rows per partition come from the snapshot's add actions (``numRecords`` in
-  each file's statistics): from the log replayed in Python (``log.replay``), else through
-  ``DeltaLog`` in the session's JVM, whose reconstruction of the state runs Spark jobs.
+- Rows per partition of a version deltalake cannot list (``lake.snapshot``) come from the add
+  actions (``numRecords`` in each file's statistics) of ``DeltaLog``'s snapshot in the
+  session's JVM, whose reconstruction of the state runs Spark jobs.
 
 Metadata-only commits: one transaction of Delta's JVM API that takes files out of partitions
 and puts others in. No data is read or written.
@@ -19,9 +19,9 @@ and puts others in. No data is read or written.
 - ``open_transaction`` pins the transaction's read version (``startTransaction`` with a
   snapshot); ``partition_files`` lists the files of the dates at that version and records, as
   ``filterFiles`` does, the read predicate and the files read, which Delta's conflict detection
-  checks concurrent commits against. The files come from the log read in Python
-  (``log.files_at``), with no Spark job; ``filterFiles`` itself, which reconstructs the
-  version's state in Spark jobs, only when the log cannot be replayed here.
+  checks concurrent commits against. The files come from deltalake's snapshot
+  (``lake.snapshot``), with no Spark job; ``filterFiles`` itself, which reconstructs the
+  version's state in Spark jobs, only for a version deltalake cannot list.
 - Removes are ``AddFile.removeWithTimestamp(ms, dataChange=true)``; adds are parsed by
   ``Action.fromJson`` from the log's own JSON form. ``dataChange`` is true on both: with false,
   Delta would check the commit under snapshot isolation and miss conflicts.
@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 
 from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.keys import date_text
-from backfill_assets.lake.log import files_at, physical_name, replay
+from backfill_assets.lake.log import physical_name
 
 CONFLICT_BASE = "io.delta.exceptions.DeltaConcurrentModificationException"
 
@@ -172,23 +172,12 @@ def protocol(spark: SparkSession, table_dir: str, version: int) -> dict:
     }
 
 
-def file_row_counts(
-    spark: SparkSession, table_dir: str, column: str, version: int
-) -> tuple[dict[dt.date, int], list[dt.date]]:
-    """Rows per partition from file statistics (``numRecords`` less the rows a file's deletion
-    vector deletes), and the partitions with a file lacking them: from the log replayed in
-    Python when it can be, else from the JVM's snapshot (``snapshot_records``)."""
-    replayed = replay(table_dir, version)
-    if replayed is None:
-        return snapshot_records(spark, table_dir, column, version)
-    counts, unknown = replayed.records(column)
-    return _by_date(table_dir, column, version, [(d, n, d in unknown) for d, n in counts.items()])
-
-
 def snapshot_records(
     spark: SparkSession, table_dir: str, column: str, version: int
 ) -> tuple[dict[dt.date, int], list[dt.date]]:
-    """``file_row_counts`` from the snapshot Delta's JVM reconstructs, in Spark jobs."""
+    """Rows per partition from the file statistics of the snapshot Delta's JVM reconstructs, in
+    Spark jobs (``numRecords`` less the rows a file's deletion vector deletes), and the
+    partitions with a file lacking them."""
     snapshot = snapshot_at(spark, table_dir, version)
     key = physical_name({"schemaString": str(snapshot.metadata().schemaString())}, column)
     files = DataFrame(snapshot.allFiles().toDF(), spark).select(
@@ -386,14 +375,18 @@ def _predicate(spark: SparkSession, column: str, dates: list[dt.date]) -> Any:
 
 
 def partition_files(
-    spark: SparkSession, txn: Any, table_dir: str, version: int, column: str, dates: list[dt.date]
+    spark: SparkSession,
+    txn: Any,
+    column: str,
+    dates: list[dt.date],
+    documents: list[dict[str, Any]] | None,
 ) -> list[Any]:
-    """The files (JVM ``AddFile``) of ``dates`` in the transaction's read ``version``, read so
-    that a concurrent commit adding or removing a file there makes this transaction's commit
-    fail: what ``filterFiles`` records (its predicate, and the files as read), the files taken
-    from the log without a Spark job when it can be replayed here."""
+    """The files (JVM ``AddFile``) of ``dates`` in the transaction's read version, read so that
+    a concurrent commit adding or removing a file there makes this transaction's commit fail:
+    what ``filterFiles`` records (its predicate, and the files as read). ``documents``, the add
+    documents of those files when the caller has them without a Spark job; None: ``filterFiles``
+    itself, which reconstructs the version's state in Spark jobs."""
     predicate = _seq(spark, [_predicate(spark, column, dates)])
-    documents = files_at(table_dir, version, column, {date_text(day) for day in dates})
     if documents is None:
         files = txn.filterFiles(predicate, True)
         return list(jvm_of(spark).scala.jdk.javaapi.CollectionConverters.asJava(files))

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 import backfill_assets.lake.commit_lock as commit_lock
 import backfill_assets.lake.delta_spark_jvm as jvm
+import backfill_assets.lake.snapshot as snapshot
 from backfill_assets import seam
 from backfill_assets.lake.commit import (
     CommitInfo,
@@ -42,11 +43,11 @@ from backfill_assets.lake.commit import (
     write_id_of,
 )
 from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissing
+from backfill_assets.lake.file_stats import file_stats, indexed_columns
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import (
     commit_file_counts,
     commit_of_write,
-    files_at,
     newest_commit,
     relative_path,
     touched_after,
@@ -191,35 +192,64 @@ def _staged_adds(
     adds = []
     for f in files:
         _check_on_disk(table_dir, f.path, f.size)
-        adds.append(
-            {
-                "path": jvm.log_path(spark, f.path),
-                "partitionValues": {column: date_text(f.partition)},
-                "size": f.size,
-                "modificationTime": f.modification_time,
-                "stats": f.stats or json.dumps({"numRecords": f.rows}),
-            }
-        )
+        file = snapshot.DataFile(f.path, f.partition, f.size, f.modification_time, f.rows)
+        adds.append(_add(spark, column, file, f.stats or {"numRecords": f.rows}))
     return adds
 
 
 def _old_adds(
     spark: SparkSession, name: str, table_dir: str, column: str, dates: list[dt.date], version: int
 ) -> list[dict[str, Any]]:
-    """The add documents of ``dates``' files at ``version``, from the log when it can be read
-    here, else from Delta's JVM; LakeError when one was vacuumed."""
-    adds = files_at(table_dir, version, column, {date_text(day) for day in dates})
-    if adds is None:
+    """The add documents of ``dates``' files at ``version``, each checked on disk (LakeError when
+    one was vacuumed): from deltalake's snapshot, with the statistics the log has for them (or,
+    lacking them, from the Parquet footers), as delta-rs's restore does, else from Delta's JVM."""
+    found = snapshot.plain(table_dir, version, stats=True)
+    if found is None:
         adds = jvm.snapshot_adds(spark, table_dir, version, column, dates)
-    for add in adds:
-        relative = relative_path(table_dir, add["path"])
+        on_disk = [(relative_path(table_dir, a["path"]), a["size"]) for a in adds]
+    else:
+        files = found.in_days(dates)
+        on_disk = [(f.path, f.size) for f in files]
+    for relative, size in on_disk:
         if not storage_for(table_dir).exists(os.path.join(table_dir, relative)):
             raise LakeError(
-                f"cannot restore {name} to version {version}: files were vacuumed, "
-                f"e.g. {add['path']}"
+                f"cannot restore {name} to version {version}: files were vacuumed, e.g. {relative}"
             )
-        _check_on_disk(table_dir, relative, add["size"])
-    return adds
+        _check_on_disk(table_dir, relative, size)
+    if found is None:
+        return adds
+    indexed = indexed_columns(found.configuration)
+    return [
+        _add(spark, column, f, f.stats or file_stats(snapshot.footer(table_dir, f.path), indexed))
+        for f in files
+    ]
+
+
+def _current_adds(spark: SparkSession, swap: Swap, version: int) -> list[dict[str, Any]] | None:
+    """The add documents of the swap's dates at ``version`` from deltalake's snapshot (None:
+    one it cannot list, left to Delta's ``filterFiles``)."""
+    found = snapshot.plain(swap.table_dir, version)
+    if found is None:
+        return None
+    return [
+        _add(spark, swap.column, f, None if f.records is None else {"numRecords": f.records})
+        for f in found.in_days(swap.dates)
+    ]
+
+
+def _add(
+    spark: SparkSession, column: str, file: snapshot.DataFile, stats: str | dict | None
+) -> dict[str, Any]:
+    """The log's add document of a data file."""
+    document: dict[str, Any] = {
+        "path": jvm.log_path(spark, file.path),
+        "partitionValues": file.partition_values(column),
+        "size": file.size,
+        "modificationTime": file.modification_time,
+    }
+    if stats is not None:
+        document["stats"] = stats if isinstance(stats, str) else json.dumps(stats)
+    return document
 
 
 def _rows_of(table_dir: str, column: str, dates: list[dt.date], adds: list[dict]) -> dict:
@@ -228,15 +258,7 @@ def _rows_of(table_dir: str, column: str, dates: list[dt.date], adds: list[dict]
     for add in adds:
         records = json.loads(add.get("stats") or "{}").get("numRecords")
         if records is None:
-            import pyarrow.parquet as pq
-
-            path = os.path.join(table_dir, relative_path(table_dir, add["path"]))
-            filesystem, scheme = storage_for(table_dir).arrow_filesystem()
-            if filesystem is None:
-                records = pq.read_metadata(path).num_rows
-            else:
-                with filesystem.open_input_file(path.removeprefix(scheme)) as handle:
-                    records = pq.read_metadata(handle).num_rows
+            records = snapshot.footer(table_dir, relative_path(table_dir, add["path"])).num_rows
         rows[dt.date.fromisoformat(add["partitionValues"][column])] += records
     return rows
 
@@ -323,7 +345,9 @@ def _actions(spark: SparkSession, txn: Any, swap: Swap, version: int) -> list[An
         raise LakeError(f"table {swap.name} now has {', '.join(reasons)}: write it again")
     if swap.schema_json is not None:
         _check_schema(swap.name, schema_json, swap.schema_json)
-    current = jvm.partition_files(spark, txn, swap.table_dir, version, swap.column, swap.dates)
+    current = jvm.partition_files(
+        spark, txn, swap.column, swap.dates, _current_adds(spark, swap, version)
+    )
     adding = {add["path"] for add in swap.adds}
     kept = {jvm.path_of(f) for f in current} & adding
     removes = jvm.removes([f for f in current if jvm.path_of(f) not in kept], _now_ms())

@@ -12,7 +12,6 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -23,7 +22,6 @@ from backfill_assets.lake.storage import storage_for
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 # a checkpoint of any kind: classic, multi-part or V2 (``<version>.checkpoint.<uuid>.json``)
 _ANY_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.[^/]+)?\.(?:parquet|json)")
-_SINGLE_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint\.parquet")
 _PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
@@ -129,9 +127,9 @@ def newest_metadata(table_dir: str) -> dict[str, Any] | None:
         )
         try:
             for version in commits:
-                for line in _lines(os.path.join(log_dir, f"{version:020d}.json")):
-                    if '"metaData"' in line and "metaData" in (action := json.loads(line)):
-                        return action["metaData"]
+                found = _json_metadata(os.path.join(log_dir, f"{version:020d}.json"))
+                if found is not None:
+                    return found
             for name in names:
                 if (m := _ANY_CHECKPOINT.fullmatch(name)) and int(m.group(1)) == floor:
                     found = _checkpoint_metadata(os.path.join(log_dir, name))
@@ -354,161 +352,6 @@ def _referenced(
     return paths
 
 
-@dataclass(frozen=True)
-class LogSnapshot:
-    """A version's state as its log spells it: the live files' add actions (statistics and all,
-    by logical file: path and deletion vector), the table's ``metaData`` and its ``protocol``."""
-
-    version: int
-    adds: dict[tuple[str, str | None], dict[str, Any]]  # by (path, deletion vector id)
-    metadata: dict[str, Any]
-    protocol: dict[str, Any]
-
-    @property
-    def has_deletion_vectors(self) -> bool:
-        return any(add.get("deletionVector") for add in self.adds.values())
-
-    @property
-    def partition_columns(self) -> list[str]:
-        return list(self.metadata.get("partitionColumns") or [])
-
-    @property
-    def configuration(self) -> dict[str, str]:
-        return dict(self.metadata.get("configuration") or {})
-
-    def partition_key(self, column: str) -> str:
-        """The key of ``column``'s values in the adds' partitionValues (``physical_name``)."""
-        return physical_name(self.metadata, column)
-
-    def records(self, column: str) -> tuple[dict[str | None, int], set[str | None]]:
-        """Rows per ``column`` value from the files' statistics (``numRecords``), and the
-        values with a file whose statistics lack them."""
-        key = self.partition_key(column)
-        counts: dict[str | None, int] = {}
-        unknown: set[str | None] = set()
-        for add in self.adds.values():
-            value = add.get("partitionValues", {}).get(key)
-            records = json.loads(add["stats"]).get("numRecords") if add.get("stats") else None
-            if records is not None and add.get("deletionVector"):
-                records -= add["deletionVector"].get("cardinality", 0)
-            counts[value] = counts.get(value, 0) + (records or 0)
-            if records is None:
-                unknown.add(value)
-        return counts, unknown
-
-    def files_in(self, column: str, partitions: set[str]) -> list[dict[str, Any]]:
-        """The add actions of the files whose ``column`` value is one of ``partitions``."""
-        key = self.partition_key(column)
-        return [
-            a for a in self.adds.values() if a.get("partitionValues", {}).get(key) in partitions
-        ]
-
-
-def replay(table_dir: str, version: int) -> LogSnapshot | None:
-    """``version``'s state replayed from its log: the newest single-file checkpoint at or
-    before it, then each commit file after it, in order.
-
-    Milliseconds where asking Delta's JVM for a version's state reconstructs it in Spark jobs.
-    None when the log cannot be replayed here (a commit it needs was cleaned up with no
-    single-file checkpoint after it): the caller asks the engine. A file is the protocol's
-    logical file, its path and its deletion vector: a commit that adds a deletion vector to a
-    file adds (path, vector) and removes (path, none), in either order.
-    """
-    log_dir = os.path.join(table_dir, "_delta_log")
-    try:
-        names = _names(log_dir)
-        commits = {int(m.group(1)) for n in names if (m := _COMMIT_FILE.fullmatch(n))}
-        base = max(
-            (
-                v
-                for n in names
-                if (m := _SINGLE_CHECKPOINT.fullmatch(n)) and (v := int(m.group(1))) <= version
-            ),
-            default=-1,
-        )
-        if any(v not in commits for v in range(base + 1, version + 1)):
-            return None
-        live: dict[tuple[str, str | None], dict[str, Any]] = {}
-        state: dict[str, dict[str, Any]] = {}
-        if base >= 0:
-            checkpoint = _checkpoint(os.path.join(log_dir, f"{base:020d}.checkpoint.parquet"))
-            if any(row.get("sidecar") is not None for row in checkpoint):
-                return None  # a V2 checkpoint: its files are listed in sidecars
-            for row in checkpoint:
-                if row.get("add") is not None:
-                    live_add = _from_checkpoint(row["add"])
-                    live[_file_id(live_add)] = live_add
-                for key in ("metaData", "protocol"):
-                    if row.get(key) is not None:
-                        state[key] = _metadata_from_checkpoint(row[key])
-        for v in range(base + 1, version + 1):
-            for line in _lines(os.path.join(log_dir, f"{v:020d}.json")):
-                action = json.loads(line)
-                if "add" in action:
-                    live[_file_id(action["add"])] = action["add"]
-                elif "remove" in action:
-                    live.pop(_file_id(action["remove"]), None)
-                for key in ("metaData", "protocol"):
-                    if key in action:
-                        state[key] = action[key]
-    except FileNotFoundError:
-        return None  # cleaned up while it was read
-    if len(state) < 2:
-        return None  # not a table's log: no metaData or protocol
-    return LogSnapshot(version, live, state["metaData"], state["protocol"])
-
-
-def files_at(
-    table_dir: str, version: int, column: str, partitions: set[str]
-) -> list[dict[str, Any]] | None:
-    """The add actions (as the log spells them, statistics and all) of the files that
-    ``partitions`` (values of ``column``) held at ``version``; None when the log cannot be
-    replayed here (``replay``) or a file has a deletion vector: the caller asks the engine."""
-    found = replay(table_dir, version)
-    if found is None or found.has_deletion_vectors:
-        return None
-    return found.files_in(column, partitions)
-
-
-# An add action's fields in a commit file (a checkpoint may add parsed copies of some).
-_ADD_FIELDS = (
-    "path",
-    "partitionValues",
-    "size",
-    "modificationTime",
-    "dataChange",
-    "stats",
-    "tags",
-    "deletionVector",
-    "baseRowId",
-    "defaultRowCommitVersion",
-    "clusteringProvider",
-)
-
-
-def _from_checkpoint(add: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's add struct as the commit files spell it: maps as objects, no nulls, no
-    parsed copies (``stats_parsed``, ``partitionValues_parsed``)."""
-    document = {}
-    for key, value in add.items():
-        if value is None or key not in _ADD_FIELDS:
-            continue
-        if key in ("partitionValues", "tags") and isinstance(value, list):
-            value = dict(value)
-        document[key] = value
-    return document
-
-
-def _file_id(action: dict[str, Any]) -> tuple[str, str | None]:
-    """An add's or remove's logical file: its path and its deletion vector's unique id."""
-    vector = action.get("deletionVector")
-    if not vector:
-        return action["path"], None
-    offset = vector.get("offset")
-    suffix = "" if offset is None else f"@{offset}"
-    return action["path"], f"{vector['storageType']}{vector['pathOrInlineDv']}{suffix}"
-
-
 def _metadata_from_checkpoint(action: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's metaData or protocol struct as the commit files spell it: maps (a list of
     pairs in Arrow) as objects, no nulls."""
@@ -546,26 +389,25 @@ def _lines(path: str) -> list[str]:
     return storage_for(path).read_text(path).splitlines()
 
 
+def _json_metadata(path: str) -> dict[str, Any] | None:
+    """The metaData action of a log file in JSON (a commit, a V2 checkpoint), if it has one."""
+    for line in _lines(path):
+        if '"metaData"' in line and "metaData" in (action := json.loads(line)):
+            return action["metaData"]
+    return None
+
+
 def _checkpoint_metadata(path: str) -> dict[str, Any] | None:
     """The metaData action of a checkpoint file (a V2 checkpoint's may be JSON), if it has it."""
     if path.endswith(".json"):
-        for line in _lines(path):
-            if '"metaData"' in line and "metaData" in (action := json.loads(line)):
-                return action["metaData"]
-        return None
+        return _json_metadata(path)
     rows = _checkpoint_table(path, ["metaData"]).to_pylist()
     found = [r["metaData"] for r in rows if r.get("metaData") is not None]
     return _metadata_from_checkpoint(found[0]) if found else None
 
 
-def _checkpoint(path: str) -> list[dict[str, Any]]:
-    """The add, metaData, protocol and sidecar actions of a checkpoint file, one dict per row."""
-    return _checkpoint_table(path, ["add", "metaData", "protocol", "sidecar"]).to_pylist()
-
-
 def _checkpoint_table(path: str, columns: list[str]) -> Any:  # a pyarrow Table
-    """Those of ``columns`` a checkpoint file has (a V1 checkpoint has no ``sidecar``);
-    FileNotFoundError when it is gone."""
+    """Those of ``columns`` a checkpoint file in Parquet has; FileNotFoundError when it is gone."""
     import pyarrow.parquet as pq
 
     filesystem, scheme = storage_for(path).arrow_filesystem()

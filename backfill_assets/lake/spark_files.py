@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from backfill_assets.lake.errors import LakeError, LakeUnsupported
+from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.storage import is_s3
 from backfill_assets.spark_session import listing_on_driver
@@ -38,18 +38,6 @@ def need_spark(spark: SparkSession | None) -> SparkSession:
     if spark is None:
         raise LakeError("this lake was opened without a Spark session: it cannot build DataFrames")
     return spark
-
-
-def check_readable(table: DeltaTable, table_name: str) -> None:
-    """Refuse tables whose data a plain Parquet scan would read wrongly."""
-    protocol = table.protocol()
-    unknown = unreadable_features(
-        protocol.min_reader_version,
-        protocol.reader_features or [],
-        table.metadata().configuration or {},
-    )
-    if unknown:
-        raise LakeUnsupported(table_name, "delta-rs", unknown)
 
 
 def unreadable_features(

@@ -1,5 +1,5 @@
-"""delta-spark's reads: a plain table is read from its files as the log replayed in Python lists
-them, with the state Delta's JVM holds for each version; a table whose files a Parquet scan would
+"""delta-spark's reads: a plain table is read from its files as deltalake's snapshot lists them,
+with the state Delta's JVM holds for each version; a table whose files a Parquet scan would
 misread (deletion vectors, column mapping) goes through Delta's reader, and its row counts are
 the rows that reader returns."""
 
@@ -10,14 +10,14 @@ import json
 import pytest
 
 import backfill_assets.lake.delta_spark_jvm as jvm
+from backfill_assets.lake import snapshot
 from backfill_assets.lake.delta_spark_jvm import (
-    protocol,
     snapshot_at,
     snapshot_files,
     snapshot_records,
 )
 from backfill_assets.lake.errors import LakeConflict
-from backfill_assets.lake.log import files_at, relative_path, replay
+from backfill_assets.lake.log import relative_path
 from backfill_assets_tests.lake.lake_support import THINGS, commit
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame
 
@@ -56,34 +56,31 @@ def expected_counts(rows) -> dict:
 
 
 @NATIVE
-def test_the_replayed_log_holds_what_deltas_jvm_holds_at_every_version(lake):
+def test_deltalakes_snapshot_holds_what_deltas_jvm_holds_at_every_version(lake):
     write_rows(lake, ROWS, [D1, D2, D3], "v0")
     write_rows(lake, [(D2, 30, "x")], [D2], "v1")
     lake.spark.sql(f"ALTER TABLE {sql_path(lake)} SET TBLPROPERTIES ('owner.note' = 'kept')")
-    lake.checkpoint(THINGS)  # of version 2: versions 2 and 3 replay from it
+    lake.checkpoint(THINGS)  # of version 2: versions 2 and 3 are read from it
     write_rows(lake, [(D1, 10, "y"), (D3, 50, "z")], [D1, D3], "v3")
     root = str(lake.path(THINGS))
     for version in range(4):
-        replayed = replay(root, version)
-        assert replayed is not None
-        shape = jvm.table_shape(snapshot_at(lake.spark, root, version))
-        assert (
-            replayed.metadata["schemaString"],
-            replayed.partition_columns,
-            replayed.configuration,
-        ) == shape, version
-        found = protocol(lake.spark, root, version)
-        assert (
-            replayed.protocol["minReaderVersion"],
-            replayed.protocol["minWriterVersion"],
-        ) == (found["min_reader_version"], found["min_writer_version"])
+        found = snapshot.plain(root, version)
+        assert found is not None
+        schema_json, columns, configuration = jvm.table_shape(
+            snapshot_at(lake.spark, root, version)
+        )
+        assert (json.loads(found.schema_json), found.partition_columns, found.configuration) == (
+            json.loads(schema_json),
+            columns,
+            configuration,
+        ), version
         files = snapshot_files(lake.spark, root, version).select("path", "size").collect()
-        assert sorted(
-            (relative_path(root, a["path"]), a["size"]) for a in replayed.adds.values()
-        ) == sorted((relative_path(root, r["path"]), r["size"]) for r in files), version
+        assert sorted((f.path, f.size) for f in found.files) == sorted(
+            (relative_path(root, r["path"]), r["size"]) for r in files
+        ), version
     # another writer's property kept beside the retention every table of the lake is created
     # with: 14 days (BACKFILL_RETENTION_DAYS), never below Delta's defaults (7 and 30 days)
-    assert replay(root, 3).configuration == {
+    assert snapshot.plain(root, 3).configuration == {
         "owner.note": "kept",
         "delta.deletedFileRetentionDuration": "interval 14 days",
         "delta.logRetentionDuration": "interval 30 days",
@@ -118,9 +115,7 @@ def test_a_table_with_deletion_vectors_is_read_and_counted_through_delta(lake):
     assert lake.row_counts(THINGS, "d") == expected_counts(remaining)
     root, version = str(lake.path(THINGS)), lake.version(THINGS)
     assert snapshot_records(lake.spark, root, "d", version) == (expected_counts(remaining), [])
-    replayed = replay(root, version)
-    assert replayed is not None and replayed.has_deletion_vectors
-    assert files_at(root, version, "d", {D1.isoformat()}) is None  # a swap leaves it to Delta
+    assert snapshot.plain(root, version) is None  # reads, counts and swaps leave it to Delta
 
 
 @NATIVE

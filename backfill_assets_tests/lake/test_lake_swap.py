@@ -14,8 +14,8 @@ from deltalake import DeltaTable
 
 import backfill_assets.lake.delta_spark_jvm as jvm
 from backfill_assets.delta_jars import DELTA_VERSION
-from backfill_assets.lake import Lake, LakeConflict, LakeError
-from backfill_assets.lake.log import files_at
+from backfill_assets.lake import Lake, LakeConflict, LakeError, snapshot
+from backfill_assets.lake.log import relative_path
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old
 
@@ -278,27 +278,33 @@ def test_a_table_with_a_check_constraint_publishes_a_checked_copy(lake, caplog):
 
 
 @NATIVE
-def test_a_versions_files_read_from_the_log_are_the_ones_delta_reconstructs(lake):
-    """A restore lists the old version's files from the log (``log.files_at``), not from Delta's
-    JVM: each version's files, before and after a checkpoint, are the add actions Delta's own
-    snapshot of that version holds, statistics and all."""
+def test_a_versions_files_from_deltalake_are_the_ones_delta_reconstructs(lake):
+    """A restore lists the old version's files from deltalake's snapshot (``lake.snapshot``),
+    not from Delta's JVM: each version's files, before and after a checkpoint, are the add
+    actions Delta's own snapshot of that version holds (path, size, time, rows)."""
     write_old(lake)  # version 0
     lake.staging.publish(
         lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     )  # 1
-    lake.checkpoint(TABLE)  # of version 1: later versions replay from it
+    lake.checkpoint(TABLE)  # of version 1: later versions are read from it
     lake.restore_partitions(TABLE, "d", [D1], 0, commit("rollback"))  # 2
     append(lake, [(D3, 30, "more")])  # 3
     root = str(lake.path(TABLE))
     for version in range(4):
+        found = snapshot.plain(root, version)
+        assert found is not None, version
         for days in ([D1], [D2, D3]):
             delta = jvm.snapshot_adds(lake.spark, root, version, "d", days)
-            from_log = files_at(root, version, "d", {d.isoformat() for d in days})
-            assert from_log is not None, version
-            assert as_added(from_log) == as_added(delta), (version, days)
-
-
-def as_added(adds: list[dict]) -> list[dict]:
-    """Add documents as a swap commits them: ``dataChange`` is set there (Delta's snapshot
-    state has it false, the commit it was read from true)."""
-    return sorted(({**a, "dataChange": True} for a in adds), key=lambda a: a["path"])
+            assert sorted(
+                (f.path, f.day.isoformat(), f.size, f.modification_time, f.records)
+                for f in found.in_days(days)
+            ) == sorted(
+                (
+                    relative_path(root, a["path"]),
+                    a["partitionValues"]["d"],
+                    a["size"],
+                    a["modificationTime"],
+                    json.loads(a["stats"])["numRecords"],
+                )
+                for a in delta
+            ), (version, days)
