@@ -32,6 +32,7 @@ from backfill_assets.days import days_between, last_partition, months_between
 from backfill_assets.lake import Lake
 from backfill_assets.landing.layout import landed_partitions, list_landing_files
 from backfill_assets.late_data import day_ranges
+from backfill_assets.late_data.stale import Windows
 from backfill_assets.settings import Settings
 
 
@@ -110,10 +111,8 @@ def raw_run_tags(
     also the event days its raw reaches, which the late-data lane leaves to this backfill until
     its staging run is on record (``automation/stale.py``), rather than rebuild them between
     two of its runs."""
-    from backfill_assets.automation.stale import windows_of
-
     plan_id = plan_id or uuid.uuid4().hex[:12]
-    windows = windows_of(settings)
+    windows = Windows.of(settings)
     datasets = {key: dataset for dataset, key in RAW_ASSET_OF_DATASET.items()}
     spans = [
         windows.readers(datasets[p.assets[0]], p.start, p.end)

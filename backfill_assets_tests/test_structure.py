@@ -23,6 +23,7 @@ DEFINITIONS_AND_MACHINERY = (
     "landing",
     "enrichment",
     "corrections",
+    "asset_events",
     "testing",
 )
 # The modules above the definitions, which may import them: the one Definitions, and the
@@ -155,6 +156,67 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_the_package_has_no_import_cycle():
     assert _cycles(GRAPH) == []
+
+
+# The package's layers, bottom first: a module imports from its own layer and those below, never
+# from one above. Every top-level module and package is in one of them.
+LAYERS = (
+    ("backfill_assets", "catalog", "settings", "days", "day_blocks", "signals", "seam", "testing"),
+    (
+        "s3a_jars",
+        "s3a",
+        "plain_line_jar",
+        "delta_jars",
+        "spark_session",
+        "spark_class_archive",
+        "event_log",
+    ),
+    ("lake",),
+    ("transforms",),
+    ("landing", "enrichment", "generate", "local_s3"),
+    ("late_data", "resources"),
+    ("asset_events", "backfill_plan"),
+    ("corrections",),
+    ("publishing",),
+    ("event_days", "automation"),
+    ("defs",),
+    ("definitions", "cli"),
+)
+
+
+def _unit(module: str) -> str:
+    """The top-level module or package of ``module`` (the package root is its own)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _upward(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Each import from a module to one in a higher layer, as ``importer -> imported``."""
+    level = {unit: i for i, layer in enumerate(layers) for unit in layer}
+    return sorted(
+        f"{importer} -> {imported}"
+        for importer, imports in graph.items()
+        for imported in imports
+        if level[_unit(imported)] > level[_unit(importer)]
+    )
+
+
+def test_the_layer_rule_finds_an_import_from_below():
+    graph = {"backfill_assets.lake.x": {"backfill_assets.cli.y"}, "backfill_assets.cli.y": set()}
+    assert _upward(graph, (("lake",), ("cli",))) == [
+        "backfill_assets.lake.x -> backfill_assets.cli.y"
+    ]
+    assert _upward(graph, (("cli",), ("lake",))) == []
+
+
+def test_every_top_level_module_is_in_one_layer():
+    units = sorted({_unit(m) for m in MODULES})
+    placed = [unit for layer in LAYERS for unit in layer]
+    assert sorted(placed) == units, "place each top-level module in LAYERS, once"
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    assert _upward(GRAPH, LAYERS) == []
 
 
 def test_catalog_is_a_leaf():

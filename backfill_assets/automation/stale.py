@@ -51,10 +51,6 @@ ENDED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRun
 LANE_PREFIXES = tuple(f"{step}:" for step in RAW_STEP_OF_DATASET.values())
 
 
-def windows_of(settings: Settings) -> Windows:
-    return Windows(settings.start_date, settings.max_lateness_days, settings.rate_max_age_days)
-
-
 def follow_up_key(run_id: str, first: date, last: date) -> str:
     """The run key of ``daily_refresh_follow_up``'s staging + fact run after raw run ``run_id``."""
     return f"{EVENT_DAYS_STEP}:{first}..{last}:after:{run_id[:12]}"
@@ -205,6 +201,6 @@ def find_stale_days(
 ) -> list[StaleDay]:
     """The stale event days (``late_data.stale``) but ``skip`` and the days a run in flight has
     in hand."""
-    windows = windows_of(settings)
+    windows = Windows.of(settings)
     busy = busy_event_days(instance, windows, time.time() if now is None else now)
     return stale_days(event_day_log(instance, windows), windows, last_partition(), busy | set(skip))

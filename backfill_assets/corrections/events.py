@@ -21,6 +21,9 @@ from decimal import Decimal
 
 import dagster as dg
 
+from backfill_assets.asset_events.event_times import report_runless
+from backfill_assets.asset_events.fact_metadata import fact_metadata
+from backfill_assets.asset_events.lineage import write_metadata
 from backfill_assets.catalog import (
     ASSET_TABLES,
     CORRECTIONS,
@@ -32,9 +35,6 @@ from backfill_assets.corrections import pending
 from backfill_assets.corrections.diff import Diff
 from backfill_assets.corrections.lifecycle import Outcome
 from backfill_assets.corrections.registry import Correction, LakeRoot, load_report
-from backfill_assets.event_days.fact import fact_metadata
-from backfill_assets.publishing.event_times import report_runless
-from backfill_assets.publishing.lineage import write_metadata
 from backfill_assets.transforms.columns import DESCRIPTIONS
 
 ASSET_OF_TABLE = {tables[0].path: key for key, tables in ASSET_TABLES.items()}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from backfill_assets.asset_events.event_times import report_runless
 from backfill_assets.catalog import (
     FCT_CUSTOMER_LTV,
     FCT_DAILY_REVENUE,
@@ -33,7 +34,6 @@ from backfill_assets.catalog import (
     STG_ORDERS_ENRICHED,
 )
 from backfill_assets.corrections.registry import Correction, LakeRoot, State, all_corrections
-from backfill_assets.publishing.event_times import report_runless
 
 CHECK = "correction_pending"
 PENDING_STATES = (State.STAGED, State.DIFFED, State.ROLLED_BACK)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
-import dagster as dg
 from pyspark.sql import DataFrame
 
 from backfill_assets.catalog import FACT_TABLE, FCT_DAILY_REVENUE, STAGING_TABLE
@@ -14,7 +13,7 @@ from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.publication import CheckOutcome, held_days
 from backfill_assets.settings import QualitySettings
-from backfill_assets.transforms.audit import ZERO, fact_totals, staging_totals
+from backfill_assets.transforms.audit import fact_totals, staging_totals
 from backfill_assets.transforms.drift import fact_figures
 from backfill_assets.transforms.revenue import daily_revenue
 
@@ -81,29 +80,3 @@ def previous_fact_totals(lake: Lake, days: list[date]) -> tuple[dict[date, dict]
         return {}, None
     previous, version = lake.read_partitions(FACT_TABLE.path, FACT_TABLE.partition_column, days)
     return fact_totals(previous), version
-
-
-def change_metadata(new: dict, old: dict | None, replaced_version: int | None) -> dict:
-    """What a rebuild changed against the version it replaced: orders and revenue deltas."""
-    old = old or ZERO
-    return {
-        "replaced_delta_version": dg.MetadataValue.int(
-            -1 if replaced_version is None else replaced_version
-        ),
-        "orders_delta": dg.MetadataValue.int(new.get("orders", 0) - old["orders"]),
-        "paid_orders_delta": dg.MetadataValue.int(new.get("paid_orders", 0) - old["paid_orders"]),
-        "revenue_usd_delta": dg.MetadataValue.text(
-            str(new.get("revenue_usd", ZERO["revenue_usd"]) - old["revenue_usd"])
-        ),
-    }
-
-
-def fact_metadata(totals: dict, before: dict | None, replaced_version: int | None) -> dict:
-    """A published fact day's figures, and what changed against the version it replaced."""
-    return {
-        "orders": dg.MetadataValue.int(totals.get("orders", 0)),
-        "paid_orders": dg.MetadataValue.int(totals.get("paid_orders", 0)),
-        "revenue_usd": dg.MetadataValue.float(float(totals.get("revenue_usd", 0))),
-        "revenue_usd_exact": dg.MetadataValue.text(str(totals.get("revenue_usd", "0.00"))),
-        **change_metadata(totals, before, replaced_version),
-    }

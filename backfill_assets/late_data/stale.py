@@ -28,6 +28,7 @@ from datetime import date, timedelta
 from backfill_assets.catalog import EVENT_DAYS_STEP, FX_RATES_DATASET, ORDERS_DATASET
 from backfill_assets.late_data.cursor import day_ranges
 from backfill_assets.late_data.detect import Request, shorten
+from backfill_assets.settings import Settings
 
 STALE = "stale"
 
@@ -39,6 +40,11 @@ class Windows:
     first: date
     lateness: int
     rate_max_age: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Windows:
+        """The windows the settings give: start date, lateness and rate age."""
+        return cls(settings.start_date, settings.max_lateness_days, settings.rate_max_age_days)
 
     def inputs(self, day: date) -> dict[str, list[date]]:
         """The raw partitions event day ``day`` reads, per dataset."""

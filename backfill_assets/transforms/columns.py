@@ -1,7 +1,7 @@
 """What each column of each table means, in the words of docs/contract.md.
 
 The Dagster UI shows these in the Columns panel of each asset's page (see
-``publishing/lineage.column_schema``). Kept apart from the StructTypes so that the
+``asset_events/lineage.column_schema``). Kept apart from the StructTypes so that the
 schemas Spark and Delta compare stay plain names and types.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyspark.sql.types as T
 
-from backfill_assets.publishing.lineage import column_schema
+from backfill_assets.asset_events.lineage import column_schema
 from backfill_assets.transforms import schemas
 from backfill_assets.transforms.columns import DESCRIPTIONS
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from backfill_assets.automation.stale import find_stale_days, requested_days, windows_of
+from backfill_assets.automation.stale import find_stale_days, requested_days
 from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,
@@ -17,7 +17,7 @@ from backfill_assets.automation.state import (
 from backfill_assets.catalog import LATE_DATA_SENSOR
 from backfill_assets.defs.automation.wiring import pipeline_sensor, sensor_status
 from backfill_assets.late_data import Detection, LandingCursor, Request, release
-from backfill_assets.late_data.stale import stale_requests
+from backfill_assets.late_data.stale import Windows, stale_requests
 from backfill_assets.settings import AutomationSettings, Settings
 
 
@@ -43,7 +43,7 @@ def evaluate(
     now = time.time()
     released, cursor = release(detection.cursor, lambda group: group_ready(instance, group, now))
     pending = {d for g in detection.cursor.pending for d in g.days}
-    in_hand = pending | requested_days(windows_of(settings), detection.raw + released)
+    in_hand = pending | requested_days(Windows.of(settings), detection.raw + released)
     stale = stale_requests(find_stale_days(instance, settings, in_hand, now))
     return Tick(detection, detection.raw + released + stale, cursor, stale)
 

@@ -24,6 +24,7 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import (
     CUSTOMER_LTV_TABLE,
     FACT_TABLE,
@@ -35,7 +36,6 @@ from backfill_assets.days import days_between
 from backfill_assets.defs.downstream.checks import LTV_CHECKS, ltv_outcomes
 from backfill_assets.defs.partitions import daily_partitions, previous_day
 from backfill_assets.lake import Lake
-from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import (
     Publication,
     latest_materializations,

@@ -15,6 +15,8 @@ from typing import Any
 
 import dagster as dg
 
+from backfill_assets.asset_events.fact_metadata import fact_metadata
+from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import (
     FACT_TABLE,
     FCT_DAILY_REVENUE,
@@ -23,9 +25,7 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.defs.downstream.checks import MONTHLY_CHECKS, monthly_outcomes
 from backfill_assets.defs.partitions import days_of_month, month_of, monthly_partitions
-from backfill_assets.event_days.fact import fact_metadata
 from backfill_assets.lake import Lake
-from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings

@@ -17,6 +17,7 @@ from typing import Any
 
 import dagster as dg
 
+from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import (
     CLI_TAG,
     CUSTOMER_SEGMENTS_TABLE,
@@ -30,7 +31,6 @@ from backfill_assets.defs.enrichment.checks import ENRICH_CHECKS, enrich_outcome
 from backfill_assets.defs.partitions import daily_partitions
 from backfill_assets.enrichment.cache import cached_segments, store_segments
 from backfill_assets.enrichment.client import BACKFILL, LIVE, SegmentServiceError
-from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.resources import SegmentsResource

@@ -11,6 +11,8 @@ from datetime import date
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from backfill_assets.asset_events.fact_metadata import fact_metadata
+from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import (
     EVENT_DAYS_OP,
     FACT_TABLE,
@@ -26,18 +28,12 @@ from backfill_assets.defs.partitions import (
     daily_partitions,
     rates_of_event_day,
 )
-from backfill_assets.event_days.fact import (
-    build_fact,
-    fact_metadata,
-    previous_fact_totals,
-    stale_fact_days,
-)
+from backfill_assets.event_days.fact import build_fact, previous_fact_totals, stale_fact_days
 from backfill_assets.event_days.quality import plotted, quality_checks
 from backfill_assets.event_days.staging import build_staging, trailing_published
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.correcting import CorrectionForm, publication_for
 from backfill_assets.publishing.interrupts import stops_on_interrupt
-from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication, partition_dates
 from backfill_assets.publishing.steps import KINDS, spark_step, unsupported_fails_once
 from backfill_assets.resources import PipelineResource, SparkResource

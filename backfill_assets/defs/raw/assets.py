@@ -12,6 +12,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import (
     FX_RATES_DATASET,
     ORDERS_DATASET,
@@ -35,7 +36,6 @@ from backfill_assets.defs.raw.checks import (
 )
 from backfill_assets.landing.layout import LandingFile, list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
-from backfill_assets.publishing.lineage import commit_info, write_metadata
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings
