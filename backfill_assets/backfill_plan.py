@@ -3,7 +3,7 @@ arrival dates the range reaches, rates for its window, then staging and fact (``
 and the tags that tie a backfill's raw runs to its staging run (``raw_run_tags``).
 
 The command line's backfill and ``correct`` run these plans (``cli/backfill.py``), and so does
-the sensor that runs a correction requested from the UI (``defs/corrections/requests.py``).
+the sensor that runs a correction requested from the UI (``defs/corrections/ui_requests.py``).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def raw_run_tags(
 ) -> tuple[str, dict[RunPlan, dict]]:
     """(an id for this backfill, the tags of its raw runs): every run carries the id; a raw run
     also the event days its raw reaches, which the late-data lane leaves to this backfill until
-    its staging run is on record (``automation/stale.py``), rather than rebuild them between
+    its staging run is on record (``automation/stale_days.py``), rather than rebuild them between
     two of its runs."""
     plan_id = plan_id or uuid.uuid4().hex[:12]
     windows = Windows.of(settings)

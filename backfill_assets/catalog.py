@@ -93,7 +93,7 @@ RAW_STEP_OF_DATASET = {ORDERS_DATASET: RAW_ORDERS_STEP, FX_RATES_DATASET: RAW_FX
 BACKFILL_JOB = "backfill_job"
 CORRECTION_JOB = "correction_job"
 # A correction from the UI as `correct` runs it: the form's job records the request, and the
-# sensor runs raw over the range, then correction_job (defs/corrections/requests.py).
+# sensor runs raw over the range, then correction_job (defs/corrections/ui_requests.py).
 CORRECTION_START_JOB = "correction_start_job"
 CORRECTION_REQUEST_SENSOR = "correction_requests"
 # A built correction's actions from the UI (defs/corrections/jobs.py): a job of one op each.

@@ -19,7 +19,7 @@ from backfill_assets.defs.automation import build_automation
 from backfill_assets.defs.corrections.assets import CORRECTIONS_SPEC
 from backfill_assets.defs.corrections.checks import correction_pending_checks
 from backfill_assets.defs.corrections.jobs import CORRECTION_ACTION_JOBS
-from backfill_assets.defs.corrections.requests import (
+from backfill_assets.defs.corrections.ui_requests import (
     build_correction_request_sensor,
     build_correction_start_job,
 )

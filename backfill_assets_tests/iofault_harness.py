@@ -34,7 +34,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-import backfill_assets.lake.staged as manifests
+import backfill_assets.lake.manifests as manifests
 from backfill_assets.lake import CommitInfo, Lake, LakeError
 from backfill_assets.lake.log import commit_metadata, referenced_files
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, split, storage_for

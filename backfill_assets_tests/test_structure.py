@@ -219,6 +219,32 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
     assert _upward(GRAPH, LAYERS) == []
 
 
+# Names every folder of defs/ uses for its own definitions, by convention.
+PER_FOLDER_NAMES = frozenset({"__init__", "assets", "checks"})
+
+
+def _repeated_names(modules: list[str]) -> dict[str, list[str]]:
+    """Module names (the last part) that more than one module has, but the per-folder ones."""
+    by_name: dict[str, list[str]] = {}
+    for module in modules:
+        by_name.setdefault(module.rsplit(".", 1)[-1], []).append(module)
+    return {
+        name: sorted(found)
+        for name, found in by_name.items()
+        if len(found) > 1 and name not in PER_FOLDER_NAMES
+    }
+
+
+def test_the_name_rule_finds_a_name_used_twice():
+    modules = ["p.a.stale", "p.b.stale", "p.a.checks", "p.b.checks", "p.c.one"]
+    assert _repeated_names(modules) == {"stale": ["p.a.stale", "p.b.stale"]}
+
+
+def test_no_module_name_is_used_twice():
+    files = [p for p in PACKAGE.rglob("*.py") if p.stem != "__init__"]
+    assert _repeated_names([_module_name(p) for p in files]) == {}
+
+
 def test_catalog_is_a_leaf():
     assert GRAPH[CATALOG] == set()
 

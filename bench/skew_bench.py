@@ -84,8 +84,8 @@ def main() -> None:
 
     from backfill_assets.backfill_plan import RunPlan, plan_backfill
     from backfill_assets.catalog import EVENT_DAYS_STEP, STEP_ASSETS
+    from backfill_assets.cli.key_distribution import key_distribution, render_skew
     from backfill_assets.cli.runner import execute
-    from backfill_assets.cli.skew import key_distribution, render_skew
     from backfill_assets.generate import generate_feed
     from backfill_assets.settings import Settings
 

@@ -67,8 +67,8 @@ def run_backfill(
     """Every run of a backfill of [start, end]; ValueError, with no run launched, while the runs
     would lack what they need (``preflight.py``)."""
     from backfill_assets.backfill_plan import check_range
+    from backfill_assets.cli.outcome_table import report_outcomes
     from backfill_assets.cli.preflight import check_run_needs
-    from backfill_assets.cli.report import report_outcomes
 
     check_range(settings, start, end)
     check_run_needs(settings)
@@ -85,7 +85,7 @@ def report_left_for_late_data_lane(settings: Settings) -> None:
     which stays within the days it was asked for (its exit code speaks for those)."""
     import dagster as dg
 
-    from backfill_assets.automation.stale import find_stale_days
+    from backfill_assets.automation.stale_days import find_stale_days
     from backfill_assets.late_data import day_ranges
 
     with dg.DagsterInstance.get() as instance:

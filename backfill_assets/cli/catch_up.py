@@ -23,7 +23,7 @@ import time
 
 import dagster as dg
 
-from backfill_assets.automation.stale import find_stale_days
+from backfill_assets.automation.stale_days import find_stale_days
 from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,
@@ -36,7 +36,7 @@ from backfill_assets.automation.state import (
 from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import CLI_TAG, LATE_DATA_SENSOR, REQUEST_TAG, STEP_ASSETS, WHY_TAG
 from backfill_assets.cli.instance import ensure_dagster_home
-from backfill_assets.cli.report import report_outcomes
+from backfill_assets.cli.outcome_table import report_outcomes
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.late_data import Detection, Request, release
 from backfill_assets.late_data.stale import StaleDay, stale_requests

@@ -190,7 +190,7 @@ def refresh_downstream(settings: Settings) -> int:
     import dagster as dg
 
     from backfill_assets.cli.catch_up import run_requests
-    from backfill_assets.cli.report import report_outcomes
+    from backfill_assets.cli.outcome_table import report_outcomes
     from backfill_assets.defs.automation.downstream import stale_downstream
 
     with dg.DagsterInstance.get() as instance:

@@ -56,7 +56,7 @@ def cmd_reexecute(args: argparse.Namespace, settings: Settings) -> int:
     """Re-execute a failed ranged run from failure: only its held days are rebuilt."""
     import dagster as dg
 
-    from backfill_assets.cli.report import report_outcomes
+    from backfill_assets.cli.outcome_table import report_outcomes
     from backfill_assets.cli.runner import outcome_of_run, reexecute_from_failure
 
     ensure_dagster_home()
@@ -138,7 +138,7 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_repair_manifest(args: argparse.Namespace, settings: Settings) -> int:
     """Set a corrupt staged manifest aside (the error that found it names this command)."""
-    from backfill_assets.lake.staged import set_aside_broken
+    from backfill_assets.lake.manifests import set_aside_broken
 
     moved = set_aside_broken(args.path)
     print(

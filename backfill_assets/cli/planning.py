@@ -31,7 +31,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STG_ORDERS,
 )
-from backfill_assets.cli.skew import SkewReport, key_distribution, render_skew
+from backfill_assets.cli.key_distribution import SkewReport, key_distribution, render_skew
 from backfill_assets.days import (
     days_between,
     months_between,

@@ -5,7 +5,7 @@ The life of a correction (``registry.State``):
 1. **staged**: a run of the event-days step tagged with the correction's id
    (``backfill-assets correct``, or ``correction_job`` in the UI) builds staging and fact for
    a range and runs every check, but publishes nothing: the passing days stay in one staged
-   version per table, named by the correction's id (``lake/staged.py``). Production readers
+   version per table, named by the correction's id (``lake/manifests.py``). Production readers
    see nothing of it.
 2. **diffed**: ``diff`` compares each staged partition with production's, row by row by key,
    and the fact's totals before and after (``diff.py``).

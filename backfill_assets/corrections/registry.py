@@ -7,7 +7,7 @@ diff compared with; the versions a cutover replaced and wrote; and, while a cuto
 or discard is under way, its intent (``pending``, see ``journal.py``). Written atomically (a
 reader sees the old record or the new one).
 
-A record is compare-and-swap, as a staged manifest is (``lake/staged.py``): it counts its saves
+A record is compare-and-swap, as a staged manifest is (``lake/manifests.py``): it counts its saves
 (``generation``; a record saved before it had one reads as generation 0), and a save names the
 generation it read, so a writer holding an older copy (a correction run, a diff, a recovery
 that read it before a cutover saved it) fails with RecordChanged, saving nothing, instead of

@@ -13,7 +13,7 @@ from backfill_assets.lake.errors import LakeConflict, LakeError, LakeTableMissin
 from backfill_assets.lake.keys import parse_partition_dates
 
 if TYPE_CHECKING:
-    from backfill_assets.lake.staged import StagedVersion
+    from backfill_assets.lake.manifests import StagedVersion
     from backfill_assets.lake.table import Lake
 
 __all__ = [
@@ -37,7 +37,7 @@ def __getattr__(name: str) -> Any:
 
         return Lake
     if name == "StagedVersion":
-        from backfill_assets.lake.staged import StagedVersion
+        from backfill_assets.lake.manifests import StagedVersion
 
         return StagedVersion
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -61,6 +61,7 @@ from backfill_assets.lake.log import (
     relative_path,
     touched_after,
 )
+from backfill_assets.lake.manifests import StagedVersion
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import (
@@ -69,7 +70,6 @@ from backfill_assets.lake.spark_files import (
     read_files,
     spark_schema,
 )
-from backfill_assets.lake.staged import StagedVersion
 from backfill_assets.lake.storage import storage_for
 
 if TYPE_CHECKING:

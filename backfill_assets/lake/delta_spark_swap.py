@@ -52,9 +52,9 @@ from backfill_assets.lake.log import (
     relative_path,
     touched_after,
 )
+from backfill_assets.lake.manifests import StagedFile, StagedVersion
 from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import nullable
-from backfill_assets.lake.staged import StagedFile, StagedVersion
 from backfill_assets.lake.storage import storage_for
 
 LOGGER = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from backfill_assets.lake.commit import CommitInfo, Compaction, WriteResult
-    from backfill_assets.lake.staged import StagedVersion
+    from backfill_assets.lake.manifests import StagedVersion
 
 
 class Engine(Protocol):

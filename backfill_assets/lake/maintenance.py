@@ -1,6 +1,6 @@
 """Routine upkeep of the lake's tables: vacuum with the retention honoured, compaction of small
 files, checkpoints. ``backfill-assets maintain`` runs it on demand, the weekly schedule of
-``defs/automation/maintenance.py`` in Dagster; both over every table of the catalog.
+``defs/automation/maintenance_schedule.py`` in Dagster; both over every table of the catalog.
 
 The retention (``BACKFILL_RETENTION_DAYS``, default 14, read by ``settings.retention_days``) has
 a floor, ``settings.RETENTION_FLOOR_DAYS``: vacuum deletes every file no version within the

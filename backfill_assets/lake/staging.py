@@ -1,5 +1,5 @@
 """Write-audit-publish on a lake's tables: ``Staging``, the staged-version protocol (stage,
-read, publish, keep, discard, expire), over the manifests of ``staged.py`` and the lake's
+read, publish, keep, discard, expire), over the manifests of ``manifests.py`` and the lake's
 engine. ``Lake.staging`` is a lake's.
 
 A staged version's files are written into the table's storage without a commit, recorded in its
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-import backfill_assets.lake.staged as manifests
+import backfill_assets.lake.manifests as manifests
 from backfill_assets import seam
 from backfill_assets.lake.commit import CommitInfo, WriteResult, check_commit, new_write_id
 from backfill_assets.lake.errors import LakeError, ManifestChanged
@@ -33,9 +33,9 @@ from backfill_assets.lake.keys import (
     version_arg,
 )
 from backfill_assets.lake.log import commit_added_files, newest_commit
+from backfill_assets.lake.manifests import StagedFile, StagedVersion
 from backfill_assets.lake.parquet_writer import remove_files, write_files
 from backfill_assets.lake.spark_files import need_spark, nullable, read_files
-from backfill_assets.lake.staged import StagedFile, StagedVersion
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

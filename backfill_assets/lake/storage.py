@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from backfill_assets.lake.errors import LakeError
-from backfill_assets.lake.preflight import check_s3
+from backfill_assets.lake.s3_preflight import check_s3
 from backfill_assets.settings import S3Settings
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ class S3Storage:
 
     def check(self, location: str) -> None:
         """One clear LakeError, naming the setting to fix, when the lake at ``location`` cannot
-        be reached: see ``preflight.py``."""
+        be reached: see ``s3_preflight.py``."""
         check_s3(self, location, *split(location))
 
 

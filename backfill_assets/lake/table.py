@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
+import backfill_assets.lake.manifests as manifests
 import backfill_assets.lake.retention as retention
-import backfill_assets.lake.staged as manifests
 import backfill_assets.settings as settings
 from backfill_assets.lake.commit import (
     CommitInfo,

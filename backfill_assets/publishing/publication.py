@@ -38,7 +38,7 @@ from backfill_assets import signals
 from backfill_assets.asset_events.event_times import Pace, paced
 from backfill_assets.catalog import Table
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
-from backfill_assets.lake.staged import new_id
+from backfill_assets.lake.manifests import new_id
 from backfill_assets.publishing.run_workers import record_worker
 
 STEP_STAGE_PREFIX = "step-"  # the staged versions of asset steps, which a later step may close

@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from backfill_assets.automation.stale import find_stale_days
+from backfill_assets.automation.stale_days import find_stale_days
 from backfill_assets.automation.state import load_cursor
 from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import (

@@ -16,7 +16,7 @@ from dagster._core.events import (
 )
 from dagster._core.utils import make_new_run_id
 
-from backfill_assets.automation.stale import follow_up_key
+from backfill_assets.automation.stale_days import follow_up_key
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
     EVENT_DAYS_TAG,

@@ -148,7 +148,7 @@ def test_a_blocking_setting_holds_the_day_and_its_neighbours_publish(env, first_
 
 
 def test_plan_reports_the_key_distribution_of_the_valid_records(env, first_run):
-    from backfill_assets.cli.skew import key_distribution, render_skew
+    from backfill_assets.cli.key_distribution import key_distribution, render_skew
 
     report = key_distribution(env.settings, START, END)
     reference = Reference(env.settings.landing_dir)

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from backfill_assets.event_days.outcomes import ONE_ROW_PER_VALID_ORDER, UNIQUE_ORDER_IDS
-from backfill_assets.event_days.staging import (
+from backfill_assets.event_days.staging_orders import (
     StagingBuild,
     raw_arrivals,
     require_parsed_columns,

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock
-from backfill_assets.lake.staged import file_ages_ms
+from backfill_assets.lake.manifests import file_ages_ms
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, wait_for
 from backfill_assets_tests.processes import kill_group, start, subprocess_env
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-import backfill_assets.lake.staged as manifests
+import backfill_assets.lake.manifests as manifests
 from backfill_assets.lake.errors import BrokenManifest, ManifestChanged
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, overwrite, stored
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old

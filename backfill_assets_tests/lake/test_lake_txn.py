@@ -10,8 +10,7 @@ import datetime as dt
 import json
 import time
 
-from backfill_assets.lake import CommitInfo
-from backfill_assets.lake import staged as manifests
+from backfill_assets.lake import CommitInfo, manifests
 from backfill_assets_tests.log_cleanup import clean_up_log
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backfill_assets.lake import CommitInfo
-from backfill_assets.lake import staged as manifests
+from backfill_assets.lake import CommitInfo, manifests
 from backfill_assets.lake.log import newest_metadata
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)

@@ -12,7 +12,7 @@ import dagster as dg
 
 from backfill_assets.defs.automation.downstream import build_downstream_sensor
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
-from backfill_assets.defs.automation.maintenance import build_maintenance_schedule
+from backfill_assets.defs.automation.maintenance_schedule import build_maintenance_schedule
 from backfill_assets.defs.automation.released_runs import build_release_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
 from backfill_assets.defs.automation.sensors import build_late_data_sensor

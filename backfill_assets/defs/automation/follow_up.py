@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime
 import dagster as dg
 from dagster._core.storage.tags import WILL_RETRY_TAG
 
-from backfill_assets.automation.stale import follow_up_key
+from backfill_assets.automation.stale_days import follow_up_key
 from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from backfill_assets.automation.stale import find_stale_days, requested_days
+from backfill_assets.automation.stale_days import find_stale_days, requested_days
 from backfill_assets.automation.state import (
     detect_now,
     failed_raw_runs,

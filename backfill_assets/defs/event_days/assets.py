@@ -30,7 +30,7 @@ from backfill_assets.defs.partitions import (
 )
 from backfill_assets.event_days.fact import build_fact, previous_fact_totals, stale_fact_days
 from backfill_assets.event_days.quality import plotted, quality_checks
-from backfill_assets.event_days.staging import build_staging, trailing_published
+from backfill_assets.event_days.staging_orders import build_staging, trailing_published
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.correcting import CorrectionForm, publication_for
 from backfill_assets.publishing.interrupts import stops_on_interrupt

@@ -116,7 +116,7 @@ def build_raw_orders(step: Publication, days: list[date], resources: Any) -> Non
     if not good:
         return
     # The quarantine first and raw last: a crash between the commits leaves an arrival whose
-    # tables do not add up, which staging's window check holds (see event_days/staging.py).
+    # tables do not add up, which staging's window check holds (see event_days/staging_orders.py).
     q_write = step.publish(quarantine, good)
     raw_write = step.publish(raw, good)
     for day in good:
