@@ -19,7 +19,7 @@ ORDER_TESTS := backfill_assets_tests/defs/test_downstream.py \
 	backfill_assets_tests/enrichment/test_client.py
 test: setup  ## the whole suite: transforms, lake, Dagster, end to end; fails on a skip not allowed
 	@./scripts/test-deps.sh
-	@$(PY) -m backfill_assets.delta_jars --s3a  # the suite runs delta-spark on S3 too
+	@$(PY) -m backfill_assets.spark.delta_jars --s3a  # the suite runs delta-spark on S3 too
 	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(ORDER_TESTS:%=--reverse-module=%) $(PYTEST_ARGS)
 
 test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)

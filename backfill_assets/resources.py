@@ -12,7 +12,7 @@ from backfill_assets.enrichment.client import SegmentClient, SharedBucket
 from backfill_assets.lake import Lake
 from backfill_assets.settings import RunSettings, Settings, SparkSettings, location
 from backfill_assets.signals import handlers_kept
-from backfill_assets.spark_session import (
+from backfill_assets.spark.session import (
     check_delta_jars,
     spark_config,
     use_this_python_for_workers,

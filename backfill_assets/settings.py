@@ -343,7 +343,7 @@ DRIVER_GC = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=20"
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """The Spark session the pipeline runs with and the lake engine on it (``spark_session.py``).
+    """The Spark session the pipeline runs with and the lake engine on it (``spark/session.py``).
 
     Read each time a Spark conf is built; no checks here: Spark and ``Lake`` name a bad value.
     """
@@ -361,7 +361,7 @@ class SparkSettings:
     maven_repo: str | None = None
     lake_on_s3: bool = False  # BACKFILL_LAKE_DIR is s3://...: delta-spark needs the s3a jars
     # BACKFILL_SPARK_CLASS_ARCHIVE: the driver JVM's class-data archive, a file or "off";
-    # None: the project's .jars/spark-classes.jsa (spark_class_archive.py)
+    # None: the project's .jars/spark-classes.jsa (spark/class_archive.py)
     class_archive: str | None = None
     java: str = "java"  # the java that runs Spark's driver: $JAVA_HOME/bin/java, else the PATH's
 

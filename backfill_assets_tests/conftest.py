@@ -48,7 +48,7 @@ os.environ.setdefault(
 
 @pytest.fixture(scope="session")
 def spark():
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
 
     session = build_session(
         spark_config(master="local[2]", shuffle_partitions=2, driver_memory="2g")
@@ -60,9 +60,9 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """One SeaweedFS S3 server for the session (``local_s3.py``); a failure saying why where its
-    binary cannot run."""
-    from backfill_assets.local_s3 import S3Server, binary_problem
+    """One SeaweedFS S3 server for the session (``demo/local_s3.py``); a failure saying why where
+    its binary cannot run."""
+    from backfill_assets.demo.local_s3 import S3Server, binary_problem
 
     problem = binary_problem()
     if problem:

@@ -501,7 +501,7 @@ def _child(root: str, path_name: str, engine: str) -> None:
     path = BY_NAME[path_name]
     session = None
     if child_needs_spark(path, engine):
-        from backfill_assets.spark_session import build_session, spark_config
+        from backfill_assets.spark.session import build_session, spark_config
 
         conf = spark_config(master="local[1]", shuffle_partitions=2, lake_engine=engine)
         session = build_session(conf)

@@ -37,7 +37,7 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import registry
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.lake.maintenance import maintain_tables
 from backfill_assets.resources import code_version

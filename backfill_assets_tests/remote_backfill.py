@@ -10,7 +10,7 @@ import sys
 from datetime import date, timedelta
 from pathlib import Path
 
-from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.demo.generate import generate_feed, remove_rates
 from backfill_assets_tests.pipeline_env import PipelineEnv
 from backfill_assets_tests.reference import Reference
 

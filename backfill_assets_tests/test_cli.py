@@ -12,7 +12,7 @@ from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_ORDERS
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.

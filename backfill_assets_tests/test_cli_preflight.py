@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.processes import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow  # subprocesses of the command line

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from backfill_assets import delta_jars, plain_line_jar
-from backfill_assets.delta_jars import JARS, DeltaJarsError, checked_jars, fetch
-from backfill_assets.s3a_jars import S3A_JARS
-from backfill_assets.spark_session import build_session, check_delta_jars, spark_config
+from backfill_assets.spark import delta_jars, plain_line_jar
+from backfill_assets.spark.delta_jars import JARS, DeltaJarsError, checked_jars, fetch
+from backfill_assets.spark.s3a_jars import S3A_JARS
+from backfill_assets.spark.session import build_session, check_delta_jars, spark_config
 from backfill_assets_tests.processes import REPO, subprocess_env
 
 CENTRAL = "https://repo1.maven.org/maven2"
@@ -107,9 +107,9 @@ def set_up_delta_jars() -> dict[str, bytes]:
 
 
 def run_set_up(*args: str, path: str, **env: str) -> subprocess.CompletedProcess:
-    """`python -m backfill_assets.delta_jars` in a child process whose PATH is ``path``."""
+    """`python -m backfill_assets.spark.delta_jars` in a child process whose PATH is ``path``."""
     return subprocess.run(
-        [sys.executable, "-m", "backfill_assets.delta_jars", *args],
+        [sys.executable, "-m", "backfill_assets.spark.delta_jars", *args],
         env=subprocess_env(PATH=path, **env),
         cwd=REPO,
         capture_output=True,
@@ -203,7 +203,7 @@ def test_a_killed_download_leaves_no_jar_and_the_next_set_up_clears_it(
     mirror.stall.set()
     env = subprocess_env(PATH=path_without_mvn[0], BACKFILL_DELTA_JARS=str(jar_folder))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "backfill_assets.delta_jars"],
+        [sys.executable, "-m", "backfill_assets.spark.delta_jars"],
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,

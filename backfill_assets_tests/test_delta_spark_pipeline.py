@@ -10,9 +10,9 @@ from datetime import date
 
 import pytest
 
-from backfill_assets.delta_jars import jars_present
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake.commit import decode_metadata
+from backfill_assets.spark.delta_jars import jars_present
 from backfill_assets_tests.lake.lake_support import NO_JARS
 from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
 

@@ -172,7 +172,7 @@ def test_the_demo_on_s3_lands_and_backfills_on_a_server_of_its_own(tmp_path, mon
     to the reference's on the same files."""
     from deltalake import DeltaTable
 
-    from backfill_assets.local_s3 import S3Server, binary_problem
+    from backfill_assets.demo.local_s3 import S3Server, binary_problem
     from backfill_assets_tests.reference import Reference
 
     if binary_problem():

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.demo.generate import generate_feed, remove_rates
 
 START, END, ML = date(2024, 1, 1), date(2024, 1, 10), 7
 CURRENCIES = {"EUR", "GBP", "JPY", "BRL", "INR"}

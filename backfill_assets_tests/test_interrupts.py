@@ -18,7 +18,7 @@ from dagster._core.events import DagsterEventType
 from deltalake import DeltaTable
 
 from backfill_assets.cli.instance import prepare_instance_yaml
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets.settings import RETRY_DELAY_ENV
 from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
 from backfill_assets_tests.processes import REPO, kill_group, log_tail, subprocess_env

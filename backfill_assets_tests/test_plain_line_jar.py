@@ -1,7 +1,7 @@
-"""Raw's plain-line reader in the JVM (``plain_line_jar.py``): set-up compiles it from its source
-and builds it again when the source changes; a pipeline session loads it; the lines it takes as
-plain are exactly those ``PLAIN_LINE`` matches; a session without it reads plain lines by the
-pattern and from_json, with the same verdicts."""
+"""Raw's plain-line reader in the JVM (``spark/plain_line_jar.py``): set-up compiles it from its
+source and builds it again when the source changes; a pipeline session loads it; the lines it
+takes as plain are exactly those ``PLAIN_LINE`` matches; a session without it reads plain lines by
+the pattern and from_json, with the same verdicts."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from backfill_assets import plain_line_jar
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
+from backfill_assets.spark import plain_line_jar
 from backfill_assets.transforms.orders import FIELD_TEXTS, FIELDS, PLAIN_LINE
 from backfill_assets_tests.test_spark_smoke import session_child
 from backfill_assets_tests.transforms.test_orders import BASE, CASES
@@ -62,7 +62,9 @@ def test_a_source_that_does_not_compile_leaves_set_up_going(tmp_path, monkeypatc
 
 def test_a_pipeline_session_loads_the_function(spark):
     if not plain_line_jar.jar_path().is_file():
-        pytest.fail("set-up built no jar: `python -m backfill_assets.plain_line_jar` says why")
+        pytest.fail(
+            "set-up built no jar: `python -m backfill_assets.spark.plain_line_jar` says why"
+        )
     assert plain_line_jar.register(spark, FIELD_TEXTS)
     texts = {name: f"{name}-1" for name in FIELDS}
     line = json.dumps({**texts, "amount": 0, "x": None}, separators=(",", ":"))
@@ -135,7 +137,7 @@ def test_the_functions_plain_lines_are_exactly_the_pattern_s(spark, tmp_path):
 WITHOUT_THE_JAR = """
 import json
 from datetime import date
-from backfill_assets.spark_session import build_session, spark_config
+from backfill_assets.spark.session import build_session, spark_config
 from backfill_assets.transforms.orders import validate_orders
 from backfill_assets.transforms.schemas import RAW_ORDERS
 conf = spark_config(master="local[1]", shuffle_partitions=1)

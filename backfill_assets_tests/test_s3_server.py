@@ -1,4 +1,4 @@
-"""The tests' S3 server (``local_s3.py``): it enforces its credentials, and of racing
+"""The tests' S3 server (``demo/local_s3.py``): it enforces its credentials, and of racing
 create-only puts of one key (``If-None-Match: *``) exactly one wins."""
 
 from __future__ import annotations

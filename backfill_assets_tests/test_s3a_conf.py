@@ -1,11 +1,11 @@
-"""The s3a properties a lake in S3 puts in the session's Hadoop configuration (``s3a.py``)."""
+"""The s3a properties a lake in S3 puts in the session's Hadoop configuration (``spark/s3a.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from backfill_assets.s3a import hadoop_settings
 from backfill_assets.settings import S3Settings
+from backfill_assets.spark.s3a import hadoop_settings
 
 KEYS = {"fs.s3a.access.key": "id", "fs.s3a.secret.key": "secret"}
 

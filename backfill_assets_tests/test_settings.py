@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from backfill_assets import plain_line_jar
 from backfill_assets.resources import code_version
 from backfill_assets.settings import (
     AutomationSettings,
@@ -25,7 +24,8 @@ from backfill_assets.settings import (
     pg_url,
     retention_days,
 )
-from backfill_assets.spark_session import spark_config
+from backfill_assets.spark import plain_line_jar
+from backfill_assets.spark.session import spark_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "backfill_assets"

@@ -1,4 +1,4 @@
-"""The driver JVM's class-data archive (``spark_class_archive.py``): set-up's archive maps for
+"""The driver JVM's class-data archive (``spark/class_archive.py``): set-up's archive maps for
 the pipeline's own sessions, the driver asks for it only while it is there, and set-up builds
 it again for another Java or pyspark."""
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from backfill_assets import spark_class_archive as archive
 from backfill_assets.settings import SparkSettings
-from backfill_assets.spark_session import archive_options, archive_path
+from backfill_assets.spark import class_archive as archive
+from backfill_assets.spark.session import archive_options, archive_path
 from backfill_assets_tests.test_spark_smoke import session_child
 
 # With -Xshare:on a JVM that cannot map the archive (another Java, another class path) does not
 # start at all: a session that runs a job proves the archive serves Spark's own classes.
 STRICT_SESSION = (
-    "from backfill_assets.spark_session import build_session, spark_config\n"
+    "from backfill_assets.spark.session import build_session, spark_config\n"
     "conf = spark_config(master='local[1]')\n"
     "conf['spark.driver.extraJavaOptions'] += ' -Xshare:on'\n"
     "spark = build_session(conf)\n"
@@ -56,7 +56,7 @@ def test_set_ups_archive_serves_a_pipeline_session():
     if path is None:
         pytest.skip("BACKFILL_SPARK_CLASS_ARCHIVE=off")
     assert path.is_file(), (
-        "set-up built no class archive: `python -m backfill_assets.spark_class_archive` says why"
+        "set-up built no class archive: `python -m backfill_assets.spark.class_archive` says why"
     )
     assert not archive.needs_build(path, archive.stamp())  # set-up's is for this Java, pyspark
     printed = session_child(STRICT_SESSION, {})

@@ -25,7 +25,7 @@ def test_session_is_utc_and_ansi(spark):
 
 
 COLLECTORS = (
-    "from backfill_assets.spark_session import build_session, spark_config\n"
+    "from backfill_assets.spark.session import build_session, spark_config\n"
     "spark = build_session(spark_config(master='local[1]'))\n"
     "management = spark._jvm.java.lang.management.ManagementFactory\n"
     "beans = management.getGarbageCollectorMXBeans()\n"

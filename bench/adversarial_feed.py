@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backfill_assets.generate import FeedSummary, generate_feed
+from backfill_assets.demo.generate import FeedSummary, generate_feed
 
 SHARE = 0.05  # adversarial lines per generated record of the same arrival day
 FILE_NAME = "orders-zz-adversarial.jsonl"

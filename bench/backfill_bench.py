@@ -57,7 +57,7 @@ FLOOR_JOB = r"""
 import sys, time
 from datetime import date, timedelta
 from pyspark.sql import functions as F
-from backfill_assets.spark_session import build_session, spark_config
+from backfill_assets.spark.session import build_session, spark_config
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines, read_rate_lines
 from backfill_assets.transforms.orders import latest_wins, valid_orders, validate_orders
@@ -452,7 +452,7 @@ def main() -> None:
     )
     args = p.parse_args()
 
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="backfill-bench-"))
     landing = work / "landing"

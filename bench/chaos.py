@@ -321,7 +321,7 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 def prepare(root: Path, days: int, orders_per_day: int, seed: int) -> list[date]:
     """A fresh landing zone of ``days`` generated days and an instance configured like `make`'s."""
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     (root / "home").mkdir(parents=True)
     shutil.copy(ROOT / "dagster.yaml", root / "home" / "dagster.yaml")
@@ -570,7 +570,7 @@ def live(
     """The daemon's sensor and schedule fold the last ``live_days`` days' late deliveries in
     while a backfill of ``n_days`` days ending yesterday runs over the same days."""
     from backfill_assets.cli.demo import demo_range
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     root = work / "live"
     (root / "home").mkdir(parents=True)

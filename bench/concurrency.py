@@ -9,7 +9,7 @@ on one lake at once, both engines, then a checker over the whole history.
 
 One process per role (``backfill_assets_tests/lake/concurrency_worker.py``), the engines given
 to the roles in turn; on local disk by default, with ``--s3`` in a bucket of a SeaweedFS server
-the harness starts (``local_s3.py``). Random pauses up to ``--delay`` seconds between the
+the harness starts (``demo/local_s3.py``). Random pauses up to ``--delay`` seconds between the
 steps of every operation, each rename of a delta-spark process delayed by strace, and now and
 then a publish stalled about the age past which maintenance expires staged versions. The
 checker (``backfill_assets_tests/concurrency_harness.py``) prints every problem, the
@@ -67,7 +67,7 @@ def main() -> int:
         env: dict[str, str] = {}
         root = str(work / "lake")
         if args.s3:
-            from backfill_assets.local_s3 import S3Server
+            from backfill_assets.demo.local_s3 import S3Server
 
             server = S3Server.start(work / "seaweedfs")
             bucket = f"concurrency-{uuid.uuid4().hex[:8]}"

@@ -97,7 +97,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="where each commit's time goes")
     args = p.parse_args()
 
-    from backfill_assets.generate import generate_feed, restate_rates
+    from backfill_assets.demo.generate import generate_feed, restate_rates
 
     start = args.end - timedelta(days=args.days - 1)
     work = Path(tempfile.mkdtemp(prefix="correction-bench-"))
@@ -136,7 +136,7 @@ def main() -> None:
     from backfill_assets.corrections import diff as diffing
     from backfill_assets.corrections import lifecycle, registry
     from backfill_assets.lake import Lake
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
 
     lake = Lake(work / "lake", build_session(spark_config()))
     began = time.monotonic()

@@ -104,7 +104,7 @@ def main() -> None:
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
 
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="enrich-bench-"))
     start = date(2024, 1, 1)

@@ -294,7 +294,7 @@ def run_command(env, args: list[str] | Callable[[], int], log: Path) -> tuple[in
 
 def cell(spark, template, root: Path, engine: str, change: str, tally: Tally) -> None:
     from backfill_assets.cli.catch_up import run_catch_up
-    from backfill_assets.generate import restate_rates
+    from backfill_assets.demo.generate import restate_rates
     from backfill_assets.settings import AutomationSettings, Settings
     from backfill_assets_tests.pipeline_env import copied_env
 
@@ -360,7 +360,7 @@ def production(root: Path):
     """The template: the feed landed but one late file, backfilled, then ``catch-up``."""
     from backfill_assets.cli.catch_up import run_catch_up
     from backfill_assets.cli.main import main
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
     from backfill_assets.settings import AutomationSettings, Settings
     from backfill_assets_tests.pipeline_env import pipeline_env
 
@@ -379,7 +379,7 @@ def production(root: Path):
 
 
 def main() -> int:
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engines", nargs="+", default=["delta-rs", "delta-spark"])

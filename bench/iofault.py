@@ -55,7 +55,7 @@ ON_S3 = {"delta-rs-s3": "delta-rs", "delta-spark-s3": "delta-spark"}
 def main() -> int:
     from backfill_assets.lake import Lake
     from backfill_assets.resources import code_version
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
     from backfill_assets_tests import iofault_harness as h
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -150,13 +150,13 @@ def main() -> int:
 @contextmanager
 def lakes_in(engine: str, tmp: str) -> Iterator[str | Path]:
     """Where the sweep's lakes live: the folder ``tmp``; for an engine of ``ON_S3``, a prefix of
-    a bucket on a SeaweedFS server (``local_s3.py``) started in ``tmp`` for the sweep, whose AWS
-    variables this process and its killed children use (and ``BACKFILL_LAKE_DIR``, by which
+    a bucket on a SeaweedFS server (``demo/local_s3.py``) started in ``tmp`` for the sweep, whose
+    AWS variables this process and its killed children use (and ``BACKFILL_LAKE_DIR``, by which
     their delta-spark sessions take Hadoop's s3a settings)."""
     if engine not in ON_S3:
         yield Path(tmp)
         return
-    from backfill_assets.local_s3 import S3Server
+    from backfill_assets.demo.local_s3 import S3Server
 
     server = S3Server.start(Path(tmp) / "seaweedfs")
     try:

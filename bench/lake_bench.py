@@ -82,7 +82,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from backfill_assets.lake import CommitInfo, Lake
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
 
     spark = build_session(
         spark_config(master=args.master, shuffle_partitions=4, driver_memory="2g")

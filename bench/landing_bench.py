@@ -40,7 +40,7 @@ def main() -> None:
 
     from backfill_assets.landing.layout import list_landing_files
     from backfill_assets.landing.spark_reader import read_order_lines
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="backfill-landing-bench-"))
     spark = build_session(spark_config())

@@ -38,7 +38,7 @@ import sys, time
 from datetime import date, timedelta
 import psutil
 from backfill_assets.lake.parquet_writer import write_files
-from backfill_assets.spark_session import build_session, spark_config
+from backfill_assets.spark.session import build_session, spark_config
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines
 from backfill_assets.transforms.audit import line_hash
@@ -197,7 +197,7 @@ def main() -> None:
     p.add_argument("--stack-depth", type=int, default=96)
     args = p.parse_args()
 
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="backfill-raw-profile-"))
     landing, start = work / "landing", date(2024, 1, 1)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/s3_bench.py --days 60 --orders-per-day 2000
 
 One generated feed, landed twice: in a local folder, and in a bucket of a SeaweedFS server
-started here (``backfill_assets/local_s3.py``, on this machine, so the figures show what the
+started here (``backfill_assets/demo/local_s3.py``, on this machine, so the figures show what the
 S3 protocol and the object reads cost, not a network's latency). Then ``backfill-assets
 backfill`` of the range in a fresh process, once per storage, each timed from the command's
 start to its exit, and the rows of every table read back from both lakes and compared (they
@@ -47,8 +47,8 @@ def rows(location: str, options: dict[str, str] | None) -> int:
 
 
 def main() -> int:
-    from backfill_assets.generate import generate_feed
-    from backfill_assets.local_s3 import S3Server
+    from backfill_assets.demo.generate import generate_feed
+    from backfill_assets.demo.local_s3 import S3Server
     from backfill_assets_tests.s3_landing import upload
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

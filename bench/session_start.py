@@ -1,5 +1,5 @@
 """How long a fresh process takes to a Spark session and to its first job, with and without the
-driver's class-data archive (``backfill_assets/spark_class_archive.py``).
+driver's class-data archive (``backfill_assets/spark/class_archive.py``).
 
     .venv/bin/python bench/session_start.py [--runs 5]
 
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD = (
     "import time\n"
     "began = time.monotonic()\n"
-    "from backfill_assets.spark_session import build_session, spark_config\n"
+    "from backfill_assets.spark.session import build_session, spark_config\n"
     "spark = build_session(spark_config(master='local[1]', shuffle_partitions=2))\n"
     "session = time.monotonic() - began\n"
     "spark.range(1000).selectExpr('id % 7 AS k').groupBy('k').count().collect()\n"
@@ -44,7 +44,7 @@ def one(archive: bool) -> tuple[float, float]:
 
 
 def main() -> int:
-    from backfill_assets.spark_class_archive import archive_path
+    from backfill_assets.spark.class_archive import archive_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)

@@ -86,7 +86,7 @@ def main() -> None:
     from backfill_assets.catalog import EVENT_DAYS_STEP, STEP_ASSETS
     from backfill_assets.cli.key_distribution import key_distribution, render_skew
     from backfill_assets.cli.runner import execute
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
     from backfill_assets.settings import Settings
 
     settings = Settings.from_env()

@@ -419,7 +419,7 @@ def run(
     settings started (and stopped) here."""
     from pyspark.sql import functions as F
 
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
 
     began = time.monotonic()
     landing, out = Path(landing_dir).resolve(), Path(out_dir).resolve()

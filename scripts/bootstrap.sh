@@ -50,13 +50,13 @@ fi
 # That is about 3.5 s of CPU for each Dagster run, daemon and code server (docs/benchmarks.md).
 "$UV" sync --frozen --quiet --compile-bytecode --extra native  # delta-spark: Delta's Python API
 .venv/bin/python -m compileall -q -j 0 backfill_assets >/dev/null
-.venv/bin/python -m backfill_assets.delta_jars
+.venv/bin/python -m backfill_assets.spark.delta_jars
 # Raw's plain-line reader, compiled with the JDK's javac (optional: from_json reads them, slower).
 if ! command -v javac >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing the JDK's compiler (openjdk-17-jdk-headless) with apt-get"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null \
     || say "could not install javac: raw's plain lines will be read by from_json (slower)"
 fi
-.venv/bin/python -m backfill_assets.plain_line_jar
+.venv/bin/python -m backfill_assets.spark.plain_line_jar
 # Spark's classes for the driver JVM, archived once: every session starts in about half the time.
-.venv/bin/python -m backfill_assets.spark_class_archive
+.venv/bin/python -m backfill_assets.spark.class_archive

@@ -103,12 +103,12 @@ DEMO_BUCKET = "demo"
 
 @contextlib.contextmanager
 def local_s3(settings: Settings) -> Iterator[Settings]:
-    """`demo --storage s3`: a SeaweedFS server started here (``local_s3.py``), its data in the
+    """`demo --storage s3`: a SeaweedFS server started here (``demo/local_s3.py``), its data in the
     folder ``s3`` beside the local landing zone, the landing zone and the lake in its bucket
     ``demo``. The standard AWS variables and the two folder settings point every process of
     the demo there while it runs (the keys only in the environment, never printed). The server
     stops with the demo; its data stays, and the next `demo --storage s3` serves it again."""
-    from backfill_assets.local_s3 import S3Server, binary_problem
+    from backfill_assets.demo.local_s3 import S3Server, binary_problem
 
     problem = binary_problem()
     if problem:
@@ -149,7 +149,7 @@ def correction_tour(settings: Settings, start: date, end: date) -> int:
     then runs ``refresh_downstream``."""
     from backfill_assets.cli import corrections
     from backfill_assets.corrections import registry
-    from backfill_assets.generate import restate_rates
+    from backfill_assets.demo.generate import restate_rates
 
     first, last = restated_period(start, end)
     files = restate_rates(settings.landing_dir, RESTATED_CURRENCY, first, last, RESTATEMENT)

@@ -22,7 +22,7 @@ def _date(text: str) -> date:
 
 
 def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     summary = generate_feed(
         settings.landing_dir,
@@ -97,7 +97,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         use_first_partition,
     )
     from backfill_assets.days import last_partition
-    from backfill_assets.generate import generate_feed
+    from backfill_assets.demo.generate import generate_feed
 
     configured = settings.start_date if settings.start_date_configured else None
     days = demo_range(last_partition(), args.days, configured, args.start, args.end)

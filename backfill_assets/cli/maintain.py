@@ -28,7 +28,7 @@ def run_maintain(settings: Settings) -> int:
     spark = SparkSettings.from_env()
     engine = spark.lake_engine
     if engine == "delta-spark":
-        from backfill_assets.spark_session import build_session, spark_config
+        from backfill_assets.spark.session import build_session, spark_config
 
         lake = Lake(settings.lake_dir, build_session(spark_config(settings=spark)), engine=engine)
     else:

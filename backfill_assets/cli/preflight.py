@@ -16,8 +16,8 @@ def check_run_needs(settings: Settings) -> None:
     """ValueError, saying what is missing and how to get it, unless the runs a command is about
     to launch have what they need. The jars are checked where set-up puts them; the tables'
     protocols are read from the lake's logs (on S3 after the lake's own check)."""
-    from backfill_assets.delta_jars import DeltaJarsError
-    from backfill_assets.spark_session import check_delta_jars, spark_config
+    from backfill_assets.spark.delta_jars import DeltaJarsError
+    from backfill_assets.spark.session import check_delta_jars, spark_config
 
     spark = SparkSettings.from_env()
     try:  # the conf each run's session starts with, checked as the session checks it

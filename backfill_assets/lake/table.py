@@ -105,10 +105,10 @@ class Lake:
 
     def _reach_s3(self, spark: SparkSession) -> None:
         """delta-spark on S3: the session must have the s3a jars; the AWS variables' settings
-        go into its Hadoop configuration (``s3a.py``)."""
-        from backfill_assets import s3a
-        from backfill_assets.delta_jars import S3A_FIX
+        go into its Hadoop configuration (``spark/s3a.py``)."""
         from backfill_assets.lake.storage import S3Storage
+        from backfill_assets.spark import s3a
+        from backfill_assets.spark.delta_jars import S3A_FIX
 
         if not s3a.available(spark):
             raise LakeError(

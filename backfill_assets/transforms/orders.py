@@ -25,8 +25,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from backfill_assets import plain_line_jar
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
+from backfill_assets.spark import plain_line_jar
 from backfill_assets.transforms.schemas import (
     MONEY,
     QUARANTINE_ORDERS,

@@ -24,7 +24,7 @@ from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS,
 from backfill_assets.cli.catch_up import run_catch_up
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.automation.landing_files import oracle_event_days, order, write_orders
 from backfill_assets_tests.file_clock import past_stamps

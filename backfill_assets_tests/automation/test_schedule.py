@@ -16,7 +16,7 @@ from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
 from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference

@@ -191,7 +191,7 @@ def kill_in_child(lake: Lake, command: str, n: int) -> None:
 def _child(root: str, command: str, engine: str) -> None:
     session = None
     if engine != "delta-rs":
-        from backfill_assets.spark_session import build_session, spark_config
+        from backfill_assets.spark.session import build_session, spark_config
 
         session = build_session(spark_config(master="local[1]", lake_engine=engine))
     lake = Lake(root, session, engine=engine)

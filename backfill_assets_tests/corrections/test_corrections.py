@@ -44,7 +44,7 @@ from backfill_assets.cli.runner import execute
 from backfill_assets.corrections import diff, registry
 from backfill_assets.corrections.registry import CorrectionError
 from backfill_assets.definitions import backfill_job, build_definitions, correction_job
-from backfill_assets.generate import generate_feed, restate_rates
+from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
 from backfill_assets_tests.corrections.test_pending import CHANGED_ASSETS

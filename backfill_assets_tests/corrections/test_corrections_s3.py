@@ -18,7 +18,7 @@ from backfill_assets.catalog import CORRECTION_DIFF_JOB
 from backfill_assets.cli.catch_up import run_catch_up
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.corrections import registry
-from backfill_assets.generate import generate_feed, restate_rates
+from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.settings import AutomationSettings, Settings
 from backfill_assets_tests.corrections.test_corrections import (

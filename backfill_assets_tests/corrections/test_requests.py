@@ -28,7 +28,7 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.corrections import registry, requests
 from backfill_assets.definitions import backfill_job, build_definitions, correction_job
-from backfill_assets.generate import generate_feed, restate_rates
+from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference

@@ -49,7 +49,7 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.definitions import build_definitions
-from backfill_assets.generate import generate_feed, remove_rates, restate_rates
+from backfill_assets.demo.generate import generate_feed, remove_rates, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.late_data import Request

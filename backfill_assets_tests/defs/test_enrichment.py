@@ -17,7 +17,7 @@ from backfill_assets.catalog import (
     STG_ORDERS_ENRICHED,
 )
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.enrichment.service_process import (
     histories_over_http,
     running_service,

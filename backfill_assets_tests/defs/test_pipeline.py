@@ -24,7 +24,7 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.runner import execute, reexecute_from_failure
-from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.demo.generate import generate_feed, remove_rates
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 

@@ -13,7 +13,7 @@ from dagster._core.events import DagsterEventType
 from backfill_assets.backfill_plan import RunPlan, plan_backfill
 from backfill_assets.catalog import EVENT_DAYS_STEP, FCT_DAILY_REVENUE, STEP_ASSETS, STG_ORDERS
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 

@@ -14,7 +14,7 @@ import pytest
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, STG_ORDERS
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.days import days_between
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 

@@ -13,7 +13,7 @@ from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, STG_ORDERS
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.pipeline_env import pipeline_env
 from backfill_assets_tests.reference import Reference
 

@@ -14,7 +14,7 @@ import pytest
 from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_ORDERS
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake import Lake
 from backfill_assets.testing.faults import forget_visits
 from backfill_assets_tests.pipeline_env import pipeline_env

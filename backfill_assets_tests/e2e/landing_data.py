@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from pathlib import Path
 
-from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.demo.generate import generate_feed, remove_rates
 
 FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 12)
 RANGE_START, RANGE_END = date(2024, 1, 8), date(2024, 1, 12)

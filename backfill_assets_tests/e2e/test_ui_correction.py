@@ -31,7 +31,7 @@ from backfill_assets.catalog import (
 )
 from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.instance import prepare_instance_yaml
-from backfill_assets.generate import generate_feed, restate_rates
+from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.settings import Settings
 from backfill_assets_tests.e2e import queries
 from backfill_assets_tests.e2e.browser import Ui, chromium_page

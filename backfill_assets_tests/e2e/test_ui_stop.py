@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from backfill_assets.cli.instance import prepare_instance_yaml
-from backfill_assets.generate import generate_feed
+from backfill_assets.demo.generate import generate_feed
 from backfill_assets_tests.e2e import queries
 from backfill_assets_tests.e2e.browser import Ui, chromium_page
 from backfill_assets_tests.e2e.servers import (

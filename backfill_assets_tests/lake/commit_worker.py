@@ -23,7 +23,7 @@ def main(spec_path: str) -> None:
         spec = json.load(handle)
     spark = None
     if spec["engine"] == "delta-spark":
-        from backfill_assets.spark_session import build_session
+        from backfill_assets.spark.session import build_session
         from backfill_assets_tests.lake.lake_support import FAST_JVM_OPTION, native_spark_conf
 
         conf = native_spark_conf("local[1]")

@@ -92,7 +92,7 @@ class Worker:
 
         engine = self.spec["engine"]
         if self.spec["role"] != "maintenance" or engine == "delta-spark":
-            from backfill_assets.spark_session import build_session, spark_config
+            from backfill_assets.spark.session import build_session, spark_config
             from backfill_assets_tests.lake.lake_support import FAST_JVM_OPTION, native_spark_conf
 
             if engine == "delta-spark":

@@ -13,7 +13,7 @@ with its own case's outcome there. Without the jars they fail, naming the set-up
 downloads them.
 
 A module that sets ``ON_S3 = True`` also runs each ``lake`` test on ``delta-rs-s3``: a lake at
-``s3://<bucket>/lake`` on the session's SeaweedFS server (``local_s3.py``), a bucket per test.
+``s3://<bucket>/lake`` on the session's SeaweedFS server (``demo/local_s3.py``), a bucket per test.
 One that also sets ``ON_S3_SPARK`` (True, or a frozenset of test names: the suite's time is
 counted) runs them on ``delta-spark-s3`` too: the same lake on the delta-spark engine, in the
 native child (whose session has the s3a jars `make test` downloads; without them those cases
@@ -26,7 +26,7 @@ import os
 
 import pytest
 
-from backfill_assets.delta_jars import S3A, jars_present
+from backfill_assets.spark.delta_jars import S3A, jars_present
 from backfill_assets_tests.child_pytest import ChildPytest, Outcomes
 from backfill_assets_tests.lake.lake_support import NATIVE_ENV, NO_JARS, native_spark_conf
 
@@ -35,7 +35,7 @@ ON_S3 = "delta-rs-s3"  # the delta-rs engine on a lake in S3, for the modules th
 ON_S3_SPARK = "delta-spark-s3"  # delta-spark on a lake in S3, for the modules that ask for it
 NO_S3A_JARS = (
     "the s3a jars are not in their folder (BACKFILL_S3A_JARS, else .jars/s3a): run `make "
-    "test`, or `.venv/bin/python -m backfill_assets.delta_jars --s3a`, which downloads them"
+    "test`, or `.venv/bin/python -m backfill_assets.spark.delta_jars --s3a`, which downloads them"
 )
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
 # fixtures whose tests need Delta's jars whatever the params
@@ -49,7 +49,7 @@ if IN_NATIVE_CHILD:
     @pytest.fixture(scope="session")
     def spark():
         """In the native child, every lake test runs on a session with Delta's jars."""
-        from backfill_assets.spark_session import build_session
+        from backfill_assets.spark.session import build_session
 
         session = build_session(native_spark_conf())
         session.sparkContext.setLogLevel("ERROR")

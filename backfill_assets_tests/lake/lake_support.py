@@ -26,9 +26,9 @@ def native_spark_conf(master: str = "local[2]") -> dict[str, str]:
     with the s3a jars when set-up fetched them."""
     import dataclasses
 
-    from backfill_assets.delta_jars import S3A
     from backfill_assets.settings import SparkSettings
-    from backfill_assets.spark_session import spark_config
+    from backfill_assets.spark.delta_jars import S3A
+    from backfill_assets.spark.session import spark_config
 
     # With the s3a jars, one session serves the local and the S3 lakes of the directory.
     settings = dataclasses.replace(SparkSettings.from_env(), lake_on_s3=S3A.present())

@@ -15,7 +15,7 @@ import sys
 
 def main(spec_path: str) -> None:
     from backfill_assets.lake import CommitInfo, Lake
-    from backfill_assets.spark_session import build_session, spark_config
+    from backfill_assets.spark.session import build_session, spark_config
     from backfill_assets_tests.lake.lake_support import FAST_JVM_OPTION
 
     with open(spec_path) as handle:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backfill_assets.delta_jars import jars_present
+from backfill_assets.spark.delta_jars import jars_present
 from backfill_assets_tests import concurrency_harness as h
 from backfill_assets_tests.lake.lake_support import NO_JARS
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from backfill_assets.delta_jars import jars_present
 from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets.spark.delta_jars import jars_present
 from backfill_assets_tests.lake.lake_support import NO_JARS, wait_for
 from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
 

@@ -1,4 +1,4 @@
-"""A lake on S3 (SeaweedFS, ``local_s3.py``): bad settings are one clear error naming the
+"""A lake on S3 (SeaweedFS, ``demo/local_s3.py``): bad settings are one clear error naming the
 setting before anything is written; create-only writes of manifests and records have one
 winner; no credential is written into the lake or shown in an error."""
 
@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from backfill_assets.corrections import registry
+from backfill_assets.demo.local_s3 import free_ports
 from backfill_assets.lake import Lake, LakeError, durable
 from backfill_assets.lake.storage import S3Storage
-from backfill_assets.local_s3 import free_ports
 from backfill_assets.settings import S3Settings
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content
 

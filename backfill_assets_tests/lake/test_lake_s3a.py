@@ -1,4 +1,4 @@
-"""delta-spark on a lake in S3 (SeaweedFS, ``local_s3.py``): Hadoop's s3a jars work in the
+"""delta-spark on a lake in S3 (SeaweedFS, ``demo/local_s3.py``): Hadoop's s3a jars work in the
 session (a write, a rename, which hadoop-aws does as copies through the SDK's netty client, and
 a read), and the table's commit lock keeps a second driver from committing meanwhile."""
 
@@ -29,8 +29,8 @@ def keys(server, bucket: str, prefix: str) -> list[str]:
 
 def test_s3a_writes_renames_and_reads_on_the_server(s3a_spark, s3_server, s3_bucket):
     """Spark's own Parquet writer and reader through s3a, and a rename of the folder."""
-    from backfill_assets import s3a
     from backfill_assets.settings import S3Settings
+    from backfill_assets.spark import s3a
 
     spark = s3a_spark
     s3a.configure(spark, S3Settings.from_env())
@@ -57,8 +57,8 @@ def test_s3a_copies_a_big_object_through_the_sdks_netty_client(s3a_spark, s3_ser
     """hadoop-aws copies an object at or above its multipart threshold through the SDK's
     transfer manager, whose client (netty-nio-client) is built for netty 4.1 while pyspark
     ships 4.2: a rename of one such object (threshold lowered to 5 MiB for this bucket)."""
-    from backfill_assets import s3a
     from backfill_assets.settings import S3Settings
+    from backfill_assets.spark import s3a
 
     spark = s3a_spark
     s3a.configure(spark, S3Settings.from_env())

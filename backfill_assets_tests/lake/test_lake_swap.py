@@ -13,9 +13,9 @@ import pytest
 from deltalake import DeltaTable
 
 import backfill_assets.lake.delta_spark_jvm as jvm
-from backfill_assets.delta_jars import DELTA_VERSION
 from backfill_assets.lake import Lake, LakeConflict, LakeError, snapshot
 from backfill_assets.lake.log import relative_path
+from backfill_assets.spark.delta_jars import DELTA_VERSION
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, D3, frame, write_old
 

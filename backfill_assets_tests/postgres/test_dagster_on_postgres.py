@@ -22,7 +22,7 @@ from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
 from backfill_assets.cli.instance import PG_URL_ENV, ensure_dagster_home
 from backfill_assets.cli.runner import execute
-from backfill_assets.generate import generate_feed, remove_rates
+from backfill_assets.demo.generate import generate_feed, remove_rates
 from backfill_assets.settings import Settings
 from backfill_assets_tests.automation.landing_files import order, write_orders
 from backfill_assets_tests.e2e.queries import check_results, partition_days

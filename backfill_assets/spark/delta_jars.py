@@ -1,9 +1,9 @@
 """The native engine's JVM jars: where they live, fetching them once, checking them.
 
 Two sets (``JarSet``): Delta Lake's (``DELTA``, in ``.jars/delta``), and Hadoop's s3a with the
-AWS SDK (``S3A``, in ``.jars/s3a``, ``s3a_jars.py``), which only the delta-spark engine on a
-lake in S3 needs. Set-up (``make setup``) runs ``python -m backfill_assets.delta_jars``: each of
-a set's jars that is not already in its git-ignored folder with its recorded sha256 is
+AWS SDK (``S3A``, in ``.jars/s3a``, ``spark/s3a_jars.py``), which only the delta-spark engine on a
+lake in S3 needs. Set-up (``make setup``) runs ``python -m backfill_assets.spark.delta_jars``:
+each of a set's jars that is not already in its git-ignored folder with its recorded sha256 is
 downloaded over HTTPS from Maven Central (``MAVEN_CENTRAL``, or ``BACKFILL_MAVEN_REPO``: a
 mirror with Central's layout) with the standard library, checked against the sha256 recorded
 here, and renamed into place: a jar is there whole and checked, or not at all, whatever
@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backfill_assets.s3a_jars import HADOOP_AWS_VERSION, S3A_JARS
 from backfill_assets.settings import SparkSettings, s3_in_use
+from backfill_assets.spark.s3a_jars import HADOOP_AWS_VERSION, S3A_JARS
 
 SPARK_LINE = "4.2"  # the Spark minor version the jars were built for (delta-spark_4.2_2.13)
 DELTA_VERSION = "4.4.0"  # also the Python delta-spark pinned in pyproject.toml's `native` extra
@@ -52,7 +52,7 @@ JARS = {
 }
 FIX = "run `make setup`, which downloads them from Maven Central"
 S3A_FIX = (
-    "run `.venv/bin/python -m backfill_assets.delta_jars --s3a` (`make setup` does when "
+    "run `.venv/bin/python -m backfill_assets.spark.delta_jars --s3a` (`make setup` does when "
     "BACKFILL_LAKE_DIR is s3://..., `make test` always), which downloads them from Maven Central"
 )
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
@@ -82,7 +82,7 @@ class JarSet:
         folder = self.folder(SparkSettings.from_env() if settings is None else settings)
         if folder is not None:
             return folder
-        return Path(__file__).resolve().parent.parent / ".jars" / self.default
+        return Path(__file__).resolve().parents[2] / ".jars" / self.default
 
     def jar_paths(self, settings: SparkSettings | None = None) -> list[str]:
         """Where the jars are expected, whether or not they are there."""

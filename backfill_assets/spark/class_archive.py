@@ -3,7 +3,7 @@
 Every Dagster run worker, every CLI command and every child process starts its own Spark
 driver, and a fresh JVM spends most of a session's start loading and verifying Spark's classes
 (docs/benchmarks.md, "A Spark session's start"). Java's class-data sharing maps them from an archive
-instead: set-up (``make setup``) runs ``python -m backfill_assets.spark_class_archive``, which
+instead: set-up (``make setup``) runs ``python -m backfill_assets.spark.class_archive``, which
 starts one session with ``-XX:ArchiveClassesAtExit``, runs a small job through what the
 pipeline uses (JSON text, Parquet, shuffles, windows, Python rows), and keeps the archive the
 JVM writes as it exits. ``spark_session.spark_config`` then adds ``-XX:SharedArchiveFile`` to the
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backfill_assets.settings import SparkSettings
-from backfill_assets.spark_session import QUIET, archive_path, build_session, spark_config
+from backfill_assets.spark.session import QUIET, archive_path, build_session, spark_config
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,7 +64,7 @@ def ensure(settings: SparkSettings | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="class-archive-", dir=path.parent) as tmp:
         dumped = Path(tmp) / path.name
         run = subprocess.run(
-            [sys.executable, "-m", "backfill_assets.spark_class_archive", "--dump", str(dumped)],
+            [sys.executable, "-m", "backfill_assets.spark.class_archive", "--dump", str(dumped)],
             capture_output=True,
             text=True,
             timeout=600,

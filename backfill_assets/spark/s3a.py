@@ -2,7 +2,7 @@
 
 Two halves:
 
-- ``session_conf`` (at session start, from ``spark_config``): the s3a jars (``s3a_jars.py``,
+- ``session_conf`` (at session start, from ``spark_config``): the s3a jars (``spark/s3a_jars.py``,
   fetched by set-up into ``.jars/s3a``), ``s3://`` mapped to ``S3AFileSystem`` (Delta and the
   lake name tables ``s3://bucket/prefix/<table>``, as delta-rs does), Delta's log store for
   that scheme (``S3SingleDriverLogStore``: safe from one driver at a time, which the lake's

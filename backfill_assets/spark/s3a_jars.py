@@ -4,7 +4,7 @@ engine on a lake in S3: hadoop-aws, the AWS SDK v2 modules it needs (``s3``,
 stream's jar, minus what pyspark already ships (its ``hadoop-client-api``/``-runtime`` 3.5.0,
 httpclient, commons-codec, slf4j and netty). The sha256 of each is the file Maven Central
 serves (checked against Central's .sha1, and its .sha256 where it has one). Fetched by
-``python -m backfill_assets.delta_jars --s3a`` (``delta_jars.py``) into ``.jars/s3a``.
+``python -m backfill_assets.spark.delta_jars --s3a`` (``spark/delta_jars.py``) into ``.jars/s3a``.
 
 The SDK's ``netty-nio-client`` is built for netty 4.1; pyspark ships 4.2. hadoop-aws uses it
 (through the SDK's transfer manager) only to copy an object at or above

@@ -22,7 +22,7 @@ With ``BACKFILL_LAKE_ENGINE=delta-spark`` the session also gets Delta's jars
 Delta comes from elsewhere (a cluster's or Spark Connect server's own
 configuration) is still picked up by ``Lake``'s ``auto``. With delta-spark and
 ``BACKFILL_LAKE_DIR=s3://...`` it gets Hadoop's s3a jars (from set-up's ``.jars/s3a``) and
-settings too (``s3a.py``); the lake puts the AWS variables' values in when it opens.
+settings too (``spark/s3a.py``); the lake puts the AWS variables' values in when it opens.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backfill_assets import plain_line_jar, s3a
-from backfill_assets.delta_jars import (
+from backfill_assets.settings import SparkSettings
+from backfill_assets.signals import handlers_kept
+from backfill_assets.spark import plain_line_jar, s3a
+from backfill_assets.spark.delta_jars import (
     DELTA_SESSION_CONF,
     S3A,
     checked_jars,
     delta_conf,
     jar_paths,
 )
-from backfill_assets.settings import SparkSettings
-from backfill_assets.signals import handlers_kept
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +85,7 @@ def spark_config(
         conf["spark.remote"] = s.remote
     else:
         conf["spark.master"] = master or s.master
-        # Raw's plain-line reader (plain_line_jar.py), while set-up has built it.
+        # Raw's plain-line reader (spark/plain_line_jar.py), while set-up has built it.
         if jars := plain_line_jar.session_jars():
             conf["spark.jars"] = ",".join(jars)
     engine = lake_engine or s.lake_engine
@@ -107,7 +107,7 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def archive_path(settings: SparkSettings | None = None) -> Path | None:
-    """The driver's class-data archive (built by ``spark_class_archive.py``):
+    """The driver's class-data archive (built by ``spark/class_archive.py``):
     ``BACKFILL_SPARK_CLASS_ARCHIVE``, by default the project's ``.jars/spark-classes.jsa``, or
     None when that is ``off``."""
     s = SparkSettings.from_env() if settings is None else settings
@@ -115,7 +115,7 @@ def archive_path(settings: SparkSettings | None = None) -> Path | None:
         return None
     if s.class_archive:
         return Path(s.class_archive).absolute()
-    return Path(__file__).resolve().parent.parent / ".jars" / "spark-classes.jsa"
+    return Path(__file__).resolve().parents[2] / ".jars" / "spark-classes.jsa"
 
 
 def archive_options(settings: SparkSettings | None = None) -> str:

@@ -6,7 +6,7 @@ its eight fields in one pass (``transforms/jvm/PlainLineFields.java``), instead 
 feed that and Jackson's work were a fifth of raw's time (bench/journal.md). A line of the plain
 shape (``orders.PLAIN_LINE``) needs no JSON parser: its quotes delimit every key and string value.
 
-Set-up (``make setup``) runs ``python -m backfill_assets.plain_line_jar``, which compiles the
+Set-up (``make setup``) runs ``python -m backfill_assets.spark.plain_line_jar``, which compiles the
 source with the JDK's ``javac`` against pyspark's jars into ``.jars/plain-line-fields.jar``
 (again when the source, the Java or pyspark changed). ``spark_session.spark_config`` adds the jar
 to a session's ``spark.jars`` while it is there (a cluster's executors get it from the driver),
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-SOURCE = Path(__file__).resolve().parent / "transforms" / "jvm" / "PlainLineFields.java"
+SOURCE = Path(__file__).resolve().parents[1] / "transforms" / "jvm" / "PlainLineFields.java"
 CLASS_NAME = "backfill_assets.jvm.PlainLineFields"
 FUNCTION = "backfill_assets_plain_line_fields"
 
