@@ -42,16 +42,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
-    INDEX_SHARD_NAME,
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    SqliteEventLogStorage,
-)
-from dagster._core.storage.sql import create_engine
-from dagster._serdes import ConfigurableClassData
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import QueuePool
+
+from backfill_assets.dagster_private import (
+    INDEX_SHARD_NAME,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    ConfigurableClassData,
+    SqliteEventLogStorage,
+    create_engine,
+)
 
 # A run touches its own file and the index; the webserver may read many runs' files in turn.
 MAX_ENGINES = 32

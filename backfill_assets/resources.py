@@ -24,7 +24,7 @@ class SparkResource(LazyPySparkResource):
     the step's signal handlers kept (``backfill_assets.signals``)."""
 
     @property
-    def spark_session(self):
+    def spark_session(self) -> SparkSession:
         use_this_python_for_workers()
         check_delta_jars(self.spark_config)
         with handlers_kept():

@@ -318,7 +318,7 @@ class AutomationSettings:
                 "BACKFILL_LANDING_RECOUNT_MINUTES >= 0"
             )
         # Imported here: cli/instance.py reads this module before Dagster may be imported.
-        from dagster._utils.schedules import is_valid_cron_string
+        from backfill_assets.dagster_private import is_valid_cron_string
 
         if not is_valid_cron_string(settings.daily_cron):
             raise ValueError(

@@ -161,7 +161,17 @@ def test_the_package_has_no_import_cycle():
 # The package's layers, bottom first: a module imports from its own layer and those below, never
 # from one above. Every top-level module and package is in one of them.
 LAYERS = (
-    ("backfill_assets", "catalog", "settings", "days", "day_blocks", "signals", "seam", "testing"),
+    (
+        "backfill_assets",
+        "catalog",
+        "settings",
+        "days",
+        "day_blocks",
+        "signals",
+        "seam",
+        "testing",
+        "dagster_private",
+    ),
     ("spark", "event_log"),
     ("lake",),
     ("transforms",),
@@ -235,6 +245,28 @@ def test_the_name_rule_finds_a_name_used_twice():
 def test_no_module_name_is_used_twice():
     files = [p for p in PACKAGE.rglob("*.py") if p.stem != "__init__"]
     assert _repeated_names([_module_name(p) for p in files]) == {}
+
+
+def _private_dagster_imports(path: Path) -> list[str]:
+    """The modules of Dagster's private API (``dagster._*``) that ``path`` imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("dagster._")]
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dagster._")
+        ):
+            found.append(node.module)
+    return found
+
+
+def test_only_one_module_reaches_into_dagsters_private_api():
+    reaching = {
+        _module_name(p): _private_dagster_imports(p)
+        for p in PACKAGE.rglob("*.py")
+        if _private_dagster_imports(p)
+    }
+    assert set(reaching) == {"backfill_assets.dagster_private"}, reaching
 
 
 def test_catalog_is_a_leaf():

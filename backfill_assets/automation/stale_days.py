@@ -15,9 +15,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 
 import dagster as dg
-from dagster._core.event_api import EventLogRecord
-from dagster._core.events import DagsterEventType
-from dagster._core.storage.tags import PARTITION_NAME_TAG, WILL_RETRY_TAG
 
 from backfill_assets.automation.state import NOT_ENDED, ORPHAN_SECONDS
 from backfill_assets.catalog import (
@@ -34,6 +31,7 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STG_ORDERS,
 )
+from backfill_assets.dagster_private import PARTITION_NAME_TAG, WILL_RETRY_TAG
 from backfill_assets.days import days_between, last_partition
 from backfill_assets.late_data import Request
 from backfill_assets.late_data.stale import (
@@ -65,7 +63,7 @@ def _planned(instance: dg.DagsterInstance) -> dict[date, int]:
             "stored per partition, so stale event days cannot be found; unset it"
         )
     latest = storage.get_latest_storage_id_by_partition(
-        STG_ORDERS, DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+        STG_ORDERS, dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
     )
     return {date.fromisoformat(p): i for p, i in latest.items()}
 
@@ -87,7 +85,7 @@ def _built_outside_lane(
     found: dict[str, dict[date, int]] = {}
     for dataset, partitions in since.items():
         key, keys = RAW_ASSET_OF_DATASET[dataset], sorted(p.isoformat() for p in partitions)
-        records: list[EventLogRecord] = []
+        records: list[dg.EventLogRecord] = []
         for i in range(0, len(keys), BATCH):
             cursor = None
             while True:

@@ -14,10 +14,6 @@ from collections.abc import Callable
 from datetime import date
 
 import dagster as dg
-from dagster._core.definitions.run_request import InstigatorType
-from dagster._core.events import DagsterEventType
-from dagster._core.scheduler.instigation import InstigatorState, SensorInstigatorData
-from dagster._core.storage.event_log.base import AssetEventSummaryRecord
 
 from backfill_assets.catalog import (
     BACKFILL_JOB,
@@ -30,6 +26,12 @@ from backfill_assets.catalog import (
     STEP_ASSETS,
     STEP_JOBS,
     WHY_TAG,
+)
+from backfill_assets.dagster_private import (
+    AssetEventSummaryRecord,
+    InstigatorState,
+    InstigatorType,
+    SensorInstigatorData,
 )
 from backfill_assets.days import days_between, last_partition
 from backfill_assets.late_data import (
@@ -94,7 +96,7 @@ def _build_starts(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[date, 
     events: list[AssetEventSummaryRecord] = []
     for i in range(0, len(ids), 500):  # bounded IN lists
         events += storage.get_asset_event_summary_records(
-            DagsterEventType.ASSET_MATERIALIZATION, asset_key=key, storage_ids=ids[i : i + 500]
+            dg.DagsterEventType.ASSET_MATERIALIZATION, asset_key=key, storage_ids=ids[i : i + 500]
         )
     run_ids = sorted({e.run_id for e in events if e.run_id})
     records = instance.get_run_records(filters=dg.RunsFilter(run_ids=run_ids)) if run_ids else []

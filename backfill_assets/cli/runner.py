@@ -13,20 +13,20 @@ from dataclasses import dataclass, field
 from datetime import date
 
 import dagster as dg
-from dagster._core.events import DagsterEventType, StepFailureData
-from dagster._core.execution.backfill import BulkActionStatus
-from dagster._core.storage.tags import (
+
+from backfill_assets.backfill_plan import RunPlan
+from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
+from backfill_assets.dagster_private import (
     BACKFILL_ID_TAG,
     BACKFILL_TAGS,
     PARENT_RUN_ID_TAG,
     RESUME_RETRY_TAG,
     ROOT_RUN_ID_TAG,
     TAGS_TO_MAYBE_OMIT_ON_RETRY,
+    BulkActionStatus,
+    SerializableErrorInfo,
+    StepFailureData,
 )
-from dagster._utils.error import SerializableErrorInfo
-
-from backfill_assets.backfill_plan import RunPlan
-from backfill_assets.catalog import MONTHLY_ASSETS, RANGE_END, RANGE_START, WORKER_TAG
 from backfill_assets.definitions import backfill_job, correction_job, monthly_job
 from backfill_assets.publishing.publication import EVENT_PAGE, run_events
 from backfill_assets.publishing.run_workers import release_orphaned_runs, worker_identity
@@ -165,9 +165,9 @@ def release_orphans(instance: dg.DagsterInstance) -> None:
 
 
 OUTCOME_EVENTS = {
-    DagsterEventType.ASSET_MATERIALIZATION,
-    DagsterEventType.ASSET_CHECK_EVALUATION,
-    DagsterEventType.STEP_FAILURE,
+    dg.DagsterEventType.ASSET_MATERIALIZATION,
+    dg.DagsterEventType.ASSET_CHECK_EVALUATION,
+    dg.DagsterEventType.STEP_FAILURE,
 }
 
 
@@ -184,18 +184,18 @@ def outcome_of_run(
         event = record.dagster_event
         if event is None:  # not a Dagster event (a log line): run_events asks for none of those
             continue
-        if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+        if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
             mat = event.step_materialization_data.materialization
             if mat.partition is None:  # an unpartitioned asset publishes no day
                 continue
             rows = mat.metadata.get("dagster/row_count")
             published[mat.asset_key][date.fromisoformat(mat.partition)] = rows.value if rows else 0
-        elif event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
             ev = event.asset_check_evaluation_data
             if not ev.passed and ev.partition:
                 into = warned if ev.severity == dg.AssetCheckSeverity.WARN else failed
                 into[ev.asset_key][date.fromisoformat(ev.partition)].append(ev.check_name)
-        elif event.event_type == DagsterEventType.STEP_FAILURE:
+        elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
             data = event.step_failure_data
             if outcome.error is None:
                 outcome.error = _cause(data.error)

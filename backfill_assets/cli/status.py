@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import dagster as dg
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from backfill_assets.catalog import ASSET_TABLES, LAYERS, MONTHLY_ASSETS
+from backfill_assets.dagster_private import AssetCheckExecutionRecordStatus
 from backfill_assets.days import last_partition, months_between
 from backfill_assets.defs.downstream.checks import LTV_CHECKS, MONTHLY_CHECKS
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS

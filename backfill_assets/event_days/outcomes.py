@@ -99,7 +99,7 @@ def staging_outcomes(
 def compared(expected: dict, actual: dict) -> dict:
     """Both sides of a comparison of totals as metadata, revenue as text (exact to the cent)."""
 
-    def shown(k, v):
+    def shown(k: str, v: object) -> object:
         return str(v) if k == "revenue_usd" else v
 
     return {

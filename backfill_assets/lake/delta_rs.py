@@ -61,7 +61,7 @@ from backfill_assets.lake.log import (
     relative_path,
     touched_after,
 )
-from backfill_assets.lake.manifests import StagedVersion
+from backfill_assets.lake.manifests import StagedFile, StagedVersion
 from backfill_assets.lake.parquet_writer import write_files
 from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import (
@@ -173,17 +173,17 @@ class DeltaRsEngine:
 
     def _overwrite(
         self,
-        name,
-        table_dir,
-        schema,
-        column,
-        dates,
-        files,
-        commit,
-        operation,
-        base_version,
-        check_base=False,
-    ):
+        name: str,
+        table_dir: str,
+        schema: StructType,
+        column: str,
+        dates: list[dt.date],
+        files: list[StagedFile],
+        commit: CommitInfo,
+        operation: str,
+        base_version: int | None,
+        check_base: bool = False,
+    ) -> WriteResult:
         rows = dict.fromkeys(dates, 0)
         for f in files:
             rows[f.partition] += f.rows
@@ -475,7 +475,16 @@ class DeltaRsEngine:
             table.create_checkpoint()
         return table.version()
 
-    def _commit(self, table_dir, column, create_schema, create_adds, actions, metadata, write_id):
+    def _commit(
+        self,
+        table_dir: str,
+        column: str,
+        create_schema: DeltaSchema | None,
+        create_adds: list[AddAction],
+        actions: Callable[[DeltaTable], tuple[list, str, list | None]],
+        metadata: str,
+        write_id: str,
+    ) -> tuple[int, int]:
         """Commit once at read_version + 1 (``retry.committing``: from a fresh snapshot after a
         lost race; ``metadata`` carries ``write_id``, which tells a commit that landed before
         its call raised); (version, attempts)."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -37,10 +36,13 @@ from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats
 from backfill_assets.lake.keys import date_text
+from backfill_assets.lake.manifests import StagedFile
 from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
 from backfill_assets.settings import S3Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import pyarrow as pa
 
 if TYPE_CHECKING:
@@ -55,18 +57,6 @@ FILE_SCHEMA = (
 _FILE_FIELDS = ("path", "size", "partition", "rows", "modification_time", "stats", "outside")
 
 
-@dataclass(frozen=True)
-class WrittenFile:
-    """A data file an executor wrote: path relative to the table directory."""
-
-    path: str
-    size: int
-    partition: dt.date
-    rows: int
-    modification_time: int
-    stats: str  # the add action's statistics (``file_stats``)
-
-
 def write_files(
     df: DataFrame,
     table_dir: str,
@@ -76,7 +66,7 @@ def write_files(
     in_day_blocks: bool = False,
     nulls_apart: str | None = None,
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
-) -> list[WrittenFile]:
+) -> list[StagedFile]:
     """Write ``df`` as Parquet files of the given partitions; LakeError if a row lies outside them.
 
     Each block of ``DAYS_PER_TASK`` consecutive partitions is written by one task, so a task
@@ -118,7 +108,7 @@ def write_files(
         ordered = by_day_blocks(df, column, dates).drop(BLOCK).sortWithinPartitions(F.col(column))
     rows = ordered.mapInArrow(task, FILE_SCHEMA).collect()
     written = [
-        WrittenFile(
+        StagedFile(
             r["path"],
             r["size"],
             dt.date.fromisoformat(r["partition"]),
@@ -163,7 +153,7 @@ class _FileTask:
         self.table_dir, self.column, self.allowed, self.s3 = table_dir, column, allowed, s3
         self.nulls_apart, self.indexed_columns = nulls_apart, indexed_columns
 
-    def __call__(self, batches):
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -199,7 +189,7 @@ class _FileTask:
             )
 
 
-def _result_schema():
+def _result_schema() -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema(

@@ -63,7 +63,7 @@ class _ReadTask:
             s3,
         )
 
-    def __call__(self, batches):
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         target = to_arrow_schema(StructType.fromJson(json.loads(self.schema_json)), timezone="UTC")

@@ -20,7 +20,6 @@ from __future__ import annotations
 from datetime import date
 
 import dagster as dg
-from dagster._core.definitions.metadata import RawMetadataMapping
 from pydantic import Field
 from pyspark.sql import DataFrame
 
@@ -33,6 +32,7 @@ from backfill_assets.catalog import (
     Table,
 )
 from backfill_assets.corrections import events, keeping, lifecycle, recovery, registry
+from backfill_assets.dagster_private import RawMetadataMapping
 from backfill_assets.lake import Lake, StagedVersion, WriteResult
 from backfill_assets.publishing.publication import (
     CheckOutcome,

@@ -30,13 +30,12 @@ from datetime import date
 from typing import Self
 
 import dagster as dg
-from dagster._core.definitions.metadata import RawMetadataMapping
-from dagster._core.events import DagsterEventType
 from pyspark.sql import DataFrame
 
 from backfill_assets import signals
 from backfill_assets.asset_events.event_times import Pace, paced
 from backfill_assets.catalog import Table
+from backfill_assets.dagster_private import RawMetadataMapping
 from backfill_assets.lake import CommitInfo, Lake, StagedVersion, WriteResult
 from backfill_assets.lake.manifests import new_id
 from backfill_assets.publishing.run_workers import record_worker
@@ -87,7 +86,7 @@ EVENT_PAGE = 1000
 def run_events(
     instance: dg.DagsterInstance,
     run_id: str,
-    of_type: set[DagsterEventType],
+    of_type: set[dg.DagsterEventType],
     page: int = EVENT_PAGE,
 ) -> Iterator[dg.EventLogEntry]:
     """The run's events of these types, oldest first, read ``page`` at a time: a year's ranged
@@ -113,7 +112,7 @@ def published_by_earlier_attempts(
     published: set[date] = set()
     for run_id in ancestor_run_ids(context):
         for record in run_events(
-            context.instance, run_id, {DagsterEventType.ASSET_MATERIALIZATION}
+            context.instance, run_id, {dg.DagsterEventType.ASSET_MATERIALIZATION}
         ):
             mat = record.asset_materialization
             if mat is not None and mat.asset_key == asset_key and mat.partition:
@@ -127,7 +126,7 @@ def latest_materializations(
     """Per materialized partition, the storage id of its latest materialization: ids grow with
     time, so comparing them says which of two partitions was published after the other."""
     latest = instance.event_log_storage.get_latest_storage_id_by_partition(
-        asset_key, DagsterEventType.ASSET_MATERIALIZATION
+        asset_key, dg.DagsterEventType.ASSET_MATERIALIZATION
     )
     return {date.fromisoformat(key): storage_id for key, storage_id in latest.items()}
 

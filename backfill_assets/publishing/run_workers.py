@@ -25,7 +25,6 @@ import socket
 
 import dagster as dg
 import psutil
-from dagster._core.events import DagsterEventType
 
 from backfill_assets.catalog import WORKER_TAG
 
@@ -52,7 +51,7 @@ def reported_worker(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[i
     event of the run that carries a pid (the launched worker's "Started process for run", the
     in-process executor's "Executing steps in process"), stored before any step takes a slot."""
     records = instance.get_records_for_run(
-        run.run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=WORKER_EVENTS
+        run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=WORKER_EVENTS
     ).records
     for record in records:
         event = record.event_log_entry.dagster_event

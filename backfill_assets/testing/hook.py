@@ -11,6 +11,9 @@ from backfill_assets.testing.faults import armed, claim_visit, pause_point
 from backfill_assets.testing.iofault import io_step
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -51,7 +54,7 @@ def in_write_job(
 def _pause_task(spark: SparkSession, df: DataFrame, points: list[str]) -> DataFrame:
     visits = [(point, claim_visit(point)) for point in points]
 
-    def pause(batches):
+    def pause(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:
             pass
         for point, visit in visits:

@@ -16,7 +16,6 @@ import time
 from datetime import UTC, date, datetime
 
 import dagster as dg
-from dagster._core.storage.tags import WILL_RETRY_TAG
 
 from backfill_assets.automation.stale_days import follow_up_key
 from backfill_assets.automation.state import run_request
@@ -27,6 +26,7 @@ from backfill_assets.catalog import (
     FOLLOW_UP_TAG,
     WHY_TAG,
 )
+from backfill_assets.dagster_private import WILL_RETRY_TAG
 from backfill_assets.defs.automation.wiring import pipeline_sensor
 from backfill_assets.late_data import Request
 from backfill_assets.settings import AutomationSettings

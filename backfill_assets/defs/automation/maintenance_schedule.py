@@ -77,7 +77,7 @@ def _maintain(
     "BACKFILL_RETENTION_DAYS; over every table, expire abandoned staged versions, vacuum "
     "with that retention honoured, compact small files, write checkpoints.",
 )
-def maintenance_job():
+def maintenance_job() -> None:
     maintain_lake()
 
 
