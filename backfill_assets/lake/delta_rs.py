@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 
 
 class DeltaRsEngine:
-    """Delta tables on a local filesystem through delta-rs; see the module docstring."""
+    """Delta tables, local or on S3, committed through delta-rs; see the module docstring."""
 
     name = "delta-rs"
 
@@ -95,8 +95,7 @@ class DeltaRsEngine:
     def transaction_version(self, table_dir: str, app_id: str) -> int | None:
         """What Delta's transaction id of ``app_id`` records at the latest version (None: none,
         or no table)."""
-        table = snapshot.load(table_dir)
-        return None if table is None else table.transaction_version(app_id)
+        return snapshot.transaction_version(table_dir, app_id)
 
     def snapshot_files(self, table_dir: str, version: int) -> set[str]:
         """The data files ``version``'s snapshot names, relative to the table (none: no table)."""

@@ -92,6 +92,14 @@ def load(table_dir: str, version: int | None = None) -> DeltaTable | None:
         raise LakeError(f"cannot load {at} of {table_dir}: {exc}") from exc
 
 
+def transaction_version(table_dir: str, app_id: str) -> int | None:
+    """What Delta's transaction id (``txn``) of ``app_id`` records at the latest version (None:
+    none, or no table), which a checkpoint keeps when log cleanup deletes the commit; LakeError
+    when deltalake cannot load the table."""
+    table = load(table_dir)
+    return None if table is None else table.transaction_version(app_id)
+
+
 def files(table: DeltaTable, column: str | None, stats: bool = False) -> list[DataFile]:
     """The data files of ``table``'s version, with their ``column`` values as dates; with
     ``stats``, each file's statistics too (``_stats``)."""

@@ -162,9 +162,9 @@ def listing_on_driver(spark: SparkSession, paths: int) -> Iterator[None]:
 
     Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
     distributed job just to stat them, one task per path: for a year of daily files or folders
-    that job costs more than the read it prepares (2.5-4.7 s against 0.3-0.5 s for the year's
-    375 landing folders here). The paths are the lake's files from its log or the landing's
-    day folders, so a serial listing is cheap. The index is built while the reader's
+    that job costs more than the read it prepares (bench/journal.md, "Listing on the driver").
+    The paths are the lake's files from its snapshot or the landing's day folders, so a serial
+    listing is cheap. The index is built while the reader's
     ``parquet()`` or ``text()`` runs, so the setting is restored right after.
     """
     key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
