@@ -9,17 +9,17 @@ import sys
 
 import pytest
 
-from backfill_assets_tests.e2e_lane import (  # noqa: F401 (hooks: pytest finds them here)
+from backfill_assets_testkit.e2e_lane import (  # noqa: F401 (hooks: pytest finds them here)
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
     pytest_unconfigure,
 )
-from backfill_assets_tests.skip_allowlist import (  # noqa: F401 (hooks: pytest finds them here)
+from backfill_assets_testkit.skip_allowlist import (  # noqa: F401 (hooks: pytest finds them here)
     pytest_addoption,
     pytest_configure,
 )
 
-pytest_plugins = ["backfill_assets_tests.reverse_order"]  # --reverse-order
+pytest_plugins = ["backfill_assets_testkit.reverse_order"]  # --reverse-order
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # The pipeline's Spark resource applies its spark_config() to the shared session at every run,

@@ -221,6 +221,96 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
     assert _upward(GRAPH, LAYERS) == []
 
 
+# The project's trees, bottom to top: each imports only from the trees below it. The testkit
+# holds what the tests and the benchmarks share (references, feeds, servers, harnesses).
+PROJECT = PACKAGE.parent
+TREES = (("backfill_assets",), ("backfill_assets_testkit",), ("backfill_assets_tests", "bench"))
+
+
+def _tree_imports(path: Path) -> set[str]:
+    """The project's trees that ``path`` imports from, at module level or inside a function."""
+    roots = {tree for layer in TREES for tree in layer}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            continue
+        found |= {n.split(".")[0] for n in names} & roots
+    return found
+
+
+def _tree_crossings(files: dict[str, set[str]], trees: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Each import of a tree from one in the same layer or a higher one, as ``file -> tree``: a
+    tree imports only from the layers below it (and from itself)."""
+    level = {tree: i for i, layer in enumerate(trees) for tree in layer}
+    return sorted(
+        f"{file} -> {imported}"
+        for file, imported_trees in files.items()
+        for imported in imported_trees
+        if imported != file.split("/")[0] and level[imported] >= level[file.split("/")[0]]
+    )
+
+
+def test_the_tree_rule_finds_a_test_importing_a_benchmark():
+    files = {"backfill_assets_tests/t.py": {"bench"}, "bench/b.py": {"backfill_assets_testkit"}}
+    assert _tree_crossings(files, TREES) == ["backfill_assets_tests/t.py -> bench"]
+
+
+def test_each_tree_imports_only_from_the_trees_below_it():
+    files = {
+        str(path.relative_to(PROJECT)): _tree_imports(path)
+        for tree in (t for layer in TREES for t in layer)
+        for path in (PROJECT / tree).rglob("*.py")
+    }
+    assert _tree_crossings(files, TREES) == []
+
+
+# Test folders that mirror no folder of the package: the whole pipeline under faults, kills and
+# clusters; the UI in a real browser; Dagster on PostgreSQL; the testkit's own tests.
+WHOLE_SYSTEM_FOLDERS = frozenset({"system", "e2e", "postgres", "testkit"})
+# Root test modules about the project as a whole rather than one module of the package root.
+PROJECT_TESTS = frozenset({"test_docs", "test_structure"})
+
+
+def _misplaced_tests(
+    tests: list[str], package_folders: set[str], root_modules: set[str]
+) -> list[str]:
+    """Test modules (paths under the tests' root) that are not in their package's mirror: a test
+    module sits in the folder of the package's folder it tests, in a whole-system folder, or at
+    the root named after a module of the package's root."""
+    misplaced = []
+    for test in tests:
+        folder, _, name = test.rpartition("/")
+        if folder:
+            if folder not in package_folders and folder.split("/")[0] not in WHOLE_SYSTEM_FOLDERS:
+                misplaced.append(test)
+        elif name.removesuffix(".py") not in PROJECT_TESTS and not any(
+            name == f"test_{m}.py" or name.startswith(f"test_{m}_") for m in root_modules
+        ):
+            misplaced.append(test)
+    return misplaced
+
+
+def test_the_mirror_rule_finds_a_test_outside_its_package_folder():
+    tests = ["lake/test_a.py", "nowhere/test_b.py", "test_settings.py", "test_odd.py", "e2e/t.py"]
+    assert _misplaced_tests(tests, {"lake"}, {"settings"}) == ["nowhere/test_b.py", "test_odd.py"]
+
+
+def test_the_tests_mirror_the_packages_folders():
+    tests_root = PROJECT / "backfill_assets_tests"
+    tests = [str(p.relative_to(tests_root)) for p in tests_root.rglob("test_*.py")]
+    package_folders = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*")
+        if p.is_dir() and (p / "__init__.py").exists()
+    }
+    root_modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert _misplaced_tests(tests, package_folders, root_modules) == []
+
+
 # Names every folder of defs/ uses for its own definitions, by convention.
 PER_FOLDER_NAMES = frozenset({"__init__", "assets", "checks"})
 

@@ -13,13 +13,14 @@ On one generated feed, in one invocation, it measures:
 3. naive: one Dagster run per partition and layer, each in its own process as Dagster's
    default run launcher does (``dagster asset materialize --partition D``), timed on
    a sample of days and reported per partition;
-4. duckdb: the same contract in DuckDB (``bench/duckdb_contract.py``), in a fresh process, from
-   the same landing files over the same range to staging, fact and quarantine as Parquet: what
-   a single-machine user would pick instead;
+4. duckdb: the same contract in DuckDB (``backfill_assets_testkit/duckdb_contract.py``), in a
+   fresh process, from the same landing files over the same range to staging, fact and quarantine as
+   Parquet: what a single-machine user would pick instead;
 5. adversarial: on a second feed, ``--adversarial-days`` of the generated one with lines at
-   the contract's edges beside it (``bench/adversarial_feed.py``), ours on each engine against
-   an independent bare-Spark implementation of the contract (``bench/spark_contract.py``,
-   fresh process): what correctness on hostile input costs us over plain Spark;
+   the contract's edges beside it (``backfill_assets_testkit/adversarial_feed.py``), ours on each
+   engine against an independent bare-Spark implementation of the contract
+   (``backfill_assets_testkit/spark_contract.py``, fresh process): what correctness on hostile input
+   costs us over plain Spark;
 
 and the peak RSS of the driver (the Python process plus its local-mode JVM, which
 also hosts the executors, plus Spark's Python workers) for the full range and for a
@@ -294,7 +295,7 @@ def postgres_url(given: str | None):
         yield given
         return
     sys.path.insert(0, str(ROOT))
-    from backfill_assets_tests.postgres.server import NO_SERVER, postgres_server, server_bin_dir
+    from backfill_assets_testkit.postgres_server import NO_SERVER, postgres_server, server_bin_dir
 
     if server_bin_dir() is None:
         print(f"dagster on PostgreSQL: skipped, {NO_SERVER}", flush=True)
@@ -327,12 +328,12 @@ def print_event_costs(work: Path, pg: str | None) -> None:
 def contract_job(
     label: str, script: str, landing: Path, out: Path, start: date, end: date, log: Path
 ) -> float:
-    """The seconds of a job of the contract written apart from the project (``bench/<script>``)
-    over [start, end], in a fresh process, as the floor runs. A time to a failure is no figure:
-    the benchmark stops there."""
+    """The seconds of a job of the contract written apart from the project
+    (``backfill_assets_testkit/<script>``) over [start, end], in a fresh process, as the floor runs.
+    A time to a failure is no figure: the benchmark stops there."""
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / script),
+        str(ROOT / "backfill_assets_testkit" / script),
         str(landing),
         str(out),
         "--start",
@@ -361,7 +362,7 @@ def adversarial(
     """Seconds of the bare-Spark contract job, and of ours on each engine, over ``days`` of an
     adversarial feed. As in the main comparison, ours' partitions start before the range
     (``FEED_START``), so ``backfill`` leaves LTV out: both build staging, fact and quarantine."""
-    from bench.adversarial_feed import land_adversarial_feed
+    from backfill_assets_testkit.adversarial_feed import land_adversarial_feed
 
     landing, start = work / "adversarial" / "landing", RANGE_START
     end = start + timedelta(days=days - 1)

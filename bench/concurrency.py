@@ -12,7 +12,7 @@ to the roles in turn; on local disk by default, with ``--s3`` in a bucket of a S
 the harness starts (``demo/local_s3.py``). Random pauses up to ``--delay`` seconds between the
 steps of every operation, each rename of a delta-spark process delayed by strace, and now and
 then a publish stalled about the age past which maintenance expires staged versions. The
-checker (``backfill_assets_tests/concurrency_harness.py``) prints every problem, the
+checker (``backfill_assets_testkit/concurrency_harness.py``) prints every problem, the
 operations refused, and last:
 
     CONCURRENCY engines=... store=local ops=N races=N lost_commits=0 dangling=0 reverted=0
@@ -38,7 +38,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def main() -> int:
-    from backfill_assets_tests import concurrency_harness as h
+    from backfill_assets_testkit import concurrency_harness as h
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engines", default="delta-rs,delta-spark")

@@ -214,7 +214,7 @@ def _days(first: date, last: date) -> list[date]:
 
 def differences(spark, lake_dir: Path, landing: Path, lateness: int) -> list[str]:
     """The tables that differ from the reference over ``landing`` (read with Spark's Delta)."""
-    from backfill_assets_tests.reference import Reference
+    from backfill_assets_testkit.reference import Reference
 
     reference = Reference(landing, lateness)
     days = _days(START, END)
@@ -296,7 +296,7 @@ def cell(spark, template, root: Path, engine: str, change: str, tally: Tally) ->
     from backfill_assets.cli.catch_up import run_catch_up
     from backfill_assets.demo.generate import restate_rates
     from backfill_assets.settings import AutomationSettings, Settings
-    from backfill_assets_tests.pipeline_env import copied_env
+    from backfill_assets_testkit.pipeline_env import copied_env
 
     tally.cells += 1
     with copied_env(template, root) as env:
@@ -362,7 +362,7 @@ def production(root: Path):
     from backfill_assets.cli.main import main
     from backfill_assets.demo.generate import generate_feed
     from backfill_assets.settings import AutomationSettings, Settings
-    from backfill_assets_tests.pipeline_env import pipeline_env
+    from backfill_assets_testkit.pipeline_env import pipeline_env
 
     stack = contextlib.ExitStack()
     env = stack.enter_context(pipeline_env(root, start_date=FEED_START.isoformat()))

@@ -9,10 +9,10 @@ For each engine, path and point N (1 to the path's last operation), on a fresh c
 path's starting lake: an ``OSError`` at operation N in this process (``error``), and a SIGKILL
 of a child running the path at operation N (``kill``; the child starts a Spark session of its
 own where the path or the engine needs one), then the recovery and the checks of
-``backfill_assets_tests/iofault_harness.py``; on ``delta-rs-s3`` and ``delta-spark-s3`` the lake
+``backfill_assets_testkit/iofault_harness.py``; on ``delta-rs-s3`` and ``delta-spark-s3`` the lake
 paths the same way on that engine, on lakes in S3 (a SeaweedFS server the sweep starts). The
-same for a correction's commands (``backfill_assets_tests/corrections/sweep.py``) and, with
-``--steps``, whole pipeline steps run through Dagster (``backfill_assets_tests/iofault_steps.py``).
+same for a correction's commands (``backfill_assets_testkit/correction_sweep.py``) and, with
+``--steps``, whole pipeline steps run through Dagster (``iofault_steps.py`` beside it).
 Prints one line per path, every problem found, and last:
 
     IOFAULT paths=P points=N crashes=C errors=E unreadable=0 torn=0 lost_files=0 orphans=0
@@ -25,7 +25,7 @@ Exit code 1 when any problem was found. ``make test`` runs a sample of the point
 The whole sweep of both engines takes hours on a small machine, so it can be run in parts:
 with ``--ledger FILE`` each finished path (an engine, a path, its modes) is appended to FILE
 as one JSON line (its counts, every problem, the commit, the time, and a hash of the code it
-exercised: ``backfill_assets_tests/iofault_ledger.py``), a path whose line is there with the
+exercised: ``backfill_assets_testkit/iofault_ledger.py``), a path whose line is there with the
 code of the checkout now is not run again, one whose code changed since runs again, and the
 last lines sum every selected path and name the commits their figures ran on. A sweep stopped
 half way loses only the path it was in. ``bench/iofault-ledger.jsonl`` is the
@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from backfill_assets_tests.iofault_ledger import Ledger
+from backfill_assets_testkit.iofault_ledger import Ledger
 
 # an engine on lakes in S3 (a SeaweedFS server of the sweep's own): the lake paths only
 ON_S3 = {"delta-rs-s3": "delta-rs", "delta-spark-s3": "delta-spark"}
@@ -56,7 +56,7 @@ def main() -> int:
     from backfill_assets.lake import Lake
     from backfill_assets.resources import code_version
     from backfill_assets.spark.session import build_session, spark_config
-    from backfill_assets_tests import iofault_harness as h
+    from backfill_assets_testkit import iofault_harness as h
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -211,14 +211,14 @@ def per_engine(args: argparse.Namespace) -> int:
 def sweep_corrections(
     commands: list[str], modes: list[str], tally, engine: str, make, ledger: Ledger
 ) -> None:
-    """Every I/O operation of a correction's commands (``sweep.COMMANDS``: cutover, rollback,
-    discard, decommission) failed in turn, on the small two-table lake of
-    ``backfill_assets_tests/corrections``: run again (after ``recover_all`` for a kill), the
+    """Every I/O operation of a correction's commands (``correction_sweep.COMMANDS``: cutover,
+    rollback, discard, decommission) failed in turn, on the small two-table lake of
+    ``backfill_assets_testkit/small_lake.py``: run again (after ``recover_all`` for a kill), the
     record must agree with the lake and nothing be lost."""
     import shutil
 
     from backfill_assets.corrections import lifecycle
-    from backfill_assets_tests.corrections import small_lake, sweep
+    from backfill_assets_testkit import correction_sweep, small_lake
 
     def copy(source: Path, to: Path):
         shutil.copytree(source, to)
@@ -229,11 +229,11 @@ def sweep_corrections(
         sources = {"diffed": work / "template", "cut-over": work / "cut"}
         small_lake.build(sources["diffed"], make(sources["diffed"]).spark)
         lifecycle.cutover(copy(sources["diffed"], sources["cut-over"]), small_lake.CID)
-        for command in (sweep.BY_NAME[name] for name in commands):
+        for command in (correction_sweep.BY_NAME[name] for name in commands):
             with ledger.path(tally, engine, f"correction:{command.name}") as done:
                 source = sources[command.source]
                 lake = copy(source, work / f"{command.name}-count")
-                count = len(sweep.operations(lake, command.run))
+                count = len(correction_sweep.operations(lake, command.run))
                 for mode in modes:
                     for n in range(1, count + 1):
                         where = f"{engine}/correction/{command.name}/{mode}:{n}"
@@ -243,12 +243,12 @@ def sweep_corrections(
                         tally.faults[mode] += 1
                         try:
                             if mode == "error":
-                                sweep.fail_in_process(lake, command.run, n)
+                                correction_sweep.fail_in_process(lake, command.run, n)
                             else:
-                                sweep.kill_in_child(lake, command.name, n)
+                                correction_sweep.kill_in_child(lake, command.name, n)
                                 lifecycle.recover_all(lake)
                             command.finish(lake)
-                            assert sweep.record(lake.root)["state"] == command.target
+                            assert correction_sweep.record(lake.root)["state"] == command.target
                             command.check(lake)
                         except Exception as exc:
                             tally.flag("record_mismatch", where, f"{type(exc).__name__}: {exc}")
@@ -258,9 +258,9 @@ def sweep_corrections(
 def sweep_steps(names: list[str], modes: list[str], tally, engine: str, ledger: Ledger) -> None:
     """Every I/O operation of each named pipeline step failed in turn, by an error in this
     process and by a kill of a child running the step
-    (``backfill_assets_tests/iofault_steps.py``)."""
-    from backfill_assets_tests import iofault_steps as s
-    from backfill_assets_tests.pipeline_env import pipeline_env
+    (``backfill_assets_testkit/iofault_steps.py``)."""
+    from backfill_assets_testkit import iofault_steps as s
+    from backfill_assets_testkit.pipeline_env import pipeline_env
 
     with tempfile.TemporaryDirectory(prefix="iofault-steps-") as tmp:
         root = Path(tmp)

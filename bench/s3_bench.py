@@ -49,7 +49,7 @@ def rows(location: str, options: dict[str, str] | None) -> int:
 def main() -> int:
     from backfill_assets.demo.generate import generate_feed
     from backfill_assets.demo.local_s3 import S3Server
-    from backfill_assets_tests.s3_landing import upload
+    from backfill_assets_testkit.s3_landing import upload
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=int, default=60)

@@ -7,7 +7,7 @@ import os
 from datetime import date
 from pathlib import Path
 
-from backfill_assets_tests.reference import parse_json_object, parse_timestamp, records_of
+from backfill_assets_testkit.reference import parse_json_object, parse_timestamp, records_of
 
 
 def order(

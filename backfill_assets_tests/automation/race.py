@@ -12,7 +12,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from backfill_assets.demo.generate import generate_feed
-from backfill_assets_tests.reference import Reference
+from backfill_assets_testkit.reference import Reference
 
 FIRST, LAST = date(2024, 1, 1), date(2024, 1, 10)  # the range backfill's event days
 LATENESS = 7

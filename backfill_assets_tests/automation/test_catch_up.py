@@ -26,10 +26,10 @@ from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.demo.generate import generate_feed
 from backfill_assets.settings import AutomationSettings, Settings
+from backfill_assets_testkit.file_clock import past_stamps
+from backfill_assets_testkit.pipeline_env import PipelineEnv, pipeline_env
+from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.automation.landing_files import oracle_event_days, order, write_orders
-from backfill_assets_tests.file_clock import past_stamps
-from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
-from backfill_assets_tests.reference import Reference
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from backfill_assets.automation.state import load_cursor
 from backfill_assets.cli.instance import prepare_instance_yaml
+from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,
@@ -25,7 +26,6 @@ from backfill_assets_tests.automation.landing_files import (
     order,
     write_orders,
 )
-from backfill_assets_tests.reference import Reference
 
 PROJECT = Path(__file__).resolve().parents[2]
 D = date.fromisoformat

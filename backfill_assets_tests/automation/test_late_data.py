@@ -7,6 +7,7 @@ from datetime import date, timedelta
 
 from backfill_assets.late_data import LandingCursor, PendingGroup, detect, release
 from backfill_assets.late_data.scan import clock_ns
+from backfill_assets_testkit.file_clock import clock_after, past_stamps
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,
@@ -15,7 +16,6 @@ from backfill_assets_tests.automation.landing_files import (
     write_orders,
     write_rates,
 )
-from backfill_assets_tests.file_clock import clock_after, past_stamps
 
 FIRST, LAST, LATENESS = date(2024, 1, 1), date(2024, 3, 31), 7
 RATE_MAX_AGE = 7  # the contract's rate window

@@ -14,8 +14,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from backfill_assets.catalog import LAKE_TABLES
+from backfill_assets_testkit.processes import kill_group, log_tail, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import wait_for
-from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
 
 pytestmark = pytest.mark.slow
 DAYS = ["2024-01-01", "2024-01-02"]

@@ -18,8 +18,8 @@ from backfill_assets.defs.automation.follow_up import build_follow_up_sensor
 from backfill_assets.defs.automation.schedules import build_daily_schedule
 from backfill_assets.demo.generate import generate_feed
 from backfill_assets.settings import AutomationSettings, Settings
-from backfill_assets_tests.pipeline_env import pipeline_env
-from backfill_assets_tests.reference import Reference
+from backfill_assets_testkit.pipeline_env import pipeline_env
+from backfill_assets_testkit.reference import Reference
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -18,6 +18,7 @@ from dagster._core.utils import make_new_run_id
 from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, RAW_ORDERS, STG_ORDERS
 from backfill_assets.defs.automation.sensors import build_late_data_sensor
 from backfill_assets.settings import AutomationSettings, Settings
+from backfill_assets_testkit.file_clock import past_stamps
 from backfill_assets_tests.automation.landing_files import (
     arrival_folder,
     deliver_folder,
@@ -25,7 +26,6 @@ from backfill_assets_tests.automation.landing_files import (
     write_orders,
     write_rates,
 )
-from backfill_assets_tests.file_clock import past_stamps
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

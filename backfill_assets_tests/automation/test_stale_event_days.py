@@ -16,6 +16,7 @@ from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.catch_up import run_catch_up
 from backfill_assets.cli.runner import RunOutcome, execute
 from backfill_assets.settings import AutomationSettings, Settings
+from backfill_assets_testkit.pipeline_env import PipelineEnv, pipeline_env
 from backfill_assets_tests.automation.race import (
     FIRST,
     LAST,
@@ -28,7 +29,6 @@ from backfill_assets_tests.automation.race import (
     mismatches,
     rebuilt_days,
 )
-from backfill_assets_tests.pipeline_env import PipelineEnv, pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backfill_assets.corrections import lifecycle
-from backfill_assets_tests.corrections.small_lake import CID, build, copy
+from backfill_assets_testkit.small_lake import CID, build, copy
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from backfill_assets.cli.main import main
 from backfill_assets.corrections import registry
 from backfill_assets.lake import CommitInfo
-from backfill_assets_tests.corrections.small_lake import (
+from backfill_assets_testkit.small_lake import (
     CID,
     FIXED,
     TABLES,

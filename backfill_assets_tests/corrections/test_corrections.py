@@ -47,9 +47,9 @@ from backfill_assets.definitions import backfill_job, build_definitions, correct
 from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.lake import Lake
 from backfill_assets.settings import Settings
+from backfill_assets_testkit.pipeline_env import PipelineEnv, copied_env, pipeline_env
+from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.corrections.test_pending import CHANGED_ASSETS
-from backfill_assets_tests.pipeline_env import PipelineEnv, copied_env, pipeline_env
-from backfill_assets_tests.reference import Reference
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

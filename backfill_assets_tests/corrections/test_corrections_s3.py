@@ -21,6 +21,9 @@ from backfill_assets.corrections import registry
 from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.settings import AutomationSettings, Settings
+from backfill_assets_testkit.pipeline_env import assert_matches_reference, pipeline_env
+from backfill_assets_testkit.reference import Reference
+from backfill_assets_testkit.s3_landing import upload
 from backfill_assets_tests.corrections.test_corrections import (
     CID,
     END,
@@ -35,9 +38,6 @@ from backfill_assets_tests.corrections.test_corrections import (
     expected_rows,
     run_action,
 )
-from backfill_assets_tests.pipeline_env import assert_matches_reference, pipeline_env
-from backfill_assets_tests.reference import Reference
-from backfill_assets_tests.s3_landing import upload
 
 pytestmark = pytest.mark.slow
 

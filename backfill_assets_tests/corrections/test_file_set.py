@@ -14,7 +14,8 @@ from backfill_assets.corrections import keeping, lifecycle, registry
 from backfill_assets.corrections.registry import CorrectionError, State
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.testing.iofault import arm
-from backfill_assets_tests.corrections.small_lake import (
+from backfill_assets_testkit.correction_sweep import operations
+from backfill_assets_testkit.small_lake import (
     CID,
     FIXED,
     SCHEMA,
@@ -25,7 +26,6 @@ from backfill_assets_tests.corrections.small_lake import (
     staged_files,
     start_cutover,
 )
-from backfill_assets_tests.corrections.sweep import operations
 
 STAGING, FACT = TABLES
 

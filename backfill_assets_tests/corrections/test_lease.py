@@ -16,7 +16,7 @@ import backfill_assets.lake.lock_holder as lock_holder
 from backfill_assets.corrections import lease, lifecycle, recovery, registry
 from backfill_assets.corrections.registry import CorrectionError, State
 from backfill_assets.lake import Lake
-from backfill_assets_tests.corrections.small_lake import (
+from backfill_assets_testkit.small_lake import (
     CID,
     FIXED,
     TABLES,

@@ -13,7 +13,7 @@ from backfill_assets.corrections.diff import CORRECTED
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.testing.faults import forget_visits
-from backfill_assets_tests.corrections.small_lake import (
+from backfill_assets_testkit.small_lake import (
     CID,
     D1,
     SCHEMA,

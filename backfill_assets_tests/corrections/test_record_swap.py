@@ -16,7 +16,7 @@ from backfill_assets.corrections import lifecycle, registry
 from backfill_assets.corrections.registry import RecordChanged, State
 from backfill_assets.lake.storage import storage_for
 from backfill_assets.testing.faults import forget_visits
-from backfill_assets_tests.corrections.small_lake import (
+from backfill_assets_testkit.small_lake import (
     CID,
     TABLES,
     after_cutover,

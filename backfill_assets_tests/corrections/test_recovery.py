@@ -24,7 +24,15 @@ from backfill_assets.definitions import build_definitions
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.settings import Settings
 from backfill_assets.testing.iofault import arm
-from backfill_assets_tests.corrections.small_lake import (
+from backfill_assets_testkit.correction_sweep import (
+    BY_NAME,
+    kill_in_child,
+    operations,
+    run_child,
+    sample,
+)
+from backfill_assets_testkit.log_cleanup import clean_up_log
+from backfill_assets_testkit.small_lake import (
     CID,
     D1,
     FIXED,
@@ -35,14 +43,6 @@ from backfill_assets_tests.corrections.small_lake import (
     production_rows,
     rows,
 )
-from backfill_assets_tests.corrections.sweep import (
-    BY_NAME,
-    kill_in_child,
-    operations,
-    run_child,
-    sample,
-)
-from backfill_assets_tests.log_cleanup import clean_up_log
 
 STAGING, FACT = TABLES
 REBUILT = {(D1, "rebuilt", 1)}  # what the live lane writes into the fact's D1 meanwhile

@@ -10,7 +10,7 @@ import pytest
 from backfill_assets import signals
 from backfill_assets.corrections import lifecycle, registry
 from backfill_assets.corrections.registry import State
-from backfill_assets_tests.corrections.small_lake import CID, TABLES, copy
+from backfill_assets_testkit.small_lake import CID, TABLES, copy
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from datetime import date
 import pytest
 
 from backfill_assets.demo.generate import generate_feed
-from backfill_assets_tests.pipeline_env import pipeline_env
-from backfill_assets_tests.reference import Reference
+from backfill_assets_testkit.pipeline_env import pipeline_env
+from backfill_assets_testkit.reference import Reference
 
 pytestmark = pytest.mark.slow
 

@@ -54,8 +54,8 @@ from backfill_assets.lake import Lake
 from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.late_data import Request
 from backfill_assets.testing.faults import STAGED, forget_visits
-from backfill_assets_tests.pipeline_env import PipelineEnv, copied_env, pipeline_env
-from backfill_assets_tests.reference import Reference, customer_ltv
+from backfill_assets_testkit.pipeline_env import PipelineEnv, copied_env, pipeline_env
+from backfill_assets_testkit.reference import Reference, customer_ltv
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from backfill_assets_tests import iofault_steps as h
-from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_testkit import iofault_steps as h
+from backfill_assets_testkit.pipeline_env import pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

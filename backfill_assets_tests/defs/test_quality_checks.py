@@ -14,8 +14,8 @@ from backfill_assets.backfill_plan import RunPlan, plan_backfill
 from backfill_assets.catalog import EVENT_DAYS_STEP, FCT_DAILY_REVENUE, STEP_ASSETS, STG_ORDERS
 from backfill_assets.cli.runner import execute
 from backfill_assets.demo.generate import generate_feed
-from backfill_assets_tests.pipeline_env import pipeline_env
-from backfill_assets_tests.reference import Reference
+from backfill_assets_testkit.pipeline_env import pipeline_env
+from backfill_assets_testkit.reference import Reference
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES
 from backfill_assets.cli.runner import execute
 from backfill_assets.demo.generate import generate_feed
-from backfill_assets_tests.pipeline_env import RETRY_DELAY_S, pipeline_env
+from backfill_assets_testkit.pipeline_env import RETRY_DELAY_S, pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

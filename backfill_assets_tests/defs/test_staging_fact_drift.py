@@ -18,7 +18,7 @@ from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake import CommitInfo, Lake
-from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_testkit.pipeline_env import pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from backfill_assets.catalog import FCT_DAILY_REVENUE, RAW_FX_RATES, STG_ORDERS
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.runner import execute
 from backfill_assets.demo.generate import generate_feed
-from backfill_assets_tests.pipeline_env import pipeline_env
-from backfill_assets_tests.reference import Reference
+from backfill_assets_testkit.pipeline_env import pipeline_env
+from backfill_assets_testkit.reference import Reference
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from backfill_assets.cli.runner import execute
 from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake import Lake
 from backfill_assets.testing.faults import forget_visits
-from backfill_assets_tests.pipeline_env import pipeline_env
+from backfill_assets_testkit.pipeline_env import pipeline_env
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow

@@ -20,6 +20,7 @@ from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.cli.runner import execute
 from backfill_assets.settings import FIRST_PARTITION_FILE
+from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path
 from backfill_assets_tests.e2e.landing_data import (
     DAYS,
@@ -35,7 +36,6 @@ from backfill_assets_tests.e2e.servers import (
     running_dagster_dev,
     server_env,
 )
-from backfill_assets_tests.reference import Reference
 
 READY_TIMEOUT_S = 300
 DEMO_TIMEOUT_S = 900

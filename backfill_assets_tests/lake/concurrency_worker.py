@@ -1,4 +1,4 @@
-"""One process of the concurrency harness (``backfill_assets_tests/concurrency_harness.py``):
+"""One process of the concurrency harness (``backfill_assets_testkit/concurrency_harness.py``):
 drives one role on a shared lake until its time is up and logs every operation.
 
 Usage: ``python -m backfill_assets_tests.lake.concurrency_worker spec.json``. The spec names the
@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from backfill_assets_tests.concurrency_harness import (
+from backfill_assets_testkit.concurrency_harness import (
     COLUMN,
     SCHEMAS,
     TABLES,

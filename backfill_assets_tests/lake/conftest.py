@@ -27,7 +27,7 @@ import os
 import pytest
 
 from backfill_assets.spark.delta_jars import S3A, jars_present
-from backfill_assets_tests.child_pytest import ChildPytest, Outcomes
+from backfill_assets_testkit.child_pytest import ChildPytest, Outcomes
 from backfill_assets_tests.lake.lake_support import NATIVE_ENV, NO_JARS, native_spark_conf
 
 ENGINES = ["delta-rs", "delta-spark"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backfill_assets.spark.delta_jars import jars_present
-from backfill_assets_tests import concurrency_harness as h
+from backfill_assets_testkit import concurrency_harness as h
 from backfill_assets_tests.lake.lake_support import NO_JARS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -21,7 +21,7 @@ import pytest
 
 import backfill_assets.lake
 from backfill_assets.lake import Lake
-from backfill_assets_tests import iofault_harness as h
+from backfill_assets_testkit import iofault_harness as h
 
 ON_S3 = True  # conftest.py: each case runs on a lake in S3 too
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from backfill_assets_tests.processes import kill_group, log_tail, start
-from backfill_assets_tests.spark_servers import standalone_cluster
+from backfill_assets_testkit.processes import kill_group, log_tail, start
+from backfill_assets_testkit.spark_servers import standalone_cluster
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from backfill_assets.lake import LakeError, commit_lock
+from backfill_assets_testkit.processes import kill_group, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import THINGS, commit, wait_for
 from backfill_assets_tests.lake.test_lake_staged import D1, frame
-from backfill_assets_tests.processes import kill_group, start, subprocess_env
 
 HOLD = """
 import sys, time

@@ -16,8 +16,8 @@ import pytest
 
 from backfill_assets.lake import CommitInfo, Lake
 from backfill_assets.spark.delta_jars import jars_present
+from backfill_assets_testkit.processes import kill_group, log_tail, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import NO_JARS, wait_for
-from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TABLE = "t/race"

@@ -13,8 +13,8 @@ import pytest
 from deltalake import DeltaTable
 
 from backfill_assets.lake import CommitInfo, Lake
+from backfill_assets_testkit.processes import kill_group, log_tail, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import wait_for
-from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
 
 # The module's writer processes start in its first test's set-up (their waits are 300 s each).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from backfill_assets.lake import CommitInfo, Lake, LakeUnsupported
-from backfill_assets_tests.reader_features import declare_reader_feature
-from backfill_assets_tests.spark_jobs import jobs_started
+from backfill_assets_testkit.reader_features import declare_reader_feature
+from backfill_assets_testkit.spark_jobs import jobs_started
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 

@@ -148,7 +148,7 @@ def publish_at_once(root: str, stage_ids: list[str]) -> list[dict]:
     import sys
     import time
 
-    from backfill_assets_tests.processes import subprocess_env
+    from backfill_assets_testkit.processes import subprocess_env
 
     go = time.time() + 8  # every child has imported and opened the lake by then
     children = [

@@ -18,8 +18,8 @@ import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock, s3_lock
 from backfill_assets.lake.storage import split, storage_for
+from backfill_assets_testkit.processes import kill_group, log_tail, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, wait_for
-from backfill_assets_tests.processes import kill_group, log_tail, start, subprocess_env
 
 SCHEMA = "d date, id bigint, tag string"
 D1 = dt.date(2024, 1, 1)

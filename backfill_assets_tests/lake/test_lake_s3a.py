@@ -15,8 +15,8 @@ import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock
 from backfill_assets.lake.manifests import file_ages_ms
+from backfill_assets_testkit.processes import kill_group, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, wait_for
-from backfill_assets_tests.processes import kill_group, start, subprocess_env
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = "d date, id bigint, tag string"

@@ -11,7 +11,7 @@ import json
 import time
 
 from backfill_assets.lake import CommitInfo, manifests
-from backfill_assets_tests.log_cleanup import clean_up_log
+from backfill_assets_testkit.log_cleanup import clean_up_log
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 SCHEMA = "d date, id bigint, tag string"

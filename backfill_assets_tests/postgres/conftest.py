@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from backfill_assets_tests.postgres.server import NO_SERVER, postgres_server, server_bin_dir
+from backfill_assets_testkit.postgres_server import NO_SERVER, postgres_server, server_bin_dir
 
 
 @pytest.fixture(scope="session")

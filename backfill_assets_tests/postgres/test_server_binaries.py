@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from backfill_assets_tests.processes import REPO, subprocess_env
+from backfill_assets_testkit.processes import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow  # child processes, one of them a pytest
 DEBIAN = "/usr/lib/postgresql"
@@ -42,7 +42,7 @@ def test_with_no_pg_ctl_on_the_path_debians_install_is_found(tmp_path):
         [
             sys.executable,
             "-c",
-            "from backfill_assets_tests.postgres.server import "
+            "from backfill_assets_testkit.postgres_server import "
             "server_bin_dir; print(server_bin_dir())",
         ],
         env=env_without_postgres_on_path(tmp_path),

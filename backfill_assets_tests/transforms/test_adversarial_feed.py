@@ -1,4 +1,4 @@
-"""Raw's reader and validation against the contract on ``bench/adversarial_feed.py``'s feed: a
+"""Raw's reader and validation against the contract on the testkit's ``adversarial_feed.py``: a
 generated feed plus, in every arrival folder, lines at the contract's edges (repeated keys at the
 top and deeper down, numbers past Jackson's limits, escaped keys, number texts, odd timestamps,
 bad UTF-8, blank lines, CR endings). Every record gets the reason the reference gives it."""
@@ -12,9 +12,9 @@ import pytest
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines
 from backfill_assets.transforms.orders import validate_orders
-from backfill_assets_tests.reference import REASONS
-from bench import chaos
-from bench.adversarial_feed import KINDS, land_adversarial_feed
+from backfill_assets_testkit import fuzz_feed
+from backfill_assets_testkit.adversarial_feed import KINDS, land_adversarial_feed
+from backfill_assets_testkit.reference import REASONS
 
 D1 = date(2024, 1, 1)
 LATENESS = 7
@@ -32,12 +32,12 @@ def test_every_record_of_the_adversarial_feed_gets_the_reason_the_contract_gives
         for folder in (tmp_path / "orders").iterdir()
     )
     files = list_landing_files(tmp_path, "orders", arrivals)
-    # chaos.classify: the reference's judge per line, malformed_json for bytes that are not UTF-8
-    assert chaos.LATENESS == LATENESS
+    # fuzz_feed.classify: the reference's judge per line, malformed_json for bytes not UTF-8
+    assert fuzz_feed.LATENESS == LATENESS
     expected = {
         (f.partition, f.relative_path, number): reason
         for f in files
-        for number, _, reason in chaos.classify(
+        for number, _, reason in fuzz_feed.classify(
             (tmp_path / f.relative_path).read_bytes(), f.partition
         )
     }

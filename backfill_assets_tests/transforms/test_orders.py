@@ -19,7 +19,7 @@ from backfill_assets.transforms.orders import (
     validate_orders,
 )
 from backfill_assets.transforms.schemas import QUARANTINE_ORDERS, RAW_ORDERS
-from backfill_assets_tests.reference import parse_timestamp
+from backfill_assets_testkit.reference import parse_timestamp
 
 ARRIVAL = date(2024, 1, 10)
 BASE = {

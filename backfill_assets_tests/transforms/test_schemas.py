@@ -16,7 +16,7 @@ from backfill_assets.transforms.schemas import (
     STAGING_ORDERS,
     staging_schema_errors,
 )
-from backfill_assets_tests.spark_jobs import jobs_started
+from backfill_assets_testkit.spark_jobs import jobs_started
 
 DAYS = [date(2024, 1, day) for day in (1, 2, 3)]
 
