@@ -6,9 +6,7 @@ three per event, and one more before a check evaluation to ask whether the index
 with ``NullPool``, and disposes of it afterwards. Each statement therefore pays for the engine's
 set-up, for compiling the statement (SQLAlchemy caches compiled statements per engine), and for
 opening and closing a SQLite connection; closing the last connection to a file checkpoints its
-write-ahead log. On a year's backfill that was most of the time Dagster spends storing its
-~9,000 events (bench/journal.md, "Dagster's SQLite event log with its connections kept").
-This subclass:
+write-ahead log: paid for every statement, that outweighs the statement itself. This subclass:
 
 - keeps one engine per file (the most recently used ``MAX_ENGINES``), each with a pool that keeps
   one SQLite connection; a second thread that writes at the same moment gets a connection of its

@@ -337,7 +337,7 @@ class AutomationSettings:
 
 DEFAULT_MASTER = "local[*]"
 # The serial collector, growing the heap when a full collection leaves less than 20% of it free
-# (Java's default is 40%): the heap follows the live data more closely (bench/journal.md).
+# (Java's default is 40%): the heap follows the live data more closely.
 DRIVER_GC = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=20"
 
 

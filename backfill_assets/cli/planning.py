@@ -45,8 +45,8 @@ from backfill_assets.landing.layout import LandingFile, list_landing_files
 from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings, dagster_home
 
-# Until a run has been measured here: the time to start a run and its Spark session, then the
-# throughput of landed JSON through all checks, as measured once (docs/benchmarks.md).
+# Until a run has been measured on this machine: the time to start a run and its Spark session,
+# then the throughput of landed JSON through all checks.
 DEFAULT_RUN_OVERHEAD_S = 10.0
 DEFAULT_BYTES_PER_S = 2_000_000.0
 

@@ -6,7 +6,7 @@ driver, and a fresh JVM spends most of a session's start loading and verifying S
 instead: set-up (``make setup``) runs ``python -m backfill_assets.spark.class_archive``, which
 starts one session with ``-XX:ArchiveClassesAtExit``, runs a small job through what the
 pipeline uses (JSON text, Parquet, shuffles, windows, Python rows), and keeps the archive the
-JVM writes as it exits. ``spark_session.spark_config`` then adds ``-XX:SharedArchiveFile`` to the
+JVM writes as it exits. ``session.spark_config`` then adds ``-XX:SharedArchiveFile`` to the
 driver's options while the archive is there.
 
 The JVM checks the archive itself: built by another Java, or for another class path, it is not

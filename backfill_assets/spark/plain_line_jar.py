@@ -2,13 +2,13 @@
 its eight fields in one pass (``transforms/jvm/PlainLineFields.java``), instead of a pattern and
 ``from_json``'s parser.
 
-``from_json`` builds a reader and an 8 KB buffer for every line it parses: over a year of the
-feed that and Jackson's work were a fifth of raw's time (bench/journal.md). A line of the plain
-shape (``orders.PLAIN_LINE``) needs no JSON parser: its quotes delimit every key and string value.
+``from_json`` builds a reader and an 8 KB buffer for every line it parses, and Jackson's work on
+top. A line of the plain shape (``orders.PLAIN_LINE``) needs no JSON parser: its quotes delimit
+every key and string value.
 
 Set-up (``make setup``) runs ``python -m backfill_assets.spark.plain_line_jar``, which compiles the
 source with the JDK's ``javac`` against pyspark's jars into ``.jars/plain-line-fields.jar``
-(again when the source, the Java or pyspark changed). ``spark_session.spark_config`` adds the jar
+(again when the source, the Java or pyspark changed). ``session.spark_config`` adds the jar
 to a session's ``spark.jars`` while it is there (a cluster's executors get it from the driver),
 and ``validate_orders`` calls the function where the session can load it, the pattern and
 ``from_json`` elsewhere (no JDK at set-up, a Spark Connect client): the same verdicts, slower.

@@ -162,7 +162,7 @@ def listing_on_driver(spark: SparkSession, paths: int) -> Iterator[None]:
 
     Given more than ``parallelPartitionDiscovery.threshold`` paths (32), Spark runs a
     distributed job just to stat them, one task per path: for a year of daily files or folders
-    that job costs more than the read it prepares (bench/journal.md, "Listing on the driver").
+    that job costs more than the read it prepares.
     The paths are the lake's files from its snapshot or the landing's day folders, so a serial
     listing is cheap. The index is built while the reader's
     ``parquet()`` or ``text()`` runs, so the setting is restored right after.

@@ -11,9 +11,9 @@ top-level keys are listed to find a repeated one. Most rules are patterns that o
 string's text can match (a time, a status, a currency code), so they need no JSON type; the
 type is asked (of the shape on a plain line, of the variant on another) only for the fields whose
 rule another value's text could pass: the ids (``123`` is no string) and the amount (a number is
-judged by its text as written). Typing every field out of the variant instead built a ``Cast``
-per row and field, a third of validation's time (bench/raw_profile.py); judging the plain shape
-costs less than the parse and the key listing it spares (bench/journal.md).
+judged by its text as written): typing every field out of the variant would build a ``Cast``
+per row and field. Judging the plain shape costs less than the parse and the key listing it
+spares.
 """
 
 from __future__ import annotations
