@@ -1,6 +1,8 @@
 """Which ranged runs a backfill of an event-day range makes, in layer order: raw for the
-arrival dates the range reaches, rates for its window, then staging and fact (``plan_backfill``);
-and the tags that tie a backfill's raw runs to its staging run (``raw_run_tags``).
+arrival dates the range reaches, rates for its window, then staging and fact (``plan_backfill``),
+then what they make stale downstream: customer LTV, complete months, the enrichment
+(``downstream_plans``); the landing files each run reads (``input_files``); and the tags that tie
+a backfill's raw runs to its staging run (``raw_run_tags``).
 
 The command line's backfill and ``correct`` run these plans (``cli/backfill.py``), and so does
 the sensor that runs a correction requested from the UI (``defs/corrections/ui_requests.py``).
@@ -14,11 +16,17 @@ from datetime import date, timedelta
 
 import dagster as dg
 
+from backfill_assets.asset_events.materializations import latest_materializations
 from backfill_assets.catalog import (
+    CUSTOMER_LTV_STEP,
+    ENRICH_STEP,
     EVENT_DAYS_STEP,
     EVENT_DAYS_TAG,
+    FCT_CUSTOMER_LTV,
+    FCT_DAILY_REVENUE,
     FOLLOW_UP_TAG,
     FOLLOWED_BY_PLAN,
+    FX_RATES_DATASET,
     MONTHLY_ASSETS,
     ORDERS_DATASET,
     PLAN_TAG,
@@ -26,13 +34,23 @@ from backfill_assets.catalog import (
     RAW_FX_RATES,
     RAW_ORDERS,
     RAW_ORDERS_TABLE,
+    RPT_MONTHLY_REVENUE,
     STEP_ASSETS,
+    STG_ORDERS,
 )
-from backfill_assets.days import days_between, last_partition, months_between
+from backfill_assets.days import (
+    days_between,
+    days_of_month,
+    last_complete_month,
+    last_partition,
+    months_between,
+    next_month,
+    rate_dates,
+)
 from backfill_assets.lake import Lake
-from backfill_assets.landing.layout import landed_partitions, list_landing_files
+from backfill_assets.landing.layout import LandingFile, landed_partitions, list_landing_files
 from backfill_assets.late_data import day_ranges
-from backfill_assets.late_data.stale import Windows
+from backfill_assets.late_data.stale import Windows, first_stale, first_unpublished
 from backfill_assets.settings import Settings
 
 
@@ -124,3 +142,88 @@ def raw_run_tags(
     reach = f"{min(a for a, _ in spans)}..{min(max(b for _, b in spans), last_partition())}"
     raw_tags = {PLAN_TAG: plan_id, FOLLOW_UP_TAG: FOLLOWED_BY_PLAN, EVENT_DAYS_TAG: reach}
     return plan_id, {p: raw_tags for p in plans if p.assets[0] in datasets}
+
+
+def downstream_plans(
+    settings: Settings, start: date, end: date, instance: dg.DagsterInstance
+) -> tuple[list[RunPlan], list[str]]:
+    """What a backfill of the event days [start, end] makes stale, as one ranged run each, and
+    why anything stale is left out (it could only be held):
+
+    - customer LTV from the first day whose LTV is not current (``start`` at the latest) to the
+      later of ``end`` and its latest published day (it is cumulative); left out while a staging
+      day before ``start`` is not published;
+    - every complete month the range touches whose other days have their fact published;
+    - the enrichment of [start, end] (``stg_orders_enriched``), while the segment service is
+      configured."""
+    first = settings.start_date
+    staging = latest_materializations(instance, STG_ORDERS)
+    ltv = latest_materializations(instance, FCT_CUSTOMER_LTV)
+    plans, notes = [], []
+    missing = (
+        first_unpublished(first, start - timedelta(days=1), staging) if start > first else None
+    )
+    if missing is None:
+        stale = (
+            first_stale(first, start - timedelta(days=1), staging, ltv) if start > first else None
+        )
+        plans.append(RunPlan(STEP_ASSETS[CUSTOMER_LTV_STEP], stale or start, max([end, *ltv])))
+    else:
+        notes.append(
+            f"{FCT_CUSTOMER_LTV.to_user_string()} left out: {STG_ORDERS.to_user_string()} "
+            f"{missing} is not published (backfill from {missing} to build it)"
+        )
+    last_month = last_complete_month()
+    fact = set(latest_materializations(instance, FCT_DAILY_REVENUE)) | set(days_between(start, end))
+    months = []
+    for month in months_between(start, end):
+        if month > last_month:
+            continue
+        absent = [d for d in days_of_month(month, first) if d not in fact]
+        if absent:
+            notes.append(
+                f"{RPT_MONTHLY_REVENUE.to_user_string()} {month:%Y-%m} left out: "
+                f"{len(absent)} day(s) without a published fact, the first {absent[0]}"
+            )
+        else:
+            months.append(month)
+    for a, b in month_ranges(months):
+        plans.append(RunPlan(MONTHLY_ASSETS, a, b))
+    if settings.segments is not None:
+        plans.append(RunPlan(STEP_ASSETS[ENRICH_STEP], start, end))
+    else:
+        notes.append(
+            f"{STEP_ASSETS[ENRICH_STEP][0].to_user_string()} left out: the segment service "
+            "is not configured (BACKFILL_SEGMENTS_URL)"
+        )
+    return plans, notes
+
+
+def month_ranges(months: list[date]) -> list[tuple[date, date]]:
+    """Consecutive months as (first, last) ranges."""
+    ranges: list[tuple[date, date]] = []
+    for m in months:
+        if ranges and next_month(ranges[-1][1]) == m:
+            ranges[-1] = (ranges[-1][0], m)
+        else:
+            ranges.append((m, m))
+    return ranges
+
+
+def reads_landing(run: RunPlan) -> bool:
+    return run.assets == STEP_ASSETS[EVENT_DAYS_STEP] or run.assets[0] in (RAW_ORDERS, RAW_FX_RATES)
+
+
+def input_files(settings: Settings, run: RunPlan) -> list[LandingFile]:
+    """The landing files a run reads: its own dates for raw (and, for the rates' first
+    partition, the rate window before it), the arrival window for staging, none for the tables
+    downstream of the fact (they read the lake)."""
+    if not reads_landing(run):
+        return []
+    if run.assets[0] == RAW_FX_RATES:
+        dates = rate_dates(run.days, settings.start_date, settings.rate_max_age_days)
+        return list_landing_files(settings.landing_dir, FX_RATES_DATASET, dates)
+    if run.assets[0] == RAW_ORDERS:
+        return list_landing_files(settings.landing_dir, ORDERS_DATASET, run.days)
+    window = run.days + [run.end + timedelta(days=i + 1) for i in range(settings.max_lateness_days)]
+    return list_landing_files(settings.landing_dir, ORDERS_DATASET, window)

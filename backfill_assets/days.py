@@ -1,5 +1,6 @@
 """Calendar days and months: how every layer spells out an inclusive range of partitions, the
-rate dates raw_fx_rates' partitions hold, and the last day that is a partition."""
+rate dates raw_fx_rates' partitions hold, the last day that is a partition and the last month
+that is one."""
 
 from __future__ import annotations
 
@@ -45,3 +46,20 @@ def months_between(first: date, last: date) -> list[date]:
         months.append(month)
         month = next_month(month)
     return months
+
+
+def month_of(day: date) -> date:
+    return day.replace(day=1)
+
+
+def days_of_month(month: date, first_partition: date) -> list[date]:
+    """The daily partitions of ``month``: its days from the first partition to the last."""
+    first = max(month, first_partition)
+    last = min(next_month(month) - timedelta(days=1), last_partition())
+    return days_between(first, last)
+
+
+def last_complete_month() -> date:
+    """The monthly report's last partition: the month before today's (UTC), whose days are all
+    partitions."""
+    return month_of(month_of(datetime.now(UTC).date()) - timedelta(days=1))

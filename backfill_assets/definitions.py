@@ -23,8 +23,10 @@ from backfill_assets.defs.corrections.ui_requests import (
     build_correction_request_sensor,
     build_correction_start_job,
 )
-from backfill_assets.defs.downstream.customer_ltv import build_customer_ltv_assets
-from backfill_assets.defs.downstream.monthly_revenue import build_monthly_revenue_assets
+from backfill_assets.defs.downstream.assets import (
+    build_customer_ltv_assets,
+    build_monthly_revenue_assets,
+)
 from backfill_assets.defs.enrichment.assets import build_enrichment_assets
 from backfill_assets.defs.event_days.assets import build_event_day_assets
 from backfill_assets.defs.raw.assets import build_raw_assets

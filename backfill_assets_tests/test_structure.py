@@ -180,7 +180,7 @@ LAYERS = (
     ("asset_events", "backfill_plan"),
     ("corrections",),
     ("publishing",),
-    ("event_days", "automation"),
+    ("raw", "event_days", "downstream", "automation"),
     ("defs",),
     ("definitions", "cli"),
 )

@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime
 
 import dagster as dg
 
+from backfill_assets.asset_events.materializations import latest_materializations
 from backfill_assets.automation.state import NOT_ENDED, ORPHAN_SECONDS
 from backfill_assets.catalog import (
     EVENT_DAYS_STEP,
@@ -41,7 +42,6 @@ from backfill_assets.late_data.stale import (
     since_attempt,
     stale_days,
 )
-from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings
 
 BATCH = 500  # bounded IN lists and pages

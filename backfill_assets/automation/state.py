@@ -15,6 +15,7 @@ from datetime import date
 
 import dagster as dg
 
+from backfill_assets.asset_events.materializations import latest_materializations
 from backfill_assets.catalog import (
     BACKFILL_JOB,
     CURSOR_KEY,
@@ -42,7 +43,6 @@ from backfill_assets.late_data import (
     detect,
 )
 from backfill_assets.late_data.scan import clock_ns
-from backfill_assets.publishing.publication import latest_materializations
 from backfill_assets.settings import Settings
 
 # A raw run that never appeared this long after its request (the daemon dropped it, the

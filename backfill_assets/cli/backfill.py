@@ -116,12 +116,12 @@ def run_plans(
     import dagster as dg
 
     from backfill_assets.backfill_plan import (
+        downstream_plans,
         gone_raw_partitions,
         plan_backfill,
         raw_run_tags,
         would_wipe,
     )
-    from backfill_assets.cli.planning import downstream_plans
 
     ensure_dagster_home()
     plans = plan_backfill(settings, start, end)
@@ -196,7 +196,8 @@ def _run(
 ) -> RunOutcome:
     """One run of the plan, its progress shown, and the landing's read throughput recorded
     for the next plans' estimates."""
-    from backfill_assets.cli.planning import input_files, reads_landing, record_throughput
+    from backfill_assets.backfill_plan import input_files, reads_landing
+    from backfill_assets.cli.plan_report import record_throughput
     from backfill_assets.cli.runner import execute
 
     progress.starting(plan)

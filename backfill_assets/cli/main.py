@@ -45,7 +45,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
-    from backfill_assets.cli.planning import make_plan, render_plan
+    from backfill_assets.cli.plan_report import make_plan, render_plan
 
     ensure_dagster_home()
     print(render_plan(make_plan(settings, args.start, args.end)))

@@ -4,12 +4,10 @@ between layers."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
-from datetime import date, timedelta
 
 import dagster as dg
 
-from backfill_assets.days import days_between, last_partition, next_month
+from backfill_assets.days import month_of
 from backfill_assets.settings import Settings
 
 
@@ -25,22 +23,6 @@ def monthly_partitions(settings: Settings) -> dg.MonthlyPartitionsDefinition:
     return dg.MonthlyPartitionsDefinition(
         start_date=month_of(settings.start_date).isoformat(), timezone="UTC", fmt="%Y-%m-%d"
     )
-
-
-def month_of(day: date) -> date:
-    return day.replace(day=1)
-
-
-def days_of_month(month: date, settings: Settings) -> list[date]:
-    """The daily partitions of ``month``: its days from the first partition to the last."""
-    first = max(month, settings.start_date)
-    last = min(next_month(month) - timedelta(days=1), last_partition())
-    return days_between(first, last)
-
-
-def months_touched(days: Iterable[date]) -> list[date]:
-    """The months (first days) of ``days``, in order."""
-    return sorted({month_of(d) for d in days})
 
 
 def arrivals_of_event_day(settings: Settings) -> dg.TimeWindowPartitionMapping:

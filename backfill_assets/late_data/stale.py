@@ -4,7 +4,8 @@ Detection by files (``detect``) asks which landed files are new; this asks the e
 was built after what, so a raw rebuild whose event days nobody rebuilt (a ``backfill`` of a few
 days rebuilds the raw of their whole window, the arrivals of the days before them included) is
 never counted as handled. It compares Dagster storage ids, which grow with every event stored,
-never clocks. No Dagster API here: ``automation/state.py`` reads the ids.
+never clocks. No Dagster API here: ``automation/state.py`` reads the ids. The same ids say
+which days of customer LTV, a cumulative table, are stale (``first_stale``).
 
 Event day D reads the raw_orders arrivals D .. D + lateness and the raw_fx_rates rate dates
 D - rate window .. D. Its *attempt* is its latest planned materialization of stg_orders (Dagster
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from backfill_assets.catalog import EVENT_DAYS_STEP, FX_RATES_DATASET, ORDERS_DATASET
+from backfill_assets.days import days_between
 from backfill_assets.late_data.cursor import day_ranges
 from backfill_assets.late_data.detect import Request, shorten
 from backfill_assets.settings import Settings
@@ -161,3 +163,20 @@ def stale_requests(stale: Iterable[StaleDay]) -> list[Request]:
         key = f"{EVENT_DAYS_STEP}:{a}..{b}:{STALE}:{newest}"
         requests.append(Request(EVENT_DAYS_STEP, a, b, key, why))
     return requests
+
+
+def first_stale(
+    first: date, last: date, staging: dict[date, int], ltv: dict[date, int]
+) -> date | None:
+    """The first day of [first, last] whose LTV is not published, or was published before the
+    staging of a day up to it (storage ids of their latest materializations); None if none."""
+    newest_staging = 0
+    for day in days_between(first, last):
+        newest_staging = max(newest_staging, staging.get(day, 0))
+        if day not in ltv or ltv[day] < newest_staging:
+            return day
+    return None
+
+
+def first_unpublished(first: date, last: date, published: Container[date]) -> date | None:
+    return next((d for d in days_between(first, last) if d not in published), None)

@@ -120,17 +120,6 @@ def published_by_earlier_attempts(
     return published
 
 
-def latest_materializations(
-    instance: dg.DagsterInstance, asset_key: dg.AssetKey
-) -> dict[date, int]:
-    """Per materialized partition, the storage id of its latest materialization: ids grow with
-    time, so comparing them says which of two partitions was published after the other."""
-    latest = instance.event_log_storage.get_latest_storage_id_by_partition(
-        asset_key, dg.DagsterEventType.ASSET_MATERIALIZATION
-    )
-    return {date.fromisoformat(key): storage_id for key, storage_id in latest.items()}
-
-
 def held_days(outcomes: Iterable[CheckOutcome]) -> dict[date, list[str]]:
     """Days that failed at least one blocking check, with the failed checks as ``asset.check``
     (a failed warning check holds nothing)."""

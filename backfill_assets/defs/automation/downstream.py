@@ -33,6 +33,7 @@ from datetime import date, timedelta
 
 import dagster as dg
 
+from backfill_assets.asset_events.materializations import latest_materializations
 from backfill_assets.automation.state import run_request
 from backfill_assets.catalog import (
     BACKFILL_JOB,
@@ -49,11 +50,11 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
+from backfill_assets.days import days_of_month
 from backfill_assets.defs.automation.wiring import pipeline_sensor
-from backfill_assets.defs.downstream.customer_ltv import first_stale, first_unpublished
-from backfill_assets.defs.partitions import days_of_month, monthly_partitions
+from backfill_assets.defs.partitions import monthly_partitions
 from backfill_assets.late_data import Request
-from backfill_assets.publishing.publication import latest_materializations
+from backfill_assets.late_data.stale import first_stale, first_unpublished
 from backfill_assets.settings import AutomationSettings, Settings
 
 
@@ -91,7 +92,7 @@ def month_request(
     stale, newest = [], 0
     for key in monthly_partitions(settings).get_partition_keys() if last else []:
         month = date.fromisoformat(key)
-        days = days_of_month(month, settings)
+        days = days_of_month(month, settings.start_date)
         if not days or any(d not in fact for d in days):
             continue
         changed = max(fact[d] for d in days)

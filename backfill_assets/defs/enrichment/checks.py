@@ -3,17 +3,14 @@ figures they compare come from ``transforms.enrichment.enrichment_audit``."""
 
 from __future__ import annotations
 
-from datetime import date
-
 import dagster as dg
 
 from backfill_assets.catalog import STG_ORDERS_ENRICHED
+from backfill_assets.downstream.downstream_outcomes import (
+    ONE_ROW_PER_STAGING_ORDER,
+    SEGMENT_AS_OF_EVENT_DATE,
+)
 from backfill_assets.event_days.outcomes import CODE_DEFECT
-from backfill_assets.publishing.publication import CheckOutcome
-from backfill_assets.transforms.enrichment import EMPTY_DAY
-
-ONE_ROW_PER_STAGING_ORDER = "one_row_per_staging_order"
-SEGMENT_AS_OF_EVENT_DATE = "segment_as_of_event_date"
 
 ENRICH_CHECKS = [
     dg.AssetCheckSpec(
@@ -33,34 +30,3 @@ ENRICH_CHECKS = [
         + CODE_DEFECT,
     ),
 ]
-
-
-def enrich_outcomes(days: list[date], audit: dict[date, dict]) -> list[CheckOutcome]:
-    outcomes = []
-    for day in days:
-        a = audit.get(day, EMPTY_DAY)
-        outcomes += [
-            CheckOutcome(
-                STG_ORDERS_ENRICHED,
-                ONE_ROW_PER_STAGING_ORDER,
-                day,
-                a["rows"] == a["staging_rows"] and a["missing"] == 0 and a["extra"] == 0,
-                {
-                    "staging_rows": a["staging_rows"],
-                    "rows": a["rows"],
-                    "staging_orders_missing": a["missing"],
-                    "rows_without_staging_order": a["extra"],
-                },
-            ),
-            CheckOutcome(
-                STG_ORDERS_ENRICHED,
-                SEGMENT_AS_OF_EVENT_DATE,
-                day,
-                a["after_event_date"] == 0 and a["not_latest"] == 0,
-                {
-                    "segments_after_event_date": a["after_event_date"],
-                    "not_the_latest_entry": a["not_latest"],
-                },
-            ),
-        ]
-    return outcomes

@@ -9,9 +9,10 @@ beside its totals, how they changed against the version it replaced (``orders_de
 ``paid_orders_delta``, ``revenue_usd_delta``, ``replaced_delta_version``).
 """
 
+from __future__ import annotations
+
 from collections import defaultdict
 from datetime import date
-from typing import Any
 
 import dagster as dg
 
@@ -23,11 +24,12 @@ from backfill_assets.catalog import (
     MONTHLY_REVENUE_TABLE,
     RPT_MONTHLY_REVENUE,
 )
-from backfill_assets.defs.downstream.checks import MONTHLY_CHECKS, monthly_outcomes
-from backfill_assets.defs.partitions import days_of_month, month_of, monthly_partitions
+from backfill_assets.days import days_of_month, month_of
+from backfill_assets.downstream.downstream_outcomes import (
+    monthly_outcomes,
+)
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.publication import Publication
-from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.audit import MONTHLY_FIELDS, ZERO, fact_totals, totals_by
 from backfill_assets.transforms.ltv import monthly_revenue
@@ -44,7 +46,7 @@ def ready_months(
     published = step.published_days(FCT_DAILY_REVENUE)
     ready = {}
     for month in months:
-        days = days_of_month(month, settings)
+        days = days_of_month(month, settings.start_date)
         missing = [d for d in days if d not in published]
         if missing:
             named = ", ".join(d.isoformat() for d in missing[:MAX_NAMED])
@@ -132,31 +134,3 @@ def publish_months(step: Publication, settings: Settings, months: list[date]) ->
                 "days": dg.MetadataValue.int(len(ready[m])),
             },
         )
-
-
-def build_monthly_revenue_assets(settings: Settings) -> list[dg.AssetsDefinition]:
-    def build(step: Publication, months: list[date], resources: Any) -> None:
-        publish_months(step, settings, months)
-
-    spec = dg.AssetSpec(
-        RPT_MONTHLY_REVENUE,
-        group_name="reports",
-        description=f"Monthly revenue (Delta table {MONTHLY_REVENUE_TABLE.path}): per "
-        "month (its first day) and country, the daily fact's orders, paid orders and "
-        "paid revenue summed over the month. Built only when every day of the month "
-        "is published, otherwise held naming the missing days; rebuilt for every "
-        "month a fact change touches, recording the change against the version it "
-        "replaced.",
-        deps=[dg.AssetDep(FCT_DAILY_REVENUE, partition_mapping=dg.TimeWindowPartitionMapping())],
-        metadata={"table": MONTHLY_REVENUE_TABLE.path},
-    )
-    step = publishing_step(
-        "monthly_revenue",
-        spec,
-        MONTHLY_CHECKS,
-        monthly_partitions(settings),
-        build,
-        description="The range's months whose days are all published, each audited before "
-        "publishing.",
-    )
-    return [step]

@@ -17,14 +17,14 @@ Held days, named in the run's failure:
 - a day whose staging was republished while it was built is held, and the days after it.
 """
 
-from collections.abc import Container
-from datetime import date, timedelta
-from typing import Any
+from __future__ import annotations
 
-import dagster as dg
+from datetime import date, timedelta
+
 from pyspark.sql import DataFrame
 
 from backfill_assets.asset_events.lineage import commit_info, write_metadata
+from backfill_assets.asset_events.materializations import latest_materializations
 from backfill_assets.catalog import (
     CUSTOMER_LTV_TABLE,
     FACT_TABLE,
@@ -32,39 +32,18 @@ from backfill_assets.catalog import (
     STAGING_TABLE,
     STG_ORDERS,
 )
-from backfill_assets.days import days_between
-from backfill_assets.defs.downstream.checks import LTV_CHECKS, ltv_outcomes
-from backfill_assets.defs.partitions import daily_partitions, previous_day
-from backfill_assets.lake import Lake
-from backfill_assets.publishing.publication import (
-    Publication,
-    latest_materializations,
-    partition_dates,
+from backfill_assets.downstream.downstream_outcomes import (
+    ltv_outcomes,
 )
-from backfill_assets.publishing.steps import publishing_step
+from backfill_assets.lake import Lake
+from backfill_assets.late_data.stale import first_stale, first_unpublished
+from backfill_assets.publishing.publication import Publication
 from backfill_assets.settings import Settings
 from backfill_assets.transforms.audit import fact_totals, ltv_audit
 from backfill_assets.transforms.ltv import customer_ltv, latest_rows
 from backfill_assets.transforms.schemas import CUSTOMER_LTV
 
 STAGING, LTV = STG_ORDERS.to_user_string(), FCT_CUSTOMER_LTV.to_user_string()
-
-
-def first_stale(
-    first: date, last: date, staging: dict[date, int], ltv: dict[date, int]
-) -> date | None:
-    """The first day of [first, last] whose LTV is not published, or was published before the
-    staging of a day up to it (storage ids of their latest materializations); None if none."""
-    newest_staging = 0
-    for day in days_between(first, last):
-        newest_staging = max(newest_staging, staging.get(day, 0))
-        if day not in ltv or ltv[day] < newest_staging:
-            return day
-    return None
-
-
-def first_unpublished(first: date, last: date, published: Container[date]) -> date | None:
-    return next((d for d in days_between(first, last) if d not in published), None)
 
 
 def buildable_days(step: Publication, settings: Settings, days: list[date]) -> list[date]:
@@ -143,32 +122,3 @@ def read_seed(lake: Lake, start: date) -> tuple[DataFrame, int | None]:
         return lake.spark.createDataFrame([], CUSTOMER_LTV), None
     ltv, version = lake.read_table(table.path)
     return latest_rows(ltv.where(ltv[table.partition_column] < start)), version
-
-
-def build_customer_ltv_assets(settings: Settings) -> list[dg.AssetsDefinition]:
-    def build(step: Publication, todo: list[date], resources: Any) -> None:
-        # from the first day an earlier attempt did not publish to the range's end
-        publish_ltv(step, settings, days_between(todo[0], partition_dates(step.context)[-1]))
-
-    spec = dg.AssetSpec(
-        FCT_CUSTOMER_LTV,
-        group_name="fact",
-        description=f"Customer lifetime value (Delta table {CUSTOMER_LTV_TABLE.path}): per "
-        "as_of_date D, one row per customer with a staging order that day, their orders, "
-        "paid orders and paid revenue from the first partition to D. A range is one run and "
-        "one Spark job, seeded from each customer's latest earlier row. A day is held while "
-        "a staging day up to it is not published; a range is held while the LTV before it "
-        "is not current (the failure names the day to build from).",
-        deps=[STG_ORDERS, dg.AssetDep(FCT_CUSTOMER_LTV, partition_mapping=previous_day())],
-        metadata={"table": CUSTOMER_LTV_TABLE.path},
-    )
-    step = publishing_step(
-        "customer_ltv",
-        spec,
-        LTV_CHECKS,
-        daily_partitions(settings),
-        build,
-        description="LTV of the range's days, from the first one an earlier attempt did not "
-        "publish.",
-    )
-    return [step]
