@@ -460,7 +460,7 @@ S3_ENV = (
 
 @dataclass(frozen=True)
 class S3Settings:
-    """How the lake reaches an ``s3://`` location (``lake/storage.py``): the standard AWS
+    """How the lake reaches an ``s3://`` location (``storage/stores.py``): the standard AWS
     variables, and only them (no profile file, no instance role), read when a lake on S3 is
     opened. The keys never show in a repr, and so in no log or error that prints these."""
 

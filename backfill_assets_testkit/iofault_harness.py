@@ -37,7 +37,7 @@ from deltalake import DeltaTable
 import backfill_assets.lake.manifests as manifests
 from backfill_assets.lake import CommitInfo, Lake, LakeError
 from backfill_assets.lake.log import commit_metadata, referenced_files
-from backfill_assets.lake.storage import S3_SCHEME, S3Storage, split, storage_for
+from backfill_assets.storage.stores import S3_SCHEME, S3Storage, split, storage_for
 from backfill_assets.testing.iofault import arm
 
 TABLE = "staging/things"

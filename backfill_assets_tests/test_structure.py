@@ -172,7 +172,7 @@ LAYERS = (
         "testing",
         "dagster_private",
     ),
-    ("spark", "event_log"),
+    ("spark", "event_log", "storage"),
     ("lake",),
     ("transforms",),
     ("landing", "enrichment", "demo"),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backfill_assets.lake.storage import is_s3
 from backfill_assets.settings import Settings, SparkSettings
+from backfill_assets.storage.stores import is_s3
 
 
 def check_run_needs(settings: Settings) -> None:

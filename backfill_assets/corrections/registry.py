@@ -15,7 +15,7 @@ writing over a newer state. On S3 the save is a conditional PUT, ``If-Match`` th
 object whose generation was compared; on local disk the comparison and the write are made
 holding the record's lock (``durable.exclusive``).
 
-The records live beside the lake's tables, on its storage (``lake/storage.py``): a local folder
+The records live beside the lake's tables, on its storage (``storage/stores.py``): a local folder
 or an S3 prefix, so ``lake_root`` is a path or an ``s3://`` location. A new record is created
 create-only, so that of two writers opening one correction id exactly one creates it.
 
@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from backfill_assets import seam
 from backfill_assets.lake import durable
-from backfill_assets.lake.storage import normalise, storage_for
 from backfill_assets.settings import RunSettings
+from backfill_assets.storage.stores import normalise, storage_for
 
 FOLDER = "_corrections"  # under the lake root; Delta readers skip names starting with "_"
 BROKEN_SUFFIX = ".broken"  # a broken record set aside by `forget`: kept, never read again

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
 from backfill_assets.days import days_between
-from backfill_assets.lake.storage import is_s3
 from backfill_assets.landing.layout import (
     DATASETS,
     FX_HEADER,
@@ -28,6 +27,7 @@ from backfill_assets.landing.layout import (
     open_landed,
     put_landed,
 )
+from backfill_assets.storage.stores import is_s3
 
 _DAY_MS = 86_400_000
 _HOUR_MS = 3_600_000

@@ -57,7 +57,7 @@ from collections.abc import Iterator
 import backfill_assets.lake.lock_holder as lock_holder
 import backfill_assets.lake.s3_lock as s3_lock
 from backfill_assets.lake.errors import LakeError
-from backfill_assets.lake.storage import S3Storage, storage_for
+from backfill_assets.storage.stores import S3Storage, storage_for
 
 LOCK_NAME = "_commit.lock"  # at the table's root: "_" keeps it out of VACUUM's reach
 WAIT_SECONDS = 120.0

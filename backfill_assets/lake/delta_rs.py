@@ -13,7 +13,7 @@ SIGKILL leaves either the old or the new version; on S3 delta-rs commits with a 
 put (``If-None-Match: *``), which gives the same. Every commit (vacuum's, compaction's, a
 checkpoint, a change of properties too) holds the table's ``commit_lock``, which delta-spark
 takes around its commits: Delta's JVM does not create a commit file only if absent. Tables
-on S3 are reached with the storage options of the lake's storage (``storage.py``), from the
+on S3 are reached with the storage options of the lake's storage (``storage/stores.py``), from the
 standard AWS variables.
 """
 
@@ -70,7 +70,7 @@ from backfill_assets.lake.spark_files import (
     read_files,
     spark_schema,
 )
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.storage.stores import storage_for
 
 if TYPE_CHECKING:
     import pyarrow as pa

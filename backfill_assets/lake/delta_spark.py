@@ -60,9 +60,9 @@ from backfill_assets.lake.log import (
     touched_after,
 )
 from backfill_assets.lake.manifests import StagedVersion
+from backfill_assets.lake.retention import vacuum_candidates
 from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import read_files
-from backfill_assets.lake.storage import vacuum_candidates
 
 if TYPE_CHECKING:
     from delta.tables import DeltaTable

@@ -55,7 +55,7 @@ from backfill_assets.lake.log import (
 from backfill_assets.lake.manifests import StagedFile, StagedVersion
 from backfill_assets.lake.retry import Attempt, Commit, committing
 from backfill_assets.lake.spark_files import nullable
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.storage.stores import storage_for
 
 LOGGER = logging.getLogger(__name__)
 # Schema field metadata with which Delta's writer computes or checks a column's values.

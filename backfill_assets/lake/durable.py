@@ -3,7 +3,7 @@ half: the staged versions' manifests and the corrections' records. Each step pas
 seam (``testing/iofault.py``). On local disk: a synced temporary file, then a rename, then a
 sync of the folder (the rename is in the folder's entries; a new folder is synced into its
 parent too); on S3 one PUT, which is atomic per object and durable once it succeeds
-(``storage.py``).
+(``storage/stores.py``).
 
 Also the syncs of what the lake writes beside them, on local disk (S3 needs none): each data file
 with the folders it created (``parquet_writer.py``), and each commit file delta-rs writes for
@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 
 from backfill_assets import seam
 from backfill_assets.lake.errors import LakeError
-from backfill_assets.lake.storage import S3Storage, storage_for
+from backfill_assets.storage.stores import S3Storage, storage_for
 
 TMP_SUFFIX = ".tmp"
 LOCK_SUFFIX = ".lock"

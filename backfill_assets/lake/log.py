@@ -3,7 +3,7 @@
 Commit files (``_delta_log/<version>.json``) are the protocol's stable, engine
 neutral record of every add and remove with its partition values, so this
 works for commits made by any writer, not only by this layer. The log is read through the
-lake's storage (``storage.py``): a local folder or an S3 prefix.
+lake's storage (``storage/stores.py``): a local folder or an S3 prefix.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from backfill_assets.lake.commit import decode_metadata
 from backfill_assets.lake.errors import LakeError, TornCommit
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.storage.stores import storage_for
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 # a checkpoint of any kind: classic, multi-part or V2 (``<version>.checkpoint.<uuid>.json``)

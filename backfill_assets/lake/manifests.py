@@ -46,7 +46,7 @@ from backfill_assets.lake.commit import CommitInfo
 from backfill_assets.lake.errors import BrokenManifest, LakeError, ManifestChanged
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import find_write, referenced_files
-from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
+from backfill_assets.storage.stores import S3Storage, is_s3, storage_for
 
 STAGED_DIR = "_staged"  # Delta readers and vacuum skip folders whose name starts with "_"
 

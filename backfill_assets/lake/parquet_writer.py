@@ -37,8 +37,8 @@ from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.manifests import StagedFile
-from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, storage_for
 from backfill_assets.settings import S3Settings
+from backfill_assets.storage.stores import S3_SCHEME, S3Storage, arrow_s3, storage_for
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -21,6 +21,7 @@ import math
 import re
 
 from backfill_assets.lake.errors import LakeError
+from backfill_assets.storage.stores import storage_for
 
 DELETED_FILES = "delta.deletedFileRetentionDuration"
 LOG = "delta.logRetentionDuration"
@@ -84,3 +85,13 @@ def shortfall(table: str, configuration: dict[str, str], retention_hours: float)
         if hours < retention_hours:
             needed[key] = interval_text(max(retention_hours, default))
     return needed
+
+
+def vacuum_candidates(table_dir: str) -> dict[str, int]:
+    """The table's files outside its log and hidden folders, which VACUUM judges (relative
+    path: modification time in ms)."""
+    return {
+        path: modified
+        for path, modified in storage_for(table_dir).list_files_modified(table_dir).items()
+        if not any(part.startswith(("_", ".")) for part in path.split("/"))
+    }

@@ -42,7 +42,7 @@ from typing import Any
 
 import backfill_assets.lake.lock_holder as lock_holder
 from backfill_assets.lake.errors import LakeError
-from backfill_assets.lake.storage import S3Storage, storage_for
+from backfill_assets.storage.stores import S3Storage, storage_for
 
 LEASE_SECONDS = 60.0
 RELEASE = "python -m backfill_assets.lake.commit_lock release"

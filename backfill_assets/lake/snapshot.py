@@ -29,7 +29,7 @@ from backfill_assets.lake.errors import LakeError, LakeUnsupported
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.log import torn_commit
 from backfill_assets.lake.spark_files import unreadable_features
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.storage.stores import storage_for
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

@@ -20,8 +20,8 @@ from pyspark.sql.types import StructField, StructType
 
 from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.keys import date_text
-from backfill_assets.lake.storage import is_s3
 from backfill_assets.spark.session import listing_on_driver
+from backfill_assets.storage.stores import is_s3
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from backfill_assets.lake.engine import Engine
-    from backfill_assets.lake.storage import LocalStorage, S3Storage
+    from backfill_assets.storage.stores import LocalStorage, S3Storage
 
 
 class Staging:

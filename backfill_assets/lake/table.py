@@ -48,7 +48,8 @@ from backfill_assets.lake.log import (
 )
 from backfill_assets.lake.spark_files import need_spark
 from backfill_assets.lake.staging import Staging
-from backfill_assets.lake.storage import normalise, storage_for, vacuum_candidates
+from backfill_assets.storage import StorageError
+from backfill_assets.storage.stores import normalise, storage_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,8 +61,8 @@ ENGINES = ("auto", "delta-rs", "delta-spark")
 class Lake:
     """Delta tables under ``root``, named like ``raw/orders``, partitioned by one DATE column.
 
-    ``root`` is a local folder or ``s3://bucket/prefix`` (reached with the standard AWS
-    variables: ``storage.py``; ``auto`` picks delta-rs there, delta-spark must be asked for)."""
+    ``root`` is a local folder or ``s3://bucket/prefix`` (reached with the standard AWS variables:
+    ``storage/stores.py``; ``auto`` picks delta-rs there, delta-spark must be asked for)."""
 
     def __init__(
         self,
@@ -78,10 +79,13 @@ class Lake:
         days = settings.retention_days() if retention_days is None else retention_days
         self.retention_hours = float(days) * 24
         properties = retention.table_properties(self.retention_hours)
-        self.storage = storage_for(root)
-        # the root as the storage names it: an absolute local path or s3://bucket/prefix
-        self.location = normalise(root)
-        self.storage.check(self.location)  # on S3, one clear error before anything is written
+        try:
+            self.storage = storage_for(root)
+            # the root as the storage names it: an absolute local path or s3://bucket/prefix
+            self.location = normalise(root)
+            self.storage.check(self.location)  # on S3, one clear error before anything is written
+        except StorageError as exc:
+            raise LakeError(str(exc)) from None
         self._spark = spark
         if engine == "auto":
             from backfill_assets.lake.delta_spark import native_delta_available
@@ -106,9 +110,9 @@ class Lake:
     def _reach_s3(self, spark: SparkSession) -> None:
         """delta-spark on S3: the session must have the s3a jars; the AWS variables' settings
         go into its Hadoop configuration (``spark/s3a.py``)."""
-        from backfill_assets.lake.storage import S3Storage
         from backfill_assets.spark import s3a
         from backfill_assets.spark.delta_jars import S3A_FIX
+        from backfill_assets.storage.stores import S3Storage
 
         if not s3a.available(spark):
             raise LakeError(
@@ -358,7 +362,7 @@ class Lake:
             )
         self.keep_retention(table, retention_hours)
         location = self.table_location(table)
-        if all(modified > cutoff_ms for modified in vacuum_candidates(location).values()):
+        if all(modified > cutoff_ms for modified in retention.vacuum_candidates(location).values()):
             return []  # no file is old enough to go: VACUUM would delete nothing
         return self.engine.vacuum(table, location, retention_hours)
 

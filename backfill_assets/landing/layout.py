@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
-from backfill_assets.lake.storage import S3Storage, is_s3, storage_for
+from backfill_assets.storage.stores import S3Storage, is_s3, storage_for
 
 Root = str | os.PathLike[str]  # a local folder, or s3://bucket/prefix
 

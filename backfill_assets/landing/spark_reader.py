@@ -20,10 +20,10 @@ from pyspark.sql import functions as F
 
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
-from backfill_assets.lake.storage import S3_SCHEME, S3Storage, arrow_s3, is_s3, storage_for
 from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
 from backfill_assets.settings import S3Settings
 from backfill_assets.spark.session import listing_on_driver
+from backfill_assets.storage.stores import S3_SCHEME, S3Storage, arrow_s3, is_s3, storage_for
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS, UTF8_COLUMN
 
 if TYPE_CHECKING:

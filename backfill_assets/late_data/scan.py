@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from backfill_assets.lake.storage import S3Storage, storage_for
 from backfill_assets.landing.layout import (
     Dataset,
     Root,
@@ -46,6 +45,7 @@ from backfill_assets.landing.layout import (
     join,
     leads_outside,
 )
+from backfill_assets.storage.stores import S3Storage, storage_for
 
 _CLOCK_REALTIME_COARSE = 5  # <linux/time.h>; Python does not name it
 

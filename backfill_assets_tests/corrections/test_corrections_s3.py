@@ -19,8 +19,8 @@ from backfill_assets.cli.catch_up import run_catch_up
 from backfill_assets.cli.main import main, run_backfill
 from backfill_assets.corrections import registry
 from backfill_assets.demo.generate import generate_feed, restate_rates
-from backfill_assets.lake.storage import storage_for
 from backfill_assets.settings import AutomationSettings, Settings
+from backfill_assets.storage.stores import storage_for
 from backfill_assets_testkit.pipeline_env import assert_matches_reference, pipeline_env
 from backfill_assets_testkit.reference import Reference
 from backfill_assets_testkit.s3_landing import upload

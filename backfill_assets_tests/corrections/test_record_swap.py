@@ -14,7 +14,7 @@ import pytest
 
 from backfill_assets.corrections import lifecycle, registry
 from backfill_assets.corrections.registry import RecordChanged, State
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.storage.stores import storage_for
 from backfill_assets.testing.faults import forget_visits
 from backfill_assets_testkit.small_lake import (
     CID,

@@ -12,8 +12,8 @@ import pytest
 from backfill_assets.corrections import registry
 from backfill_assets.demo.local_s3 import free_ports
 from backfill_assets.lake import Lake, LakeError, durable
-from backfill_assets.lake.storage import S3Storage
 from backfill_assets.settings import S3Settings
+from backfill_assets.storage.stores import S3Storage
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)

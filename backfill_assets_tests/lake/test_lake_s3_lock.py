@@ -17,7 +17,7 @@ import time
 import pytest
 
 from backfill_assets.lake import Lake, LakeError, commit_lock, s3_lock
-from backfill_assets.lake.storage import split, storage_for
+from backfill_assets.storage.stores import split, storage_for
 from backfill_assets_testkit.processes import kill_group, log_tail, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import THINGS, commit, content, wait_for
 
@@ -30,7 +30,7 @@ NO_UNSHARE = (
 HOLD = """
 import sys, time
 from backfill_assets.lake import commit_lock
-from backfill_assets.lake.storage import storage_for
+from backfill_assets.storage.stores import storage_for
 table_dir, taken = sys.argv[1], sys.argv[2]
 with commit_lock.held(table_dir, "held in another PID namespace"):
     body = storage_for(table_dir).read_text(commit_lock.lock_path(table_dir))

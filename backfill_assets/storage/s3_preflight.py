@@ -7,8 +7,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
-from backfill_assets.lake.errors import LakeError
 from backfill_assets.settings import S3Settings
+from backfill_assets.storage import StorageError
 
 PROBE_FOLDER = "_probe"  # under the lake's prefix; Delta readers skip names starting with "_"
 _passed: set[tuple[object, str]] = set()  # (settings, bucket) checked in this process
@@ -29,26 +29,26 @@ class Store(Protocol):
 
 
 def check_s3(storage: Store, location: str, bucket: str, prefix: str) -> None:
-    """LakeError unless the lake at ``location`` (``bucket``, key ``prefix``) can be listed and
+    """StorageError unless the lake at ``location`` (``bucket``, key ``prefix``) can be listed and
     written create-only."""
     settings = storage.settings
     if (settings, bucket) in _passed:
         return
     where = settings.endpoint or f"AWS S3 in {settings.region}"
     if not (settings.access_key_id and settings.secret_access_key):
-        raise LakeError(
+        raise StorageError(
             f"the lake {location} is on S3 but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are "
             "not both set: set them to the keys of the bucket's user"
         )
     if (settings.endpoint or "").startswith("http://") and not settings.allow_http:
-        raise LakeError(
+        raise StorageError(
             f"AWS_ENDPOINT_URL is {settings.endpoint}, plain http, which AWS_ALLOW_HTTP does not "
             "allow: set AWS_ALLOW_HTTP=true (a local server) or use its https:// address"
         )
     try:
         storage.client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
     except Exception as exc:
-        raise LakeError(_listing_error(exc, location, bucket, where)) from None
+        raise StorageError(_listing_error(exc, location, bucket, where)) from None
     _check_conditional_put(storage, location, where)
     _passed.add((settings, bucket))
 
@@ -91,7 +91,7 @@ def _check_conditional_put(storage: Store, location: str, where: str) -> None:
     try:
         storage.put(probe, b"probe", create=True)
     except OSError as exc:
-        raise LakeError(
+        raise StorageError(
             f"S3 at {where} lists the lake {location} but refuses to write to it ({exc}): grant "
             "AWS_ACCESS_KEY_ID write access to the bucket"
         ) from None
@@ -101,7 +101,7 @@ def _check_conditional_put(storage: Store, location: str, where: str) -> None:
         return
     finally:
         storage.delete(probe)
-    raise LakeError(
+    raise StorageError(
         f"S3 at {where} overwrote an object that a write with If-None-Match: * had to leave "
         "alone: this store does not support conditional puts, so two writers of one manifest or "
         "commit could both win. Use a store that does (AWS S3, SeaweedFS): AWS_ENDPOINT_URL"

@@ -1,9 +1,9 @@
-"""Where the lake's own files live: a local folder or an S3 bucket, behind one small ``Storage``.
+"""Where the project's files live: a local folder or an S3 bucket, behind one small ``Storage``.
 
-The lake names every file by a location string: an absolute local path, or
-``s3://bucket/key``. ``storage_for(location)`` gives the storage that serves it. What goes
-through it is what the lake itself reads and writes beside Delta: the staged manifests, the
-correction records, staged data file deletes and the reads of the Delta log (``log.py``).
+Every file is named by a location string: an absolute local path, or ``s3://bucket/key``.
+``storage_for(location)`` gives the storage that serves it. What goes through it: what the lake
+reads and writes beside Delta (the staged manifests, staged data file deletes, the reads of the
+Delta log: ``lake/log.py``), the corrections' records, and the landing zone's listing and reads.
 Delta's commits and scans go through delta-rs with ``delta_options``; the data files through
 pyarrow with ``arrow_filesystem``.
 
@@ -24,9 +24,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from backfill_assets.lake.errors import LakeError
-from backfill_assets.lake.s3_preflight import check_s3
 from backfill_assets.settings import S3Settings
+from backfill_assets.storage import StorageError
+from backfill_assets.storage.s3_preflight import check_s3
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -300,7 +300,7 @@ class S3Storage:
         return arrow_s3(self.settings), S3_SCHEME
 
     def check(self, location: str) -> None:
-        """One clear LakeError, naming the setting to fix, when the lake at ``location`` cannot
+        """One clear StorageError, naming the setting to fix, when the lake at ``location`` cannot
         be reached: see ``s3_preflight.py``."""
         check_s3(self, location, *split(location))
 
@@ -311,21 +311,11 @@ def storage_for(location: str | os.PathLike) -> LocalStorage | S3Storage:
         try:
             return S3Storage(S3Settings.from_env())
         except ValueError as exc:
-            raise LakeError(str(exc)) from None
+            raise StorageError(str(exc)) from None
     return LOCAL
 
 
 LOCAL = LocalStorage()
-
-
-def vacuum_candidates(table_dir: str) -> dict[str, int]:
-    """The table's files outside its log and hidden folders, which VACUUM judges (relative
-    path: modification time in ms)."""
-    return {
-        path: modified
-        for path, modified in storage_for(table_dir).list_files_modified(table_dir).items()
-        if not any(part.startswith(("_", ".")) for part in path.split("/"))
-    }
 
 
 def split(location: str) -> tuple[str, str]:
@@ -333,7 +323,7 @@ def split(location: str) -> tuple[str, str]:
     rest = os.fspath(location).removeprefix(S3_SCHEME)
     bucket, _, key = rest.partition("/")
     if not bucket:
-        raise LakeError(f"{location} names no bucket: s3://<bucket>/<prefix>")
+        raise StorageError(f"{location} names no bucket: s3://<bucket>/<prefix>")
     return bucket, key
 
 
