@@ -32,9 +32,7 @@ from backfill_assets.catalog import (
     STAGING_TABLE,
     STG_ORDERS,
 )
-from backfill_assets.downstream.downstream_outcomes import (
-    ltv_outcomes,
-)
+from backfill_assets.downstream.downstream_outcomes import ltv_outcomes
 from backfill_assets.lake import Lake
 from backfill_assets.late_data.stale import first_stale, first_unpublished
 from backfill_assets.publishing.publication import Publication

@@ -28,9 +28,7 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     STG_ORDERS_ENRICHED,
 )
-from backfill_assets.downstream.downstream_outcomes import (
-    enrich_outcomes,
-)
+from backfill_assets.downstream.downstream_outcomes import enrich_outcomes
 from backfill_assets.enrichment.cache import cached_segments, store_segments
 from backfill_assets.enrichment.client import BACKFILL, LIVE, SegmentServiceError
 from backfill_assets.publishing.publication import Publication

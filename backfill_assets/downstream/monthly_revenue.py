@@ -25,9 +25,7 @@ from backfill_assets.catalog import (
     RPT_MONTHLY_REVENUE,
 )
 from backfill_assets.days import days_of_month, month_of
-from backfill_assets.downstream.downstream_outcomes import (
-    monthly_outcomes,
-)
+from backfill_assets.downstream.downstream_outcomes import monthly_outcomes
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.settings import Settings

@@ -11,26 +11,15 @@ import dagster as dg
 from pyspark import StorageLevel
 
 from backfill_assets.asset_events.lineage import commit_info, write_metadata
-from backfill_assets.catalog import (
-    FX_RATES_DATASET,
-    RAW_FX_RATES,
-    RAW_FX_RATES_TABLE,
-)
+from backfill_assets.catalog import FX_RATES_DATASET, RAW_FX_RATES, RAW_FX_RATES_TABLE
 from backfill_assets.days import rate_dates, rate_partition
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_rate_lines
 from backfill_assets.publishing.publication import Publication
-from backfill_assets.raw.raw_outcomes import (
-    RATES_MATCH_LANDING,
-    landing_outcomes,
-    listed_files,
-)
+from backfill_assets.raw.raw_outcomes import RATES_MATCH_LANDING, landing_outcomes, listed_files
 from backfill_assets.settings import Settings
 from backfill_assets.transforms import schemas
-from backfill_assets.transforms.audit import (
-    FileKey,
-    line_fingerprints,
-)
+from backfill_assets.transforms.audit import FileKey, line_fingerprints
 
 
 def build_raw_fx_rates(

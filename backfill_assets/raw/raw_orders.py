@@ -11,12 +11,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from backfill_assets.asset_events.lineage import commit_info, write_metadata
-from backfill_assets.catalog import (
-    ORDERS_DATASET,
-    QUARANTINE_TABLE,
-    RAW_ORDERS,
-    RAW_ORDERS_TABLE,
-)
+from backfill_assets.catalog import ORDERS_DATASET, QUARANTINE_TABLE, RAW_ORDERS, RAW_ORDERS_TABLE
 from backfill_assets.landing.layout import list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines
 from backfill_assets.publishing.publication import Publication

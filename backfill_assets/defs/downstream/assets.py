@@ -18,15 +18,8 @@ from backfill_assets.catalog import (
     STG_ORDERS,
 )
 from backfill_assets.days import days_between
-from backfill_assets.defs.downstream.checks import (
-    LTV_CHECKS,
-    MONTHLY_CHECKS,
-)
-from backfill_assets.defs.partitions import (
-    daily_partitions,
-    monthly_partitions,
-    previous_day,
-)
+from backfill_assets.defs.downstream.checks import LTV_CHECKS, MONTHLY_CHECKS
+from backfill_assets.defs.partitions import daily_partitions, monthly_partitions, previous_day
 from backfill_assets.downstream.customer_ltv import publish_ltv
 from backfill_assets.downstream.monthly_revenue import publish_months
 from backfill_assets.publishing.publication import Publication, partition_dates

@@ -15,10 +15,7 @@ from backfill_assets.catalog import (
     RAW_ORDERS_TABLE,
 )
 from backfill_assets.defs.partitions import daily_partitions
-from backfill_assets.defs.raw.checks import (
-    RAW_FX_RATES_CHECKS,
-    RAW_ORDERS_CHECKS,
-)
+from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
 from backfill_assets.publishing.steps import publishing_step
 from backfill_assets.raw.raw_fx_rates import build_raw_fx_rates
 from backfill_assets.raw.raw_orders import ORDER_TABLES, build_raw_orders
