@@ -86,8 +86,11 @@ def can_swap(spark: SparkSession, name: str, table_dir: str, what: str) -> bool:
     latest = newest_commit(table_dir)
     if latest is None:
         return True  # no table yet: the swap's commit creates it
-    schema_json, _, properties = jvm.table_shape(jvm.snapshot_at(spark, table_dir, latest))
-    reasons = _reasons(schema_json, properties)
+    found = snapshot.shape(table_dir, latest)
+    if found is None:  # a version deltalake cannot load: Delta's own snapshot
+        schema_json, _, properties = jvm.table_shape(jvm.snapshot_at(spark, table_dir, latest))
+        found = schema_json, properties
+    reasons = _reasons(*found)
     if reasons:
         LOGGER.warning(
             "%s: %s copies the data, since Delta checks the writes of a table with %s",

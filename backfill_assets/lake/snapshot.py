@@ -196,6 +196,18 @@ def unreadable(table: DeltaTable) -> list[str]:
     )
 
 
+def shape(table_dir: str, version: int) -> tuple[str, dict[str, str]] | None:
+    """(schema JSON, table properties) of ``version``: the schema with every field's
+    nullability and metadata as Delta's log holds them; None when deltalake cannot load it."""
+    try:
+        table = load(table_dir, version)
+    except LakeError:
+        return None
+    if table is None:
+        return None
+    return table.schema().to_json(), dict(table.metadata().configuration or {})
+
+
 def check_readable(table: DeltaTable, table_name: str) -> None:
     """Refuse a table whose data a plain Parquet scan would read wrongly (``LakeUnsupported``)."""
     unknown = unreadable(table)

@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 import backfill_assets.lake.delta_spark_jvm as jvm
+import backfill_assets.lake.delta_spark_swap as swap
 from backfill_assets.lake import Lake, LakeConflict, LakeError, snapshot
 from backfill_assets.lake.log import relative_path
 from backfill_assets.spark.delta_jars import DELTA_VERSION
@@ -308,3 +309,30 @@ def test_a_versions_files_from_deltalake_are_the_ones_delta_reconstructs(lake):
                 )
                 for a in delta
             ), (version, days)
+
+
+@NATIVE
+def test_a_tables_shape_from_deltalake_is_the_one_delta_checks_writes_by(lake):
+    """Whether a publish may swap files is decided on the schema and properties deltalake reads
+    (``snapshot.shape``): every field's nullability and metadata (identity, generated column,
+    comment) and the table's constraints as Delta's own snapshot holds them, so the same
+    columns rule a swap out."""
+    root = str(lake.path("shaped"))
+    lake.spark.sql(
+        f"CREATE TABLE delta.`{root}` (d DATE NOT NULL, id BIGINT GENERATED ALWAYS AS IDENTITY,"
+        " amount DOUBLE, doubled DOUBLE GENERATED ALWAYS AS (amount * 2),"
+        " note STRING COMMENT 'free text') USING DELTA PARTITIONED BY (d)"
+    )
+    lake.spark.sql(f"ALTER TABLE delta.`{root}` ADD CONSTRAINT positive CHECK (amount > 0)")
+    version = lake.version("shaped")
+    found = snapshot.shape(root, version)
+    assert found is not None
+    schema_json, _, properties = jvm.table_shape(jvm.snapshot_at(lake.spark, root, version))
+    assert json.loads(found[0]) == json.loads(schema_json)
+    assert found[1] == properties
+    reasons = swap._reasons(*found)
+    assert "table property delta.constraints.positive" in reasons
+    assert "NOT NULL column d" in reasons
+    assert "delta.generationExpression on column doubled" in reasons
+    assert any(r.startswith("delta.identity.") and r.endswith("on column id") for r in reasons)
+    assert not any(r.endswith(("column amount", "column note")) for r in reasons)
