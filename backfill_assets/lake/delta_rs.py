@@ -58,7 +58,6 @@ from backfill_assets.lake.log import (
     commit_added_files,
     commit_file_counts,
     commit_of_write,
-    relative_path,
     touched_after,
 )
 from backfill_assets.lake.manifests import StagedFile, StagedVersion
@@ -99,10 +98,7 @@ class DeltaRsEngine:
 
     def snapshot_files(self, table_dir: str, version: int) -> set[str]:
         """The data files ``version``'s snapshot names, relative to the table (none: no table)."""
-        table = snapshot.load(table_dir, version)
-        if table is None:
-            return set()
-        return {relative_path(table_dir, f.path) for f in snapshot.files(table, None)}
+        return snapshot.file_paths(table_dir, version)
 
     def unsupported(self, table_dir: str) -> list[str]:
         """The reader features of the table's latest version that Spark's plain read of its

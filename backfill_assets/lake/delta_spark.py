@@ -207,8 +207,12 @@ class DeltaSparkEngine:
         return jvm.transaction_version(self.spark, table_dir, app_id)
 
     def snapshot_files(self, table_dir: str, version: int) -> set[str]:
-        """The data files ``version``'s snapshot names, relative to the table (none: no table),
-        from Delta's snapshot in the JVM."""
+        """The data files ``version``'s snapshot names, relative to the table (none: no table):
+        from deltalake's snapshot; from Delta's in the JVM for a version deltalake cannot load."""
+        try:
+            return snapshot.file_paths(table_dir, version)
+        except LakeError:
+            pass
         if self.version(table_dir) is None:
             return set()
         files = jvm.snapshot_files(self.spark, table_dir, version).select("path").collect()

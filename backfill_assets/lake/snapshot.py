@@ -27,7 +27,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from backfill_assets.lake.errors import LakeError, LakeUnsupported
 from backfill_assets.lake.keys import date_text
-from backfill_assets.lake.log import torn_commit
+from backfill_assets.lake.log import relative_path, torn_commit
 from backfill_assets.lake.spark_files import unreadable_features
 from backfill_assets.storage.stores import storage_for
 
@@ -194,6 +194,15 @@ def unreadable(table: DeltaTable) -> list[str]:
         protocol.reader_features or [],
         table.metadata().configuration or {},
     )
+
+
+def file_paths(table_dir: str, version: int) -> set[str]:
+    """The data files ``version`` names, relative to the table (none: no table); LakeError when
+    deltalake cannot load that version."""
+    table = load(table_dir, version)
+    if table is None:
+        return set()
+    return {relative_path(table_dir, f.path) for f in files(table, None)}
 
 
 def shape(table_dir: str, version: int) -> tuple[str, dict[str, str]] | None:

@@ -78,6 +78,9 @@ def test_deltalakes_snapshot_holds_what_deltas_jvm_holds_at_every_version(lake):
         assert sorted((f.path, f.size) for f in found.files) == sorted(
             (relative_path(root, r["path"]), r["size"]) for r in files
         ), version
+        assert lake.engine.snapshot_files(root, version) == {
+            relative_path(root, r["path"]) for r in files
+        }, version
     # another writer's property kept beside the retention every table of the lake is created
     # with: 14 days (BACKFILL_RETENTION_DAYS), never below Delta's defaults (7 and 30 days)
     assert snapshot.plain(root, 3).configuration == {
@@ -116,6 +119,11 @@ def test_a_table_with_deletion_vectors_is_read_and_counted_through_delta(lake):
     root, version = str(lake.path(THINGS)), lake.version(THINGS)
     assert snapshot_records(lake.spark, root, "d", version) == (expected_counts(remaining), [])
     assert snapshot.plain(root, version) is None  # reads, counts and swaps leave it to Delta
+    # the delete guard's files of a version: the data files Delta's own snapshot names
+    delta_files = snapshot_files(lake.spark, root, version).select("path").collect()
+    assert lake.engine.snapshot_files(root, version) == {
+        relative_path(root, r["path"]) for r in delta_files
+    }
 
 
 @NATIVE
