@@ -1,17 +1,17 @@
 """The cache of the segment service's answers: ``staging/customer_segments``, one row per
 (customer_id, valid_from), partitioned by ``valid_from``.
 
-A customer is cached when every entry of their history is: the service answers a customer's
-whole history at once, one commit writes all of it, and each row carries the history's length
+A customer is cached when every entry of their history is: the service answers a customer's whole
+history at once, one commit writes all of it, and each row carries the history's length
 (``_history_entries``). Writes are a MERGE by (customer_id, valid_from), never an append: the
-fetched customers' entries go in, replacing any they had, and their entries the new history
-no longer holds are deleted, in one commit; writing the same answers twice leaves the same rows.
-The MERGE reads the table and commits with the table's commit lock held (``Lake.merge``), so
-two runs storing at once both keep their customers. The table's first write creates it (a
-replace); of two runs creating it at once, the second replaces the months it wrote. A customer
-left with fewer rows than their history's length (so) is not cached: the next run that needs
-them asks again. So no run enriches from a history with a hole, and the run itself enriches from the
-answers it holds, not from what the cache kept.
+fetched customers' entries go in, replacing any they had, and their entries the new history no
+longer holds are deleted, in one commit; writing the same answers twice leaves the same rows. The
+MERGE reads the table and commits with the table's commit lock held (``Lake.merge``), so two runs
+storing at once both keep their customers; where there is no table yet, the first merge creates it
+under that lock, and the second merges into it. A customer left with fewer rows than their history's
+length (a writer outside the lake's lock) is not cached: the next run that needs them asks again. So
+no run enriches from a history with a hole, and the run itself enriches from the answers it holds,
+not from what the cache kept.
 """
 
 from __future__ import annotations
@@ -59,10 +59,13 @@ def store_segments(
     """Merge ``histories`` into the cache by key; the version that holds them (None: nothing to
     write and no table yet)."""
     fetched = segments_frame(lake.spark, histories)
-    months = sorted({vf for history in histories.values() for vf, _ in history})
-    if not months:
+    if not any(histories.values()):
         return lake.version(TABLE.path)
-    if lake.exists(TABLE.path):
-        return lake.merge(TABLE.path, fetched, KEY, commit, replace_for="customer_id")
-    write = lake.replace_partitions(TABLE.path, fetched, TABLE.partition_column, months, commit)
-    return write.version
+    return lake.merge(
+        TABLE.path,
+        fetched,
+        KEY,
+        commit,
+        replace_for="customer_id",
+        partition_column=TABLE.partition_column,
+    )

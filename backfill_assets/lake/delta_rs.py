@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import (
@@ -395,10 +395,12 @@ class DeltaRsEngine:
         on: list[str],
         replace_for: str | None,
         commit: CommitInfo,
+        create_column: str | None = None,
     ) -> int:
         """delta-rs's MERGE of ``df`` into the table (``Lake.merge``), holding the commit lock
         from its read to its commit: no commit lands in between, so the rows it keeps are the
-        table's as the commit finds it."""
+        table's as the commit finds it. With ``create_column``, a table not there yet is created
+        with ``df``'s rows under that lock."""
         source = df.toArrow()
         write_id = write_id_of(commit)
         metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
@@ -407,28 +409,42 @@ class DeltaRsEngine:
 
         def attempt(a: Attempt) -> int:
             with commit_lock.held(table_dir, "merge"):
-                table = self._readable(name, table_dir)
-                a.floor = table.version()
+                # the partition column of the table this merge creates (None: it merges)
+                creates = None if snapshot.load(table_dir) is not None else create_column
+                if creates is None:
+                    table = self._readable(name, table_dir)
+                    a.floor = table.version()
                 if a.number == 1:
                     seam.pause("before_commit")
-                merger = (
-                    table.merge(
-                        source,
-                        matched,
-                        source_alias="s",
-                        target_alias="t",
-                        commit_properties=_no_retries(metadata, write_id, a.floor),
-                    )
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                )
-                if keys:
-                    listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
-                    merger = merger.when_not_matched_by_source_delete(
-                        f"t.{replace_for} IN ({listed})"
-                    )
                 seam.io("commit")
-                merger.execute()
+                if creates is not None:
+                    write_deltalake(
+                        table_dir,
+                        source,
+                        mode="error",
+                        partition_by=[creates],
+                        configuration=self.table_properties,
+                        commit_properties=_no_retries(metadata, write_id),
+                        storage_options=storage_for(table_dir).delta_options(),
+                    )
+                else:
+                    merger = (
+                        table.merge(
+                            source,
+                            matched,
+                            source_alias="s",
+                            target_alias="t",
+                            commit_properties=_no_retries(metadata, write_id, a.floor),
+                        )
+                        .when_matched_update_all()
+                        .when_not_matched_insert_all()
+                    )
+                    if keys:
+                        listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
+                        merger = merger.when_not_matched_by_source_delete(
+                            f"t.{replace_for} IN ({listed})"
+                        )
+                    merger.execute()
                 seam.io("commit.landed")
             version = commit_of_write(table_dir, write_id, a.floor)
             if version is None:

@@ -543,10 +543,13 @@ class DeltaSparkEngine:
         on: list[str],
         replace_for: str | None,
         commit: CommitInfo,
+        create_column: str | None = None,
     ) -> int:
         """Delta's MERGE (``delta.tables.DeltaTable``) of ``df`` into the table
         (``Lake.merge``), holding the commit lock from its read to its commit: no commit lands
-        in between, so the rows it keeps are the table's as the commit finds it."""
+        in between, so the rows it keeps are the table's as the commit finds it. With
+        ``create_column``, a table not there yet is created with ``df``'s rows under that
+        lock."""
         write_id = write_id_of(commit)
         metadata = encode_metadata(commit, self.name, "merge", {}, write_id=write_id)
         matched = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
@@ -558,22 +561,32 @@ class DeltaSparkEngine:
 
         def attempt(a: Attempt) -> int:
             with commit_lock.held(table_dir, "merge"):
-                a.floor = self._pinned(name, table_dir, None)
+                # the partition column of the table this merge creates (None: it merges)
+                creates = None if self.version(table_dir) is not None else create_column
+                if creates is None:
+                    a.floor = self._pinned(name, table_dir, None)
                 if a.number == 1:
                     seam.pause("before_commit")
-                merger = (
-                    _delta_table(self.spark, table_dir)
-                    .alias("t")
-                    .merge(df.alias("s"), matched)
-                    .whenMatchedUpdateAll()
-                    .whenNotMatchedInsertAll()
-                )
-                if keys:
-                    listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
-                    merger = merger.whenNotMatchedBySourceDelete(f"t.`{replace_for}` IN ({listed})")
                 seam.io("commit")
                 with _session_confs(self.spark, _commit_confs(metadata, write_id, a.floor)):
-                    merger.execute()
+                    if creates is not None:
+                        df.write.format("delta").mode("errorifexists").options(
+                            **self.table_properties
+                        ).partitionBy(creates).save(table_dir)
+                    else:
+                        merger = (
+                            _delta_table(self.spark, table_dir)
+                            .alias("t")
+                            .merge(df.alias("s"), matched)
+                            .whenMatchedUpdateAll()
+                            .whenNotMatchedInsertAll()
+                        )
+                        if keys:
+                            listed = ", ".join(f"'{_quoted(k)}'" for k in keys)
+                            merger = merger.whenNotMatchedBySourceDelete(
+                                f"t.`{replace_for}` IN ({listed})"
+                            )
+                        merger.execute()
                 seam.io("commit.landed")
             return self._landed_write(table_dir, write_id, a.floor)
 

@@ -190,21 +190,14 @@ def snapshot_records(
     grouped = files.groupBy("day").agg(
         F.sum("records").alias("rows"), F.count_if(F.col("records").isNull()).alias("unknown")
     )
-    rows = [(r["day"], r["rows"], bool(r["unknown"])) for r in grouped.collect()]
-    return _by_date(table_dir, column, version, rows)
-
-
-def _by_date(
-    table_dir: str, column: str, version: int, per_day: list[tuple[str | None, int | None, bool]]
-) -> tuple[dict[dt.date, int], list[dt.date]]:
     by_date: dict[dt.date, int] = {}
     lacking: list[dt.date] = []
-    for text, records, is_unknown in per_day:
-        if text is None:
+    for row in grouped.collect():
+        if row["day"] is None:
             raise LakeError(f"{table_dir}: version {version} has a file without a {column} value")
-        day = dt.date.fromisoformat(text)
-        by_date[day] = records or 0
-        if is_unknown:
+        day = dt.date.fromisoformat(row["day"])
+        by_date[day] = row["rows"] or 0
+        if row["unknown"]:
             lacking.append(day)
     return by_date, lacking
 

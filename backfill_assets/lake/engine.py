@@ -111,6 +111,7 @@ class Engine(Protocol):
         on: list[str],
         replace_for: str | None,
         commit: CommitInfo,
+        create_column: str | None = None,
     ) -> int:
         """Delta's MERGE by the key columns ``on`` (``Lake.merge``); the version committed."""
         ...

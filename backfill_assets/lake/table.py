@@ -188,21 +188,28 @@ class Lake:
         on: Iterable[str],
         commit: CommitInfo,
         replace_for: str | None = None,
+        partition_column: str | None = None,
     ) -> int:
         """Merge ``df`` into the existing table by the key columns ``on``, in one commit: a row
         whose key the table holds replaces it, the others are added; with ``replace_for``, a
         table row whose ``replace_for`` value appears in ``df`` and whose key does not is
         deleted (``df`` holds those values' rows whole). Delta's MERGE, with the table's
         commit lock held from its read to its commit, so a concurrent writer's rows are merged
-        with, never written over. The version it committed. LakeTableMissing when there is no
-        table: its first rows are a ``replace_partitions``."""
+        with, never written over. The version it committed. Where there is no table yet: with
+        ``partition_column``, ``df`` creates it, partitioned by that column, under the same lock,
+        so of two first merges the second merges into what the first created; else
+        LakeTableMissing."""
         keys = [check_column_name(c) for c in on]
         if not keys:
             raise LakeError("merge needs at least one key column")
         if replace_for is not None:
             check_column_name(replace_for)
+        if partition_column is not None:
+            check_column_name(partition_column)
         check_commit(commit)
-        return self.engine.merge(table, self.table_location(table), df, keys, replace_for, commit)
+        return self.engine.merge(
+            table, self.table_location(table), df, keys, replace_for, commit, partition_column
+        )
 
     def read_partitions(
         self,

@@ -58,3 +58,25 @@ def test_two_runs_storing_at_once_keep_each_others_entries(spark, tmp_path, monk
     assert got == sorted((c, d, s) for c, h in histories.items() for d, s in h)
     _, known = cached_segments(lake, set(histories))
     assert known == set(histories)
+
+
+def test_two_runs_creating_the_cache_at_once_keep_each_others_entries(spark, tmp_path, monkeypatch):
+    """No cache table yet: the first run stops just before the commit that would create it; the
+    second creates it meanwhile with a customer whose entries share a month with the first's.
+    Both runs' customers must be cached whole afterwards."""
+    lake = Lake(tmp_path / "lake", spark, engine="delta-rs")
+    C = [(date(2024, 3, 1), "silver")]
+    D = [(date(2024, 3, 1), "bronze"), (date(2024, 6, 1), "gold")]
+    errors = race_past_a_pause(
+        tmp_path / "pauses",
+        monkeypatch,
+        lambda: store_segments(lake, {"A": A, "C": C}, COMMIT),
+        lambda: store_segments(lake, {"D": D}, COMMIT),
+    )
+    assert not errors, errors
+    table, _ = lake.read_table(CUSTOMER_SEGMENTS_TABLE.path)
+    got = sorted((r["customer_id"], r["valid_from"], r["segment"]) for r in table.collect())
+    histories = {"A": A, "C": C, "D": D}
+    assert got == sorted((c, d, s) for c, h in histories.items() for d, s in h)
+    _, known = cached_segments(lake, set(histories))
+    assert known == set(histories)

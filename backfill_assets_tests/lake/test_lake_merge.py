@@ -1,6 +1,7 @@
 """``Lake.merge`` on every engine: Delta's MERGE by key in one commit (matched rows replaced,
 new ones added, a replaced key's unmatched rows deleted, every other row kept), and two merges
-at once, the first stopped just before its commit, both keep their rows."""
+at once, the first stopped just before its commit, both keep their rows: into a table, and
+where there is none yet, when the first merge creates it."""
 
 from __future__ import annotations
 
@@ -24,9 +25,34 @@ def rows_of(lake) -> list[tuple]:
     return sorted(tuple(r) for r in frame.collect())
 
 
-def merge(lake, rows, run, replace_for="owner"):
+def merge(lake, rows, run, replace_for="owner", partition_column=None):
     frame = lake.spark.createDataFrame(rows, SCHEMA)
-    return lake.merge(TABLE, frame, ["owner", "k"], commit(run), replace_for=replace_for)
+    return lake.merge(
+        TABLE,
+        frame,
+        ["owner", "k"],
+        commit(run),
+        replace_for=replace_for,
+        partition_column=partition_column,
+    )
+
+
+def test_two_first_merges_at_once_create_the_table_once_and_keep_both_writers_rows(
+    lake, tmp_path, monkeypatch
+):
+    errors = race_past_a_pause(
+        tmp_path / "pauses",
+        monkeypatch,
+        lambda: merge(lake, [(D1, "b", 1, "b1"), (D2, "b", 2, "b2")], "first", None, "d"),
+        lambda: merge(lake, [(D1, "c", 1, "c1")], "second", None, "d"),
+    )
+    assert not errors, errors
+    assert rows_of(lake) == [(D1, "b", 1, "b1"), (D1, "c", 1, "c1"), (D2, "b", 2, "b2")]
+    assert lake.version(TABLE) == 1  # one creation, one merge
+    assert lake.partitions(TABLE, "d") and {p.partition for p in lake.partitions(TABLE, "d")} == {
+        D1,
+        D2,
+    }
 
 
 def test_a_merge_replaces_adds_and_deletes_by_key_in_one_commit(lake):
