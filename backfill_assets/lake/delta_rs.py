@@ -237,7 +237,7 @@ class DeltaRsEngine:
             column = partition_columns[0] if partition_columns else None
         elif partition_columns != [column]:
             raise LakeError(f"table {name} is partitioned by {partition_columns}, not [{column!r}]")
-        active = snapshot.files(table, column)
+        active = snapshot.files(table_dir, table, column)
         if dates is not None:
             wanted = set(dates)
             active = [f for f in active if f.day in wanted]
@@ -252,7 +252,9 @@ class DeltaRsEngine:
         table = snapshot.load(table_dir, version)
         if table is None:
             raise LakeTableMissing(f"table {name} does not exist")
-        return snapshot.row_counts(table_dir, column, snapshot.files(table, column), name)
+        return snapshot.row_counts(
+            table_dir, column, snapshot.files(table_dir, table, column), name
+        )
 
     def history(self, name: str, table_dir: str) -> list[dict]:
         table = snapshot.load(table_dir)
@@ -285,7 +287,9 @@ class DeltaRsEngine:
         if old is None:
             raise LakeTableMissing(f"table {name} does not exist")
         wanted = set(dates)
-        old_files = {f.path: f for f in snapshot.files(old, column, True) if f.day in wanted}
+        old_files = {
+            f.path: f for f in snapshot.files(table_dir, old, column, True) if f.day in wanted
+        }
         storage = storage_for(table_dir)
         missing = [p for p in old_files if not storage.exists(os.path.join(table_dir, p))]
         if missing:
@@ -303,7 +307,9 @@ class DeltaRsEngine:
             if since is not None:
                 _refuse_changed(name, table_dir, column, since, {date_text(d) for d in dates})
             now = int(time.time() * 1000)
-            current = {f.path: f for f in snapshot.files(table, column) if f.day in wanted}
+            current = {
+                f.path: f for f in snapshot.files(table_dir, table, column) if f.day in wanted
+            }
             removes = [
                 RemoveAction(f.path, True, now, f.size, f.partition_values(column))
                 for f in current.values()
@@ -311,7 +317,7 @@ class DeltaRsEngine:
             ]
             adds = [
                 AddAction(
-                    f.path,
+                    f.path,  # decoded: delta-rs encodes it for the log
                     f.size,
                     f.partition_values(column),
                     f.modification_time,

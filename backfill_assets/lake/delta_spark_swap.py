@@ -245,7 +245,7 @@ def _add(
 ) -> dict[str, Any]:
     """The log's add document of a data file."""
     document: dict[str, Any] = {
-        "path": jvm.log_path(spark, file.path),
+        "path": file.log_path or jvm.log_path(spark, file.path),
         "partitionValues": file.partition_values(column),
         "size": file.size,
         "modificationTime": file.modification_time,

@@ -40,12 +40,13 @@ if TYPE_CHECKING:
 class DataFile:
     """A data file a version names."""
 
-    path: str  # relative to the table directory
+    path: str  # relative to the table directory, decoded: where the file is
     day: dt.date | None  # its partition value
     size: int
     modification_time: int  # ms
     records: int | None  # numRecords from its statistics, None when they lack it
     stats: str | None = None  # its statistics as the log spells them (``files(stats=True)``)
+    log_path: str = ""  # its path as the log spells it (URL-encoded), where it came from one
 
     def partition_values(self, column: str) -> dict[str, str | None]:
         """Its ``partitionValues`` as the log spells them."""
@@ -100,9 +101,11 @@ def transaction_version(table_dir: str, app_id: str) -> int | None:
     return None if table is None else table.transaction_version(app_id)
 
 
-def files(table: DeltaTable, column: str | None, stats: bool = False) -> list[DataFile]:
-    """The data files of ``table``'s version, with their ``column`` values as dates; with
-    ``stats``, each file's statistics too (``_stats``)."""
+def files(
+    table_dir: str, table: DeltaTable, column: str | None, stats: bool = False
+) -> list[DataFile]:
+    """The data files of ``table``'s version (the table at ``table_dir``), with their ``column``
+    values as dates; with ``stats``, each file's statistics too (``_stats``)."""
     import pyarrow as pa
 
     actions = pa.table(table.get_add_actions(flatten=False))
@@ -117,7 +120,7 @@ def files(table: DeltaTable, column: str | None, stats: bool = False) -> list[Da
         else [None] * rows
     )
     found = [
-        DataFile(path, _as_date(day), size, mtime, records)
+        DataFile(relative_path(table_dir, path), _as_date(day), size, mtime, records, None, path)
         for path, day, size, mtime, records in zip(
             values("path"),
             days,
@@ -202,7 +205,7 @@ def file_paths(table_dir: str, version: int) -> set[str]:
     table = load(table_dir, version)
     if table is None:
         return set()
-    return {relative_path(table_dir, f.path) for f in files(table, None)}
+    return {f.path for f in files(table_dir, table, None)}
 
 
 def shape(table_dir: str, version: int) -> tuple[str, dict[str, str]] | None:
@@ -244,7 +247,7 @@ def plain(table_dir: str, version: int, stats: bool = False) -> Snapshot | None:
             return None
     return Snapshot(
         version,
-        files(table, columns[0] if columns else None, stats),
+        files(table_dir, table, columns[0] if columns else None, stats),
         schema_json,
         columns,
         dict(table.metadata().configuration or {}),

@@ -47,7 +47,7 @@ def test_a_files_statistics_come_back_as_the_log_spells_them(tmp_path):
         }
     )
     write_deltalake(str(root), table, partition_by=["day"])
-    files = snapshot.files(DeltaTable(str(root)), "day", stats=True)
+    files = snapshot.files(str(root), DeltaTable(str(root)), "day", stats=True)
     assert [(f.day, f.records) for f in files] == [(DAY, 3)]
     ours = json.loads(files[0].stats)
     theirs = logged_stats(root)[files[0].path]
@@ -79,5 +79,5 @@ def test_a_file_without_statistics_has_none(tmp_path):
     for action in lines:
         action.get("add", {}).pop("stats", None)
     log.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
-    (found,) = snapshot.files(DeltaTable(str(root)), None, stats=True)
+    (found,) = snapshot.files(str(root), DeltaTable(str(root)), None, stats=True)
     assert (found.records, found.stats) == (None, None)

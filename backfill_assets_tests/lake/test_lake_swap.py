@@ -336,3 +336,34 @@ def test_a_tables_shape_from_deltalake_is_the_one_delta_checks_writes_by(lake):
     assert "delta.generationExpression on column doubled" in reasons
     assert any(r.startswith("delta.identity.") and r.endswith("on column id") for r in reasons)
     assert not any(r.endswith(("column amount", "column note")) for r in reasons)
+
+
+def test_a_restore_re_adds_a_foreign_file_whose_name_the_log_encodes(lake):
+    """Another writer's data file named with a space and a ``%`` (the log spells it URL-encoded:
+    ``a%20b%25.parquet``), on either engine: a read finds the file under its decoded name, and a
+    restore that adds it back spells it as the log did, or no reader would find it."""
+    write_old(lake)
+    root = lake.path(TABLE)
+    [(old, add)] = [
+        (b["path"], b) for k, b in actions(lake, 0) if k == "add" and "2024-01-01" in b["path"]
+    ]
+    folder = old.rsplit("/", 1)[0]
+    os.rename(root / old, root / folder / "a b%.parquet")
+    encoded = f"{folder}/a%20b%25.parquet"
+    foreign = [
+        {"remove": {"path": old, "deletionTimestamp": add["modificationTime"], "dataChange": True}},
+        {"add": {**add, "path": encoded}},
+    ]
+    (root / "_delta_log" / f"{1:020d}.json").write_text(
+        "".join(json.dumps(action) + "\n" for action in foreign)
+    )
+    assert content(lake) == [(D1, 1, "old"), (D2, 2, "old"), (D3, 3, "old")]
+    lake.staging.publish(
+        lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
+    )  # 2
+    restored = lake.restore_partitions(TABLE, "d", [D1], 1, commit("rollback"))  # 3
+    assert paths(lake, restored.version, "add") == {encoded}
+    assert content(lake) == sorted(
+        [(D1, 1, "old"), *(r for r in NEW if r[0] == D2), (D3, 3, "old")]
+    )
+    assert f"{folder}/a b%.parquet" in log_files(lake)  # delta-rs finds the file too
