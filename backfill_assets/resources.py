@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +19,8 @@ from backfill_assets.spark.session import (
     use_this_python_for_workers,
 )
 
+SESSION_STARTED = "Spark session started in"
+
 
 class SparkResource(LazyPySparkResource):
     """dagster-pyspark's lazy session (no JVM until a step asks for it), on this Python, with
@@ -25,10 +28,16 @@ class SparkResource(LazyPySparkResource):
 
     @property
     def spark_session(self) -> SparkSession:
+        if self._spark_session is not None:
+            return self._spark_session
+        started = time.monotonic()
         use_this_python_for_workers()
         check_delta_jars(self.spark_config)
         with handlers_kept():
-            return super().spark_session
+            session = super().spark_session
+        # in a step's event log: where a run's time goes (bench/freshness.py reads it)
+        dg.get_dagster_logger().info(f"{SESSION_STARTED} {time.monotonic() - started:.1f} s")
+        return session
 
     def started_session(self) -> SparkSession | None:
         """The session if a step has started it, else None (never starts one)."""

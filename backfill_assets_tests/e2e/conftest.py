@@ -20,6 +20,12 @@ from backfill_assets.catalog import RAW_FX_RATES, RAW_ORDERS
 from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.cli.runner import execute
 from backfill_assets.settings import FIRST_PARTITION_FILE
+from backfill_assets_testkit.dagster_dev import (
+    PROJECT_DIR,
+    DagsterUI,
+    running_dagster_dev,
+    server_env,
+)
 from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.e2e.browser import Ui, chromium_page, chromium_path
 from backfill_assets_tests.e2e.landing_data import (
@@ -29,12 +35,6 @@ from backfill_assets_tests.e2e.landing_data import (
     PARTITION_START,
     raw_ranges,
     write_landing,
-)
-from backfill_assets_tests.e2e.servers import (
-    PROJECT_DIR,
-    DagsterUI,
-    running_dagster_dev,
-    server_env,
 )
 
 READY_TIMEOUT_S = 300

@@ -6,7 +6,7 @@ import time
 from collections import defaultdict
 from datetime import date, timedelta
 
-from backfill_assets_tests.e2e.servers import DagsterUI
+from backfill_assets_testkit.dagster_dev import DagsterUI
 
 TERMINAL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 

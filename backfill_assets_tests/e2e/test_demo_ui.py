@@ -22,10 +22,10 @@ from backfill_assets.catalog import (
     STG_ORDERS,
 )
 from backfill_assets.transforms.columns import DESCRIPTIONS
+from backfill_assets_testkit.dagster_dev import running_dagster_dev
 from backfill_assets_testkit.reference import customer_ltv
 from backfill_assets_tests.e2e.browser import expect_columns_described, partition_counts
 from backfill_assets_tests.e2e.conftest import READY_TIMEOUT_S, Demo
-from backfill_assets_tests.e2e.servers import running_dagster_dev
 
 pytestmark = pytest.mark.e2e
 

@@ -17,6 +17,7 @@ from backfill_assets.backfill_plan import RunPlan
 from backfill_assets.catalog import RAW_FX_RATES
 from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.transforms.columns import DESCRIPTIONS
+from backfill_assets_testkit.dagster_dev import PROJECT_DIR
 from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.e2e import queries
 from backfill_assets_tests.e2e.browser import expect_columns_described, partition_counts
@@ -30,7 +31,6 @@ from backfill_assets_tests.e2e.landing_data import (
     RANGE_START,
     RANGE_TEXT,
 )
-from backfill_assets_tests.e2e.servers import PROJECT_DIR
 
 pytestmark = pytest.mark.e2e
 

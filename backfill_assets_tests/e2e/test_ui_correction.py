@@ -33,11 +33,11 @@ from backfill_assets.cli.backfill import run_backfill
 from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.demo.generate import generate_feed, restate_rates
 from backfill_assets.settings import Settings
+from backfill_assets_testkit.dagster_dev import PROJECT_DIR, running_dagster_dev
 from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.e2e import queries
 from backfill_assets_tests.e2e.browser import Ui, chromium_page
 from backfill_assets_tests.e2e.conftest import READY_TIMEOUT_S, Scenario, scenario_env
-from backfill_assets_tests.e2e.servers import PROJECT_DIR, running_dagster_dev
 
 pytestmark = pytest.mark.e2e
 

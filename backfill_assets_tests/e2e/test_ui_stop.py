@@ -16,14 +16,14 @@ from playwright.sync_api import expect
 
 from backfill_assets.cli.instance import prepare_instance_yaml
 from backfill_assets.demo.generate import generate_feed
-from backfill_assets_tests.e2e import queries
-from backfill_assets_tests.e2e.browser import Ui, chromium_page
-from backfill_assets_tests.e2e.servers import (
+from backfill_assets_testkit.dagster_dev import (
     PROJECT_DIR,
     DagsterUI,
     running_dagster_dev,
     server_env,
 )
+from backfill_assets_tests.e2e import queries
+from backfill_assets_tests.e2e.browser import Ui, chromium_page
 
 pytestmark = pytest.mark.e2e
 

@@ -24,17 +24,17 @@ from backfill_assets.cli.instance import PG_URL_ENV, ensure_dagster_home
 from backfill_assets.cli.runner import execute
 from backfill_assets.demo.generate import generate_feed, remove_rates
 from backfill_assets.settings import Settings
-from backfill_assets_testkit.file_clock import past_stamps
-from backfill_assets_testkit.reference import Reference
-from backfill_assets_tests.automation.landing_files import order, write_orders
-from backfill_assets_tests.e2e.queries import check_results, partition_days
-from backfill_assets_tests.e2e.servers import (
+from backfill_assets_testkit.dagster_dev import (
     PROJECT_DIR,
     DagsterUI,
     GraphQLError,
     free_port,
     server_env,
 )
+from backfill_assets_testkit.file_clock import past_stamps
+from backfill_assets_testkit.reference import Reference
+from backfill_assets_tests.automation.landing_files import order, write_orders
+from backfill_assets_tests.e2e.queries import check_results, partition_days
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import requests
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 DAGSTER = Path(sys.executable).with_name("dagster")
 
 
