@@ -361,6 +361,9 @@ def test_a_restore_re_adds_a_foreign_file_whose_name_the_log_encodes(lake):
     lake.staging.publish(
         lake.staging.stage(TABLE, frame(lake, NEW), "d", [D1, D2], commit("new"))
     )  # 2
+    # the foreign file is out of D1: removed under the name the log gave it
+    assert content(lake) == sorted([*NEW, (D3, 3, "old")])
+    assert f"{folder}/a b%.parquet" not in log_files(lake)
     restored = lake.restore_partitions(TABLE, "d", [D1], 1, commit("rollback"))  # 3
     assert paths(lake, restored.version, "add") == {encoded}
     assert content(lake) == sorted(
