@@ -280,7 +280,7 @@ class AutomationSettings:
     """
 
     running: bool = False  # BACKFILL_AUTOMATION
-    sensor_interval_seconds: int = 60  # BACKFILL_SENSOR_INTERVAL_SECONDS, >= 1
+    sensor_interval_seconds: int = 10  # BACKFILL_SENSOR_INTERVAL_SECONDS, >= 1
     # BACKFILL_LANDING_SETTLE_SECONDS, >= 0: a landing folder changed this recently is left alone
     settle_seconds: float = 2.0
     rerun_days: int = 3  # BACKFILL_RERUN_DAYS, >= 1: the days daily_refresh rebuilds
@@ -296,7 +296,9 @@ class AutomationSettings:
             settings = cls(
                 running=env.get("BACKFILL_AUTOMATION", "off").strip().lower()
                 in ("on", "1", "true"),
-                sensor_interval_seconds=int(env.get("BACKFILL_SENSOR_INTERVAL_SECONDS", "60")),
+                sensor_interval_seconds=int(
+                    env.get("BACKFILL_SENSOR_INTERVAL_SECONDS", str(cls.sensor_interval_seconds))
+                ),
                 settle_seconds=float(env.get("BACKFILL_LANDING_SETTLE_SECONDS", "2")),
                 rerun_days=int(env.get("BACKFILL_RERUN_DAYS", "3")),
                 recount_minutes=float(
