@@ -13,7 +13,11 @@ On one generated feed:
    staged, every check);
 3. in one process with its Spark session up: diff, then cutover, rollback and cutover
    again, each timed alone, and the bytes each copied: the data files it wrote (0 when its
-   commits only swap files: the staged ones in, or the old version's back).
+   commits only swap files: the staged ones in, or the old version's back);
+4. the commands an operator types, each a fresh process: ``backfill-assets corrections``
+   (the listing: the interpreter, the imports and the Dagster instance, no Spark), then
+   ``rollback`` and ``cutover --force``. A command's time less the listing's and the lake's
+   own call (step 3) is what it spends starting its Spark session.
 
 ``--engine`` sets ``BACKFILL_LAKE_ENGINE`` for every step (``delta-spark`` needs Delta's jars).
 ``--profile`` prints, for each of the three timed commits, the project's functions that took
@@ -174,13 +178,23 @@ def main() -> None:
                 added_bytes(lake.path(table), write.version)
                 for table, write in outcome.writes.items()
             )
+    commands = {
+        name: cli(env, *argv)
+        for name, argv in (
+            ("corrections_cmd", ("corrections",)),
+            ("rollback_cmd", ("rollback", CID)),
+            ("cutover_cmd", ("cutover", CID, "--force")),
+        )
+    }
+    print("commands: " + ", ".join(f"{k} {v:.2f} s" for k, v in commands.items()), flush=True)
     print(
         f"RESULT days={args.days} orders={args.orders_per_day} engine={lake.engine.name} "
         f"backfill_s={backfill_s:.1f} correct_s={correct_s:.1f} "
         f"stage_over_backfill={correct_s / backfill_s:.2f} diff_s={diff_s:.1f} "
         f"cutover_s={timings['cutover']:.2f} rollback_s={timings['rollback']:.2f} "
         f"bytes_published={published} bytes_copied={copied['cutover']} "
-        f"rollback_bytes_copied={copied['rollback']}"
+        f"rollback_bytes_copied={copied['rollback']} "
+        + " ".join(f"{k}_s={v:.2f}" for k, v in commands.items())
     )
 
 

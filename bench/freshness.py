@@ -239,6 +239,7 @@ def main() -> int:
             for number in range(args.landings * 2):
                 day = yesterday if number % 2 == 0 else two_weeks_back
                 before = fact_orders(lake, day)
+                fact_before = latest_id(instance, FCT_DAILY_REVENUE, day)
                 ltv_before = latest_id(instance, FCT_CUSTOMER_LTV, day)
                 month = month_of(day)
                 complete = month <= last_complete_month()
@@ -247,6 +248,12 @@ def main() -> int:
                 wait(
                     f"fct_daily_revenue {day} with landing {number}",
                     partial(holds, lake, day, before + ORDERS_PER_FILE),
+                    ui,
+                )
+                # the lake holds the rows once the publish commits; its event follows
+                wait(
+                    f"fct_daily_revenue {day}'s materialization",
+                    partial(newer, instance, FCT_DAILY_REVENUE, day, fact_before),
                     ui,
                 )
                 fact_run, fact_at = materialized_at(instance, FCT_DAILY_REVENUE, day)

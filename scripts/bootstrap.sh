@@ -45,18 +45,38 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
   fi
 fi
 
+# Each step below is timed; one line sums them up, so a slow set-up says where its time went.
+TIMES=()
+timed() {  # timed NAME COMMAND...: run COMMAND, note how long it took under NAME
+  local name=$1 start
+  start=$(date +%s%N)
+  shift
+  "$@"
+  TIMES+=("$name $(( ($(date +%s%N) - start) / 1000000 ))")
+}
+report_times() {
+  local total=0 parts=() name ms
+  for entry in "${TIMES[@]}"; do
+    read -r name ms <<<"$entry"
+    total=$((total + ms))
+    parts+=("$name=$(printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100)))")
+  done
+  say "set-up $(printf '%d.%d' $((total / 1000)) $((total % 1000 / 100))) s (${parts[*]})"
+}
+
 # Bytecode compiled once, here: a process that may not write it (PYTHONDONTWRITEBYTECODE, a
 # read-only image) would otherwise compile every module it imports from source, each time.
 # That is about 3.5 s of CPU for each Dagster run, daemon and code server (docs/benchmarks.md).
-"$UV" sync --frozen --quiet --compile-bytecode --extra native  # delta-spark: Delta's Python API
-.venv/bin/python -m compileall -q -j 0 backfill_assets >/dev/null
-.venv/bin/python -m backfill_assets.spark.delta_jars
+timed venv "$UV" sync --frozen --quiet --compile-bytecode --extra native  # delta-spark: Delta's Python API
+timed bytecode .venv/bin/python -m compileall -q -j 0 backfill_assets >/dev/null
+timed delta_jars .venv/bin/python -m backfill_assets.spark.delta_jars
 # Raw's plain-line reader, compiled with the JDK's javac (optional: from_json reads them, slower).
 if ! command -v javac >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing the JDK's compiler (openjdk-17-jdk-headless) with apt-get"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null \
     || say "could not install javac: raw's plain lines will be read by from_json (slower)"
 fi
-.venv/bin/python -m backfill_assets.spark.plain_line_jar
+timed plain_line_jar .venv/bin/python -m backfill_assets.spark.plain_line_jar
 # Spark's classes for the driver JVM, archived once: every session starts in about half the time.
-.venv/bin/python -m backfill_assets.spark.class_archive
+timed class_archive .venv/bin/python -m backfill_assets.spark.class_archive
+report_times
