@@ -6,10 +6,16 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export BACKFILL_LANDING_DIR ?= $(CURDIR)/data/landing
 export BACKFILL_LAKE_DIR ?= $(CURDIR)/data/lake
 
-.PHONY: setup demo test test-fast test-order lint screenshots ui status clean
+.PHONY: setup class-archive demo test test-fast test-order lint screenshots ui status clean
 setup:
 	@./scripts/bootstrap.sh
 	@$(PY) -m backfill_assets.cli.instance dagster.yaml "$(DAGSTER_HOME)"
+
+# Spark's classes archived for the driver JVM (.jars/spark-classes.jsa): each session then starts in
+# about half the time, for some 30 s of building once. It pays where many sessions start (the
+# tests, `make ui`'s runs), not in `make demo`, which starts one.
+class-archive: setup
+	@$(PY) -m backfill_assets.spark.class_archive
 
 demo: setup  ## generate the 60 days ending yesterday and backfill them through Dagster
 	$(PY) -m backfill_assets.cli demo
@@ -17,15 +23,15 @@ demo: setup  ## generate the 60 days ending yesterday and backfill them through 
 ORDER_TESTS := backfill_assets_tests/defs/test_downstream.py \
 	backfill_assets_tests/corrections/test_corrections.py \
 	backfill_assets_tests/enrichment/test_client.py
-test: setup  ## the whole suite: transforms, lake, Dagster, end to end; fails on a skip not allowed
+test: class-archive  ## the whole suite: transforms, lake, Dagster, end to end; fails on a skip not allowed
 	@./scripts/test-deps.sh
 	@$(PY) -m backfill_assets.spark.delta_jars --s3a  # the suite runs delta-spark on S3 too
 	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(ORDER_TESTS:%=--reverse-module=%) $(PYTEST_ARGS)
 
-test-fast: setup  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
+test-fast: class-archive  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
-test-order: setup  ## the modules that share expensive state, each run last test first: no test relies on one before it
+test-order: class-archive  ## the modules that share expensive state, each run last test first: no test relies on one before it
 	$(PY) -m pytest --reverse-order $(ORDER_TESTS) $(PYTEST_ARGS)
 
 lint: setup  ## the type checker, ruff's rules, the format check and Dagster's definitions check
@@ -34,11 +40,11 @@ lint: setup  ## the type checker, ruff's rules, the format check and Dagster's d
 	.venv/bin/ruff format --check .
 	VIRTUAL_ENV=$(CURDIR)/.venv .venv/bin/dg check defs
 
-screenshots: setup  ## refresh README's pictures in docs/img/: the browser tests copy them from their runs
+screenshots: class-archive  ## refresh README's pictures in docs/img/: the browser tests copy them from their runs
 	BACKFILL_E2E_DOCS_IMG=$(CURDIR)/docs/img $(PY) -m pytest backfill_assets_tests/e2e -q
 
 UI_PORT ?= 3000
-ui: setup  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
+ui: class-archive  ## the Dagster webserver and daemon on http://127.0.0.1:$(UI_PORT) (after `make demo`)
 	.venv/bin/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 status: setup

@@ -3,8 +3,9 @@
 # jars for the native engine (downloaded once from Maven Central into .jars/delta and checked
 # against their recorded sha256s; set-up fails when one cannot be had, see docs/engines-and-deployment.md),
 # with Hadoop's s3a jars (.jars/s3a) when BACKFILL_LAKE_DIR or BACKFILL_LANDING_DIR is s3://...,
-# raw's plain-line reader (.jars/plain-line-fields.jar, compiled with javac; optional, faster),
-# and the driver JVM's class-data archive (.jars/spark-classes.jsa; optional, a faster start).
+# and raw's plain-line reader (.jars/plain-line-fields.jar, compiled with javac; optional, faster).
+# The driver JVM's class-data archive is the Makefile's `class-archive`, for the targets that start
+# many Spark sessions.
 # Installs what it can (uv from PyPI; Java with apt-get when root on Debian),
 # otherwise says exactly what is missing and exits non-zero.
 set -euo pipefail
@@ -77,6 +78,4 @@ if ! command -v javac >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/d
     || say "could not install javac: raw's plain lines will be read by from_json (slower)"
 fi
 timed plain_line_jar .venv/bin/python -m backfill_assets.spark.plain_line_jar
-# Spark's classes for the driver JVM, archived once: every session starts in about half the time.
-timed class_archive .venv/bin/python -m backfill_assets.spark.class_archive
 report_times

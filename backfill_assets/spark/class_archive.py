@@ -2,18 +2,19 @@
 
 Every Dagster run worker, every CLI command and every child process starts its own Spark
 driver, and a fresh JVM spends most of a session's start loading and verifying Spark's classes
-(docs/benchmarks.md, "A Spark session's start"). Java's class-data sharing maps them from an archive
-instead: set-up (``make setup``) runs ``python -m backfill_assets.spark.class_archive``, which
-starts one session with ``-XX:ArchiveClassesAtExit``, runs a small job through what the
+(docs/benchmarks.md, "A Spark session's start"). Java's class-data sharing maps them from an
+archive instead. ``make class-archive`` (which the tests' targets and ``make ui`` run; ``make
+demo`` starts one session and goes without) runs ``python -m backfill_assets.spark.class_archive``:
+it starts one session with ``-XX:ArchiveClassesAtExit``, runs a small job through what the
 pipeline uses (JSON text, Parquet, shuffles, windows, Python rows), and keeps the archive the
 JVM writes as it exits. ``session.spark_config`` then adds ``-XX:SharedArchiveFile`` to the
 driver's options while the archive is there.
 
 The JVM checks the archive itself: built by another Java, or for another class path, it is not
-used (silently, at the old speed), never half-used. Set-up records the Java and pyspark it was
-built with beside it and builds it again when either changed. ``BACKFILL_SPARK_CLASS_ARCHIVE``
-names another file, or ``off``. A cluster's executors and a Spark Connect server keep their
-own JVM options.
+used (silently, at the old speed), never half-used. The Java and pyspark it was built with are
+recorded beside it, and the target builds it again when either changed.
+``BACKFILL_SPARK_CLASS_ARCHIVE`` names another file, or ``off``. A cluster's executors and a
+Spark Connect server keep their own JVM options.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,6 +62,7 @@ def ensure(settings: SparkSettings | None = None) -> str:
     current = stamp()
     if not needs_build(path, current):
         return f"up to date: {path}"
+    began = time.monotonic()
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="class-archive-", dir=path.parent) as tmp:
         dumped = Path(tmp) / path.name
@@ -75,7 +78,8 @@ def ensure(settings: SparkSettings | None = None) -> str:
             return f"not built (Spark sessions start without it): {tail}"
         os.replace(dumped, path)
     stamp_path(path).write_text(current)
-    return f"built: {path} ({path.stat().st_size // 2**20} MiB)"
+    took = time.monotonic() - began
+    return f"built in {took:.1f} s: {path} ({path.stat().st_size // 2**20} MiB)"
 
 
 def dump(target: Path) -> None:

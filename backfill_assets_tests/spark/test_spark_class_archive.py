@@ -56,7 +56,8 @@ def test_set_ups_archive_serves_a_pipeline_session():
     if path is None:
         pytest.skip("BACKFILL_SPARK_CLASS_ARCHIVE=off")
     assert path.is_file(), (
-        "set-up built no class archive: `python -m backfill_assets.spark.class_archive` says why"
+        "no class archive: `make class-archive` (run by the tests' targets) builds it, "
+        "`python -m backfill_assets.spark.class_archive` says why not"
     )
     assert not archive.needs_build(path, archive.stamp())  # set-up's is for this Java, pyspark
     printed = session_child(STRICT_SESSION, {})
