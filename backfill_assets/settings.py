@@ -366,6 +366,12 @@ class SparkSettings:
     # None: the project's .jars/spark-classes.jsa (spark/class_archive.py)
     class_archive: str | None = None
     java: str = "java"  # the java that runs Spark's driver: $JAVA_HOME/bin/java, else the PATH's
+    # spark-submit's own sources of a session's conf, read only to know whether they may put
+    # Delta into it (session.engine_without_session): PYSPARK_SUBMIT_ARGS, and where
+    # spark-defaults.conf may be (SPARK_CONF_DIR; SPARK_HOME's conf)
+    submit_args: str = ""
+    conf_dir: str | None = None
+    spark_home: str | None = None
 
     @classmethod
     def from_env(cls, env: Env | None = None) -> SparkSettings:
@@ -385,6 +391,9 @@ class SparkSettings:
             lake_on_s3=env.get("BACKFILL_LAKE_DIR", "").strip().startswith("s3://"),
             class_archive=env.get("BACKFILL_SPARK_CLASS_ARCHIVE") or None,
             java=str(Path(env["JAVA_HOME"], "bin", "java")) if env.get("JAVA_HOME") else "java",
+            submit_args=env.get("PYSPARK_SUBMIT_ARGS", ""),
+            conf_dir=env.get("SPARK_CONF_DIR") or None,
+            spark_home=env.get("SPARK_HOME") or None,
         )
 
 

@@ -2,7 +2,8 @@
 
 The commands of a versioned correction (see ``backfill_assets.corrections``): each prints
 what it did and exits 0, or prints why it refused and exits 1. Those that read tables open
-a local Spark session; those that commit record it in Dagster too. Each first recovers an
+a local Spark session, as do those that commit when the engine is delta-spark; those that
+commit record it in Dagster too. Each first recovers an
 operation of the correction left interrupted (``recovery.py``) and says what it did; a broken
 record is refused, naming its file and ``forget`` (``repair.py``).
 """
@@ -25,18 +26,27 @@ from backfill_assets.resources import code_version
 from backfill_assets.settings import Settings
 
 
-def _lake(settings: Settings) -> Lake:
+def _lake(settings: Settings, reads: bool = True) -> Lake:
+    """The lake the command acts on. A command that only commits file references (``reads``
+    False: cutover, rollback, discard, forget) starts no Spark session on delta-rs, when that
+    is the engine a session would take (``engine_without_session``); it then takes a second
+    or so instead of the session's start."""
     from backfill_assets.resources import build_resources
+    from backfill_assets.spark.session import engine_without_session
 
+    if not reads and engine_without_session() == "delta-rs":
+        return Lake(settings.lake_dir, None, engine="delta-rs")
     resources = build_resources(settings)
     return resources["pipeline"].lake(resources["spark"].spark_session)
 
 
-def _open(settings: Settings, correction_id: str) -> tuple[Lake, recovery.Recovery | None]:
-    """The lake, once the record of ``correction_id`` is known to be readable (no Spark is
-    started for a refusal), and the recovery of what it left interrupted, reported."""
+def _open(
+    settings: Settings, correction_id: str, reads: bool = False
+) -> tuple[Lake, recovery.Recovery | None]:
+    """The lake (``_lake``), once the record of ``correction_id`` is known to be readable (no
+    Spark is started for a refusal), and the recovery of what it left interrupted, reported."""
     registry.get(settings.lake_dir, correction_id)
-    lake = _lake(settings)
+    lake = _lake(settings, reads)
     with open_instance() as instance:
         found = actions.recover(lake, instance, correction_id)
     if found is not None:
@@ -101,7 +111,7 @@ def correct(
 
 
 def diff(settings: Settings, correction_id: str, report_path: str | None) -> int:
-    lake, _ = _open(settings, correction_id)
+    lake, _ = _open(settings, correction_id, reads=True)
     with open_instance() as instance:
         done = actions.diff(lake, instance, correction_id, report_path)
     print(done.markdown)
@@ -144,7 +154,7 @@ def discard(settings: Settings, correction_id: str) -> int:
 
 
 def forget(settings: Settings, correction_id: str) -> int:
-    done = repair.forget(_lake(settings), correction_id)
+    done = repair.forget(_lake(settings, reads=False), correction_id)
     print(
         f"correction {correction_id} forgotten: its broken record moved to {done.path}; "
         f"{done.deleted} staged file(s) deleted"

@@ -101,6 +101,42 @@ def spark_config(
     return conf
 
 
+DELTA_EXTENSION = "DeltaSparkSessionExtension"
+
+
+def engine_without_session(settings: SparkSettings | None = None) -> str | None:
+    """The lake engine a session built from ``spark_config`` would take, when it is known
+    without starting one: ``delta-rs`` when asked for, or with ``auto`` when nothing can put
+    Delta's SQL extension into the session (over Spark Connect ``auto`` is always delta-rs).
+    None when only the session can tell: ``delta-spark`` asked for, or ``auto`` with Delta's
+    extension possibly set by spark-submit's own sources (``PYSPARK_SUBMIT_ARGS``, a properties
+    file, a ``spark-defaults.conf``)."""
+    s = SparkSettings.from_env() if settings is None else settings
+    if s.lake_engine == "delta-rs" or (s.lake_engine == "auto" and s.remote):
+        return "delta-rs"
+    if s.lake_engine != "auto":
+        return None
+    if DELTA_EXTENSION in s.submit_args or "--properties-file" in s.submit_args:
+        return None
+    for folder in _spark_conf_dirs(s):
+        try:
+            defaults = (folder / "spark-defaults.conf").read_text(errors="replace")
+        except OSError:
+            continue  # none there
+        if DELTA_EXTENSION in defaults:
+            return None
+    return "delta-rs"
+
+
+def _spark_conf_dirs(s: SparkSettings) -> list[Path]:
+    """Where spark-submit may read ``spark-defaults.conf``: ``SPARK_CONF_DIR``, and the
+    ``conf`` of ``SPARK_HOME`` or of the pyspark package (its home when none is set)."""
+    import pyspark
+
+    home = s.spark_home or os.path.dirname(pyspark.__file__)
+    return [*([Path(s.conf_dir)] if s.conf_dir else []), Path(home) / "conf"]
+
+
 # The JVM's own messages about an archive it cannot use (built for another Java or class path):
 # off, the archive is only a speed-up.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -8,12 +8,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -107,6 +111,9 @@ def active_files(env, table) -> dict[str, set[str]]:
 # tests: production, backfilled from the original landing; the landing restated; the correction
 # staged; diffed; production changed since the diff; cut over; a second correction made from the
 # form and discarded. A test that acts does so on a copy of the state it starts from (`copy_of`).
+
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -537,6 +544,33 @@ def test_rollback_restores_production_then_cutover_again(
     assert main(["cutover", CID, "--skip-rebuilt"]) == 0, capsys.readouterr().err
     assert_tables_equal(env, restated, _days(START, END))
     assert fact_figures_shown(env, cut) == reference_figures(restated, cut)
+
+
+def test_rollback_and_cutover_on_delta_rs_run_where_no_spark_session_could_start(
+    cut_over, original, restated, copy_of
+):
+    """On delta-rs a rollback and a cutover commit file references only: as commands of their
+    own they start no Spark session (a master Spark cannot reach would fail one), and leave
+    the tables and the fact's figures as the reference has them."""
+    env = copy_of(cut_over)
+    cut = [date.fromisoformat(d) for d in registry.get(env.settings.lake_dir, CID).cutover["days"]]
+    no_spark = {**os.environ, "BACKFILL_SPARK_MASTER": "no-such-master"}  # a session fails
+    for command, expected in (
+        (["rollback", CID], original),
+        (["cutover", CID, "--skip-rebuilt"], restated),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "backfill_assets.cli", *command],
+            env=no_spark,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert_tables_equal(env, expected, _days(START, END))
+        assert fact_figures_shown(env, cut) == reference_figures(expected, cut)
 
 
 ACTION_OPS = {
