@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from backfill_assets.transforms.audit import ZERO
+from backfill_assets.transforms.totals import ZERO
 
 
 def change_metadata(new: dict, old: dict | None, replaced_version: int | None) -> dict:

@@ -22,8 +22,8 @@ from backfill_assets.catalog import FACT_TABLE, STAGING_TABLE, Table
 from backfill_assets.corrections import registry
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
 from backfill_assets.lake import Lake, StagedVersion
-from backfill_assets.transforms.audit import ZERO, fact_totals
 from backfill_assets.transforms.compare import row_changes
+from backfill_assets.transforms.totals import ZERO, fact_totals
 
 # The tables a correction rebuilds, in the order a cutover publishes them, and their row keys.
 CORRECTED: tuple[Table, ...] = (STAGING_TABLE, FACT_TABLE)

@@ -37,9 +37,10 @@ from backfill_assets.lake import Lake
 from backfill_assets.late_data.stale import first_stale, first_unpublished
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.settings import Settings
-from backfill_assets.transforms.audit import fact_totals, ltv_audit
+from backfill_assets.transforms.audit import ltv_audit
 from backfill_assets.transforms.ltv import customer_ltv, latest_rows
 from backfill_assets.transforms.schemas import CUSTOMER_LTV
+from backfill_assets.transforms.totals import fact_totals
 
 STAGING, LTV = STG_ORDERS.to_user_string(), FCT_CUSTOMER_LTV.to_user_string()
 

@@ -11,8 +11,9 @@ import dagster as dg
 from backfill_assets.catalog import FCT_CUSTOMER_LTV, RPT_MONTHLY_REVENUE, STG_ORDERS_ENRICHED
 from backfill_assets.event_days.outcomes import compared
 from backfill_assets.publishing.publication import CheckOutcome
-from backfill_assets.transforms.audit import EMPTY_LTV_DAY, MONTHLY_FIELDS, ZERO
+from backfill_assets.transforms.audit import EMPTY_LTV_DAY
 from backfill_assets.transforms.enrichment import EMPTY_DAY
+from backfill_assets.transforms.totals import MONTHLY_FIELDS, ZERO
 
 PREVIOUS_PLUS_DAY = "previous_plus_day"
 NEVER_DECREASES = "never_decreases"

@@ -29,9 +29,9 @@ from backfill_assets.downstream.downstream_outcomes import monthly_outcomes
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.settings import Settings
-from backfill_assets.transforms.audit import MONTHLY_FIELDS, ZERO, fact_totals, totals_by
 from backfill_assets.transforms.ltv import monthly_revenue
 from backfill_assets.transforms.schemas import MONTHLY_REVENUE
+from backfill_assets.transforms.totals import MONTHLY_FIELDS, ZERO, fact_totals, totals_by
 
 MAX_NAMED = 10
 

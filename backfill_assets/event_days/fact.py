@@ -13,9 +13,9 @@ from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake
 from backfill_assets.publishing.publication import CheckOutcome, held_days
 from backfill_assets.settings import QualitySettings
-from backfill_assets.transforms.audit import fact_totals, staging_totals
 from backfill_assets.transforms.drift import fact_figures
 from backfill_assets.transforms.revenue import daily_revenue
+from backfill_assets.transforms.totals import fact_totals, staging_totals
 
 
 @dataclass

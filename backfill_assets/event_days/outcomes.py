@@ -11,7 +11,8 @@ import dagster as dg
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, STG_ORDERS
 from backfill_assets.publishing.publication import CheckOutcome
-from backfill_assets.transforms.audit import EMPTY_DAY, ZERO
+from backfill_assets.transforms.audit import EMPTY_DAY
+from backfill_assets.transforms.totals import ZERO
 
 # Checks that only a bug can fail: the data cannot make them fail, so re-running cannot help.
 CODE_DEFECT = (

@@ -38,6 +38,7 @@ from backfill_assets.transforms.drift import staging_figures
 from backfill_assets.transforms.fx import convert_to_usd, rates_on
 from backfill_assets.transforms.orders import latest_wins, parsed_view, valid_orders
 from backfill_assets.transforms.skew import staging_keys
+from backfill_assets.transforms.staging_rules import staging_schema_errors
 
 
 @dataclass
@@ -214,7 +215,7 @@ def build_staging(
         inputs,
         valid_ids,
         incomplete,
-        schemas.staging_schema_errors(staging),
+        staging_schema_errors(staging),
         trailing_published(spark, lake, settings, days, STAGING_TABLE, schemas.STAGING_ORDERS),
         settings.quality,
         hot,

@@ -4,7 +4,7 @@ collected small, returned as plain Python values (no Dagster).
 Each check compares an expected side with an actual side and shows both in Dagster; these
 functions compute the sides. Raw: per-file record counts and order-independent checksums of
 (line number, payload), and counts by reason. Staging: rows, distinct ids, orders without a
-rate and rule violations per event day. Fact: totals per event day.
+rate and rule violations per event day. The fact's totals per event day are ``totals.py``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.transforms.ltv import daily_contributions
-from backfill_assets.transforms.schemas import staging_row_rules
+from backfill_assets.transforms.staging_rules import staging_row_rules
+from backfill_assets.transforms.totals import MONTHLY_FIELDS, ZERO, normalised
 
 FileKey = tuple[date, str]
 
@@ -236,58 +237,6 @@ def valid_order_ids(valid: DataFrame, days: Collection[date]) -> dict[date, int]
     return {day: ids for day, (ids, _) in ids_per_day(valid, days).items()}
 
 
-TOTAL_FIELDS = ("orders", "placed_orders", "paid_orders", "cancelled_orders", "revenue_usd")
-ZERO = {
-    "orders": 0,
-    "placed_orders": 0,
-    "paid_orders": 0,
-    "cancelled_orders": 0,
-    "revenue_usd": Decimal("0.00"),
-}
-
-
-def _status(name: str) -> Column:
-    return F.sum(F.when(F.col("status") == name, 1).otherwise(0))
-
-
-def staging_totals(staging: DataFrame) -> dict[date, dict]:
-    rows = (
-        staging.groupBy("event_date")
-        .agg(
-            F.count(F.lit(1)).alias("orders"),
-            _status("placed").alias("placed_orders"),
-            _status("paid").alias("paid_orders"),
-            _status("cancelled").alias("cancelled_orders"),
-            F.sum(F.when(F.col("status") == "paid", F.col("amount_usd"))).alias("revenue_usd"),
-        )
-        .collect()
-    )
-    return {r["event_date"]: _normalise(r.asDict()) for r in rows}
-
-
-def fact_totals(fact: DataFrame, history: DataFrame | None = None) -> dict[date, dict]:
-    """Per event day, the fact's totals; ``history`` (published fact rows of other days, the
-    warning checks' trailing days) joins the same aggregation."""
-    if history is not None:
-        fact = fact.unionByName(history.select(*fact.columns))
-    return totals_by(fact, "event_date")
-
-
-MONTHLY_FIELDS = ("orders", "paid_orders", "revenue_usd")
-
-
-def totals_by(df: DataFrame, key: str, fields: tuple[str, ...] = TOTAL_FIELDS) -> dict[date, dict]:
-    """Per value of the date column ``key``: the sums of ``fields`` (counts, then revenue_usd)."""
-    rows = df.groupBy(key).agg(*[F.sum(c).alias(c) for c in fields]).collect()
-    return {r[key]: _normalise(r.asDict(), fields) for r in rows}
-
-
-def _normalise(row: dict, fields: tuple[str, ...] = TOTAL_FIELDS) -> dict:
-    out: dict[str, int | Decimal] = {k: int(row[k] or 0) for k in fields[:-1]}
-    out["revenue_usd"] = Decimal(row["revenue_usd"] or 0).quantize(Decimal("0.01"))
-    return out
-
-
 EMPTY_LTV_DAY = {
     "customers": 0,
     "contributors": 0,
@@ -359,7 +308,7 @@ def ltv_audit(staged: DataFrame, seed: DataFrame, staging: DataFrame) -> dict[da
     return {
         r["as_of_date"]: {
             **{k: r[k] for k in EMPTY_LTV_DAY if k not in MONTHLY_FIELDS},
-            **_normalise(r.asDict(), MONTHLY_FIELDS),
+            **normalised(r.asDict(), MONTHLY_FIELDS),
         }
         for r in out
     }

@@ -148,7 +148,7 @@ def staging_figures(stats: Mapping[date, dict]) -> dict[date, DayFigures]:
 
 
 def fact_figures(totals: Mapping[date, dict]) -> dict[date, DayFigures]:
-    """``transforms.audit.fact_totals``'s per-day totals as ``DayFigures`` (no currency)."""
+    """``transforms.totals.fact_totals``'s per-day totals as ``DayFigures`` (no currency)."""
     return {
         d: DayFigures(
             t["orders"],

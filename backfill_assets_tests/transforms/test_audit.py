@@ -13,17 +13,16 @@ from backfill_assets.transforms.audit import (
     checksum_of,
     checksum_sums,
     counts_by,
-    fact_totals,
     ids_per_day,
     line_fingerprints,
     line_hash,
     rows_per_partition,
     staging_stats,
-    staging_totals,
     stored_fingerprints,
     valid_order_ids,
 )
 from backfill_assets.transforms.schemas import DAILY_REVENUE, STAGING_ORDERS
+from backfill_assets.transforms.totals import fact_totals, staging_totals
 
 A, B = date(2024, 1, 1), date(2024, 1, 2)
 LINES = [

@@ -14,8 +14,8 @@ from backfill_assets.transforms.schemas import (
     QUARANTINE_ORDERS,
     RAW_ORDERS,
     STAGING_ORDERS,
-    staging_schema_errors,
 )
+from backfill_assets.transforms.staging_rules import staging_schema_errors
 from backfill_assets_testkit.spark_jobs import jobs_started
 
 DAYS = [date(2024, 1, day) for day in (1, 2, 3)]
