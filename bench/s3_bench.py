@@ -6,14 +6,16 @@ One generated feed, landed twice: in a local folder, and in a bucket of a Seawee
 started here (``backfill_assets/demo/local_s3.py``, on this machine, so the figures show what the
 S3 protocol and the object reads cost, not a network's latency). Then ``backfill-assets
 backfill`` of the range in a fresh process, once per storage, each timed from the command's
-start to its exit, and the rows of every table read back from both lakes and compared (they
-must be equal). The last line is the RESULT line docs/benchmarks.md quotes.
+start to its exit, each run of it too (where S3 adds its time), and the row counts of every
+table read back from both lakes and compared (they must be equal). The last line is the RESULT
+line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,17 +29,37 @@ sys.path.insert(0, str(ROOT))
 TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "fact/daily_revenue")
 
 
-def backfill(env: dict[str, str], start: date, end: date) -> float:
+RUN_START = re.compile(r"^\[\d+/\d+\] (\S+) \S+ \.\.\.$")
+RUN_END = re.compile(r"^\[\d+/\d+\] (\S+): run ")
+
+
+def backfill(env: dict[str, str], start: date, end: date) -> tuple[float, dict[str, float]]:
+    """The command's time, and per run (by its assets' name) the time from its announcement to
+    its outcome's line; ``start-up`` is what came before the first run (the process, the
+    imports, the instance, the plan)."""
     began = time.monotonic()
     command = [sys.executable, "-m", "backfill_assets.cli", "backfill"]
-    subprocess.run(
+    spent: dict[str, float] = {}
+    opened: dict[str, float] = {}
+    with subprocess.Popen(
         [*command, "--start", str(start), "--end", str(end)],
         env=env,
-        check=True,
         cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.monotonic() - began
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            now = time.monotonic() - began
+            if (started := RUN_START.match(line.strip())) is not None:
+                spent.setdefault("start-up", now)
+                opened[started.group(1)] = now
+            elif (ended := RUN_END.match(line.strip())) is not None:
+                name = ended.group(1)
+                spent[name] = spent.get(name, 0.0) + now - opened.pop(name, now)
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return time.monotonic() - began, spent
 
 
 def rows(location: str, options: dict[str, str] | None) -> int:
@@ -87,10 +109,17 @@ def main() -> int:
             }
             for env in (local_env, s3_env):
                 Path(env["DAGSTER_HOME"]).mkdir()
-            local_s = backfill(local_env, start, end)
+            local_s, local_steps = backfill(local_env, start, end)
             print(f"local disk: {local_s:.1f} s", flush=True)
-            s3_s = backfill(s3_env, start, end)
+            s3_s, s3_steps = backfill(s3_env, start, end)
             print(f"S3:         {s3_s:.1f} s (the feed's upload before it: {upload_s:.1f} s)")
+            for step, local_step in local_steps.items():
+                on_s3 = s3_steps.get(step, 0.0)
+                print(
+                    f"  {step:32} local {local_step:6.1f} s  S3 {on_s3:6.1f} s  "
+                    f"+{on_s3 - local_step:5.1f} s",
+                    flush=True,
+                )
             options = {**server.env(), "AWS_ALLOW_HTTP": "true"}
             counts = {
                 t: (rows(str(work / "lake" / t), None), rows(f"s3://bench/lake/{t}", options))
