@@ -183,15 +183,17 @@ def test_a_backfill_flat_out_in_another_process_leaves_the_live_lane_its_tokens(
             assert hammer.poll() is None, "the backfill's process ended before it drained"
             assert time.monotonic() < give_up, f"not drained: {tokens_now(bucket)} tokens"
             time.sleep(0.01)
-        waits = []
+        there = []
         for _ in range(8):
             assert hammer.poll() is None  # the backfill is still taking flat out
-            waits.append(bucket.take(LIVE))
+            # whether a token was there at once (how long the file's lock took is the
+            # machine's, not the bucket's)
+            there.append(bucket.try_take(LIVE))
             time.sleep(0.2)
         assert hammer.poll() is None
     finally:
         stop.touch()
     taken, seconds = hammer.communicate(timeout=60)[0].split()
-    assert max(waits) < 0.05, waits  # a token was there every time: the reserve refills first
+    assert all(there), there  # a token was there every time: the reserve refills first
     # and the backfill ran at the rest of the rate meanwhile
     assert int(taken) > 0.5 * bucket.rate * float(seconds), (taken, seconds)
