@@ -8,7 +8,7 @@ package cache and the machine's Java are what stays warm). The variables that wo
 clone at another lake, landing zone or instance (``BACKFILL_*``, ``DAGSTER_HOME``) are dropped.
 
 Prints the set-up's own summary line (each step's time: the locked environment, the bytecode,
-Delta's jars, the plain-line reader, the class archive), then::
+Delta's jars, the plain-line reader; `make demo` builds no class archive), then::
 
     FRESH_CLONE clone_s=<s> setup_s=<s> published_s=<s> demo_end_s=<s> <step>=<s> ...
 

@@ -26,7 +26,7 @@ from backfill_assets.resources import code_version
 from backfill_assets.settings import Settings
 
 
-def _lake(settings: Settings, reads: bool = True) -> Lake:
+def _lake(settings: Settings, reads: bool) -> Lake:
     """The lake the command acts on. A command that only commits file references (``reads``
     False: cutover, rollback, discard, forget) starts no Spark session on delta-rs, when that
     is the engine a session would take (``engine_without_session``); it then takes a second
