@@ -17,7 +17,8 @@ On one generated feed:
 4. the commands an operator types, each a fresh process: ``backfill-assets corrections``
    (the listing: the interpreter, the imports and the Dagster instance, no Spark), then
    ``rollback`` and ``cutover --force``. A command's time less the listing's and the lake's
-   own call (step 3) is what it spends starting its Spark session.
+   own call (step 3) is what it adds around the commits: its Spark session's start (delta-spark
+   only), recording the outcome in Dagster.
 
 ``--engine`` sets ``BACKFILL_LAKE_ENGINE`` for every step (``delta-spark`` needs Delta's jars).
 ``--profile`` prints, for each of the three timed commits, the project's functions that took
