@@ -4,6 +4,8 @@ names spelled once."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -357,6 +359,20 @@ def test_only_one_module_reaches_into_dagsters_private_api():
         if _private_dagster_imports(p)
     }
     assert set(reaching) == {"backfill_assets.dagster_private"}, reaching
+
+
+def test_loading_the_definitions_or_the_cli_leaves_pandera_to_the_staging_step():
+    """pandera's PySpark backend takes 0.6 s to import: every run worker, the code server and
+    each command load the definitions, and only staging's build and audit use it."""
+    program = (
+        "import sys, backfill_assets.definitions, backfill_assets.cli.main; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandera'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 def test_catalog_is_a_leaf():
