@@ -1,6 +1,6 @@
 """Shared fixtures: one Spark session for the whole test run, small and quiet; the hooks of
-the e2e lane (``e2e_lane.py``), which runs the ``e2e`` tests beside the others; and the check
-of a run's skips against an allowlist (``skip_allowlist.py``)."""
+the side lane (``side_lane.py``), which runs the ``e2e`` and ``beside`` tests beside the
+others; and the check of a run's skips against an allowlist (``skip_allowlist.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from backfill_assets_testkit.e2e_lane import (  # noqa: F401 (hooks: pytest finds them here)
+from backfill_assets_testkit.side_lane import (  # noqa: F401 (hooks: pytest finds them here)
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
     pytest_unconfigure,

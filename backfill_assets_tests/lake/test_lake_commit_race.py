@@ -19,7 +19,8 @@ from backfill_assets.spark.delta_jars import jars_present
 from backfill_assets_testkit.processes import kill_group, log_tail, start, subprocess_env
 from backfill_assets_tests.lake.lake_support import NO_JARS, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# a race of a fixed length, its renames delayed: the side lane
+pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.timeout(900)]
 TABLE = "t/race"
 SECONDS = 60  # of committing, both processes at once
 DELAY_US = 400_000

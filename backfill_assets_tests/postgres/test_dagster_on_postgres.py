@@ -36,7 +36,8 @@ from backfill_assets_testkit.reference import Reference
 from backfill_assets_tests.automation.landing_files import order, write_orders
 from backfill_assets_tests.e2e.queries import check_results, partition_days
 
-pytestmark = pytest.mark.slow
+# a PostgreSQL server's start, mostly waited on: the side lane
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 FEED_START, FEED_END = date(2024, 1, 1), date(2024, 1, 11)
 START, END = date(2024, 1, 7), date(2024, 1, 10)

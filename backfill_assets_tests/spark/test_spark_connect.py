@@ -13,7 +13,8 @@ from backfill_assets_testkit.remote_backfill import (
 )
 from backfill_assets_testkit.spark_servers import connect_server
 
-pytestmark = pytest.mark.slow
+# a Connect server's start, mostly waited on: the side lane
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 
 @pytest.fixture(scope="module")

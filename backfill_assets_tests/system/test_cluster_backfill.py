@@ -16,7 +16,8 @@ from backfill_assets_testkit.remote_backfill import (
 from backfill_assets_testkit.s3_landing import upload
 from backfill_assets_testkit.spark_servers import standalone_cluster
 
-pytestmark = pytest.mark.slow
+# a cluster of its own and S3, mostly waited on: the side lane
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 
 @pytest.mark.parametrize("engine", ["delta-rs", "delta-spark"])

@@ -1,6 +1,6 @@
-"""The e2e lane (``e2e_lane.py``): a project of four probe tests, run by a real pytest with the
-lane's hooks. The ``e2e`` ones run in one other process, and the parent reports each one's own
-outcome from there; alone, they run in the parent."""
+"""The side lane (``side_lane.py``): a project of five probe tests, run by a real pytest with the
+lane's hooks. The ``e2e`` and ``beside`` ones run in one other process, and the parent reports
+each one's own outcome from there; alone, they run in the parent."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from backfill_assets_testkit.processes import kill_group, start, subprocess_env
 
 CONFTEST = """
-from backfill_assets_testkit.e2e_lane import (  # noqa: F401
+from backfill_assets_testkit.side_lane import (  # noqa: F401
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
     pytest_unconfigure,
@@ -22,6 +22,7 @@ from backfill_assets_testkit.e2e_lane import (  # noqa: F401
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: runs in the lane")
+    config.addinivalue_line("markers", "beside: runs in the lane")
 """
 
 PROBES = """
@@ -52,6 +53,11 @@ def test_fails():
     assert 1 + 1 == 3, "the sums differ"
 
 
+@pytest.mark.beside
+def test_beside():
+    ran("beside")
+
+
 @pytest.mark.e2e
 def test_skips():
     pytest.skip("no browser here")
@@ -64,14 +70,14 @@ def run_probes(root: Path, *args: str) -> tuple[subprocess.Popen, str, dict[str,
     (root / "conftest.py").write_text(textwrap.dedent(CONFTEST))
     (root / "test_probes.py").write_text(textwrap.dedent(PROBES))
     env = subprocess_env()
-    env.pop("BACKFILL_E2E_LANE", None)
+    env.pop("BACKFILL_SIDE_LANE", None)
     log = root / "pytest.log"
     pytest = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     proc = start([*pytest, "--junitxml=report.xml"], env, log, cwd=root)
     try:
         proc.wait(timeout=300)
     finally:
-        kill_group(proc)  # its whole group, the e2e child included, on a time-out too
+        kill_group(proc)  # its whole group, the lane's child included, on a time-out too
     output = log.read_text(errors="replace")
     cases = {}
     for case in ET.parse(root / "report.xml").getroot().iter("testcase"):
@@ -86,7 +92,7 @@ def pids(root: Path) -> dict[str, int]:
     return {path.stem: int(path.read_text()) for path in root.glob("*.pid")}
 
 
-def test_the_e2e_tests_run_in_one_other_process_and_report_their_own_outcomes(tmp_path):
+def test_the_lanes_tests_run_in_one_other_process_and_report_their_own_outcomes(tmp_path):
     proc, output, cases = run_probes(tmp_path)
 
     assert proc.returncode == 1, output  # one failure
@@ -98,15 +104,16 @@ def test_the_e2e_tests_run_in_one_other_process_and_report_their_own_outcomes(tm
     assert "no browser here" in cases["test_skips"][1]
     ran = pids(tmp_path)
     assert ran["plain"] == proc.pid
-    assert ran["passes"] == ran["fails"] != ran["plain"]
+    assert cases["test_beside"] == ("passed", "")
+    assert ran["passes"] == ran["fails"] == ran["beside"] != ran["plain"]
 
 
-def test_alone_the_e2e_tests_run_in_the_parent(tmp_path):
-    proc, output, cases = run_probes(tmp_path, "-m", "e2e")
+def test_alone_the_lanes_tests_run_in_the_parent(tmp_path):
+    proc, output, cases = run_probes(tmp_path, "-m", "e2e or beside")
 
     assert proc.returncode == 1, output
     assert cases["test_passes"] == ("passed", "")
     assert cases["test_fails"][0] == "failure"
     ran = pids(tmp_path)
     assert "plain" not in ran
-    assert ran["passes"] == ran["fails"] == proc.pid
+    assert ran["passes"] == ran["fails"] == ran["beside"] == proc.pid
