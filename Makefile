@@ -28,8 +28,10 @@ test: class-archive  ## the whole suite: transforms, lake, Dagster, end to end; 
 	@$(PY) -m backfill_assets.spark.delta_jars --s3a  # the suite runs delta-spark on S3 too
 	$(PY) -m pytest --skip-allowlist=.ci/skip-allowlist.txt $(ORDER_TESTS:%=--reverse-module=%) $(PYTEST_ARGS)
 
-test-fast: class-archive  ## the inner loop: every test that is neither `slow` nor `e2e`; no test-deps.sh (chromium, postgresql)
-	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+# Two pytest workers, a module each at a time (pytest-xdist): most of these tests wait on small Spark
+# jobs, locks and S3 round trips rather than compute, so two of them share the 2-core box well.
+test-fast: class-archive  ## the inner loop: every test that is neither `slow` nor `e2e`, in two workers; no test-deps.sh (chromium, postgresql)
+	$(PY) -m pytest -m "not slow and not e2e" -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test-order: class-archive  ## the modules that share expensive state, each run last test first: no test relies on one before it
 	$(PY) -m pytest --reverse-order $(ORDER_TESTS) $(PYTEST_ARGS)
