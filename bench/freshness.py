@@ -1,8 +1,9 @@
 """How long a landed file takes to reach the published tables, with Dagster run as `make ui` runs
 it: the webserver, the daemon and the code server (`dagster dev`), the automation on
-(``BACKFILL_AUTOMATION=on``) at its shipped sensor interval and schedules.
+(``BACKFILL_AUTOMATION=on``) at its shipped sensor interval (or ``--sensor-interval``) and
+schedules.
 
-    .venv/bin/python bench/freshness.py [--landings 10] [--days 30]
+    .venv/bin/python bench/freshness.py [--landings 10] [--days 30] [--sensor-interval S]
 
 First a lake of ``--days`` event days ending yesterday is landed and backfilled
 (`backfill-assets backfill`). Then `dagster dev` starts, and ``--landings`` times in turn, a new
@@ -209,6 +210,11 @@ def main() -> int:
     parser.add_argument("--landings", type=int, default=10, help="per arrival folder")
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--orders-per-day", type=int, default=200)
+    parser.add_argument(
+        "--sensor-interval",
+        type=int,
+        help="BACKFILL_SENSOR_INTERVAL_SECONDS for the servers (default: the shipped interval)",
+    )
     args = parser.parse_args()
     if args.days < 15:
         parser.error("--days must reach two weeks back: at least 15")
@@ -221,6 +227,8 @@ def main() -> int:
     prepare_instance_yaml(home, PROJECT_DIR / "dagster.yaml")
     env = server_env(home, landing, lake, first.isoformat())
     env["BACKFILL_AUTOMATION"] = "on"
+    if args.sensor_interval is not None:
+        env["BACKFILL_SENSOR_INTERVAL_SECONDS"] = str(args.sensor_interval)
     generate_feed(landing, first, yesterday, args.orders_per_day, seed=5, last_arrival=yesterday)
     started = time.monotonic()
     subprocess.run(
