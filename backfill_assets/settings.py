@@ -280,7 +280,7 @@ class AutomationSettings:
     """
 
     running: bool = False  # BACKFILL_AUTOMATION
-    sensor_interval_seconds: int = 10  # BACKFILL_SENSOR_INTERVAL_SECONDS, >= 1
+    sensor_interval_seconds: int = 5  # BACKFILL_SENSOR_INTERVAL_SECONDS, >= 1
     # BACKFILL_LANDING_SETTLE_SECONDS, >= 0: a landing folder changed this recently is left alone
     settle_seconds: float = 2.0
     rerun_days: int = 3  # BACKFILL_RERUN_DAYS, >= 1: the days daily_refresh rebuilds
