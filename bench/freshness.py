@@ -8,10 +8,11 @@ schedules.
 First a lake of ``--days`` event days ending yesterday is landed and backfilled
 (`backfill-assets backfill`). Then `dagster dev` starts, and ``--landings`` times in turn, a new
 order file lands in yesterday's arrival folder (its orders on yesterday) and one in the folder of
-two weeks back (its orders on that day). For each, the bench waits until that day's
-fct_daily_revenue is published holding the file's orders (read from the lake), then until
-customer LTV of the day is published again, and the day's month when the month is complete (a
-month still under way has no report yet).
+two weeks back (its orders on that day), each once the runs of the one before have ended. For
+each, the bench waits until that day's fct_daily_revenue is published holding the file's orders
+(read from the lake), then until customer LTV of the day is published again by a run created
+after the landing, and the day's month when the month is complete (a month still under way has
+no report yet).
 
 Where the time to the fact goes, from the events of the runs the automation launched for the
 file (the raw run, then the event days' run), summed over them:
@@ -105,8 +106,30 @@ def holds(lake: Path, day: date, orders: int) -> bool:
     return fact_orders(lake, day) >= orders
 
 
-def newer(instance: dg.DagsterInstance, key: dg.AssetKey, partition: date, than: int) -> bool:
-    return latest_id(instance, key, partition) > than
+def newer(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: date, than: int, landed: float
+) -> bool:
+    """Whether ``key``'s latest materialization of ``partition`` is newer than storage id
+    ``than`` and was stored by a run created after the landing: a run that was under way before
+    it (the previous landing's customer LTV run, which restates every later day) is not the
+    landing's."""
+    if latest_id(instance, key, partition) <= than:
+        return False
+    record = instance.get_run_record_by_id(materialized_at(instance, key, partition)[0])
+    return record is not None and record.create_timestamp.timestamp() >= landed
+
+
+UNENDED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def no_run_under_way(instance: dg.DagsterInstance) -> bool:
+    return not instance.get_run_records(dg.RunsFilter(statuses=UNENDED), limit=1)
 
 
 def wait(what: str, done: Callable[[], bool], ui) -> None:
@@ -246,6 +269,8 @@ def main() -> int:
             wait("the late-data sensor's first tick", lambda: load_cursor(instance) is not None, ui)
             for number in range(args.landings * 2):
                 day = yesterday if number % 2 == 0 else two_weeks_back
+                # each landing on a quiet instance: the previous one's runs all ended
+                wait("the previous landing's runs", partial(no_run_under_way, instance), ui)
                 before = fact_orders(lake, day)
                 fact_before = latest_id(instance, FCT_DAILY_REVENUE, day)
                 ltv_before = latest_id(instance, FCT_CUSTOMER_LTV, day)
@@ -261,7 +286,7 @@ def main() -> int:
                 # the lake holds the rows once the publish commits; its event follows
                 wait(
                     f"fct_daily_revenue {day}'s materialization",
-                    partial(newer, instance, FCT_DAILY_REVENUE, day, fact_before),
+                    partial(newer, instance, FCT_DAILY_REVENUE, day, fact_before, result.landed),
                     ui,
                 )
                 fact_run, fact_at = materialized_at(instance, FCT_DAILY_REVENUE, day)
@@ -269,14 +294,16 @@ def main() -> int:
                 result.stages = stages(instance, day, result.landed, fact_run, fact_at)
                 wait(
                     f"fct_customer_ltv {day}",
-                    partial(newer, instance, FCT_CUSTOMER_LTV, day, ltv_before),
+                    partial(newer, instance, FCT_CUSTOMER_LTV, day, ltv_before, result.landed),
                     ui,
                 )
                 result.ltv_s = materialized_at(instance, FCT_CUSTOMER_LTV, day)[1] - result.landed
                 if complete:
                     wait(
                         f"rpt_monthly_revenue {month}",
-                        partial(newer, instance, RPT_MONTHLY_REVENUE, month, month_before),
+                        partial(
+                            newer, instance, RPT_MONTHLY_REVENUE, month, month_before, result.landed
+                        ),
                         ui,
                     )
                     result.month_s = (
