@@ -7,8 +7,10 @@ started here (``backfill_assets/demo/local_s3.py``, on this machine, so the figu
 S3 protocol and the object reads cost, not a network's latency). Then ``backfill-assets
 backfill`` of the range in a fresh process, once per storage, each timed from the command's
 start to its exit, each run of it too (where S3 adds its time), and the row counts of every
-table read back from both lakes and compared (they must be equal). The last line is the RESULT
-line docs/benchmarks.md quotes.
+table read back from both lakes and compared (they must be equal). On S3 it also prints, per
+run, the requests the server answered by kind (GET, PUT, LIST, HEAD, DELETE, ...) and the
+seconds it spent answering them, from the server's Prometheus metrics. The last line is the
+RESULT line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
@@ -31,16 +33,58 @@ TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "
 
 RUN_START = re.compile(r"^\[\d+/\d+\] (\S+) \S+ \.\.\.$")
 RUN_END = re.compile(r"^\[\d+/\d+\] (\S+): run ")
+REQUEST_METRIC = re.compile(
+    r'^SeaweedFS_s3_request_seconds_(count|sum)\{.*type="([^"]+)".*\} (\S+)$'
+)
+
+Requests = dict[str, tuple[float, float]]  # kind -> (requests, seconds the server spent)
 
 
-def backfill(env: dict[str, str], start: date, end: date) -> tuple[float, dict[str, float]]:
-    """The command's time, and per run (by its assets' name) the time from its announcement to
-    its outcome's line; ``start-up`` is what came before the first run (the process, the
-    imports, the instance, the plan)."""
+def requests_so_far(metrics: str | None) -> Requests:
+    """The S3 requests the server has answered since its start, by kind (none: no server)."""
+    import urllib.request
+
+    if metrics is None:
+        return {}
+    with urllib.request.urlopen(metrics, timeout=10) as response:
+        text = response.read().decode()
+    found: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if (m := REQUEST_METRIC.match(line)) is not None:
+            which = 0 if m.group(1) == "count" else 1
+            found.setdefault(m.group(2), [0.0, 0.0])[which] += float(m.group(3))
+    return {kind: (n, seconds) for kind, (n, seconds) in found.items()}
+
+
+def requests_between(before: Requests, after: Requests) -> Requests:
+    return {
+        kind: (n - before.get(kind, (0.0, 0.0))[0], s - before.get(kind, (0.0, 0.0))[1])
+        for kind, (n, s) in after.items()
+        if n > before.get(kind, (0.0, 0.0))[0]
+    }
+
+
+def backfill(
+    env: dict[str, str], start: date, end: date, metrics: str | None = None
+) -> tuple[float, dict[str, float], dict[str, Requests]]:
+    """The command's time; per run (by its assets' name) the time from its announcement to its
+    outcome's line, ``start-up`` being what came before the first run (the process, the
+    imports, the instance, the plan); and per run the S3 requests of ``metrics``'s server."""
     began = time.monotonic()
     command = [sys.executable, "-m", "backfill_assets.cli", "backfill"]
     spent: dict[str, float] = {}
     opened: dict[str, float] = {}
+    requests: dict[str, Requests] = {}
+    seen = requests_so_far(metrics)
+
+    def since(before: Requests) -> Requests:
+        """The requests since ``before``, which becomes now."""
+        current = requests_so_far(metrics)
+        between = requests_between(before, current)
+        before.clear()
+        before.update(current)
+        return between
+
     with subprocess.Popen(
         [*command, "--start", str(start), "--end", str(end)],
         env=env,
@@ -54,12 +98,15 @@ def backfill(env: dict[str, str], start: date, end: date) -> tuple[float, dict[s
             if (started := RUN_START.match(line.strip())) is not None:
                 spent.setdefault("start-up", now)
                 opened[started.group(1)] = now
+                if "start-up" not in requests:
+                    requests["start-up"] = since(seen)
             elif (ended := RUN_END.match(line.strip())) is not None:
                 name = ended.group(1)
                 spent[name] = spent.get(name, 0.0) + now - opened.pop(name, now)
+                requests[name] = since(seen)
     if process.returncode != 0:
         raise subprocess.CalledProcessError(process.returncode, command)
-    return time.monotonic() - began, spent
+    return time.monotonic() - began, spent, requests
 
 
 def rows(location: str, options: dict[str, str] | None) -> int:
@@ -109,9 +156,9 @@ def main() -> int:
             }
             for env in (local_env, s3_env):
                 Path(env["DAGSTER_HOME"]).mkdir()
-            local_s, local_steps = backfill(local_env, start, end)
+            local_s, local_steps, _ = backfill(local_env, start, end)
             print(f"local disk: {local_s:.1f} s", flush=True)
-            s3_s, s3_steps = backfill(s3_env, start, end)
+            s3_s, s3_steps, s3_requests = backfill(s3_env, start, end, server.metrics)
             print(f"S3:         {s3_s:.1f} s (the feed's upload before it: {upload_s:.1f} s)")
             for step, local_step in local_steps.items():
                 on_s3 = s3_steps.get(step, 0.0)
@@ -120,6 +167,18 @@ def main() -> int:
                     f"+{on_s3 - local_step:5.1f} s",
                     flush=True,
                 )
+                answered = s3_requests.get(step, {})
+                server_s = sum(seconds for _, seconds in answered.values())
+                if answered:
+                    print(
+                        "    S3 requests: "
+                        + ", ".join(
+                            f"{kind} {n:.0f} ({seconds:.2f} s)"
+                            for kind, (n, seconds) in sorted(answered.items())
+                        )
+                        + f"; the server answered them in {server_s:.2f} s",
+                        flush=True,
+                    )
             options = {**server.env(), "AWS_ALLOW_HTTP": "true"}
             counts = {
                 t: (rows(str(work / "lake" / t), None), rows(f"s3://bench/lake/{t}", options))

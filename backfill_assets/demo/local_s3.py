@@ -80,6 +80,7 @@ class S3Server:
     access_key: str
     secret_key: str = field(repr=False)
     log: Path
+    metrics: str  # the server's Prometheus metrics, its requests counted by kind (``bench/``)
 
     @classmethod
     def start(cls, folder: Path) -> S3Server:
@@ -118,7 +119,7 @@ class S3Server:
                 }
             )
         )
-        ports = free_ports(2 * len(SERVERS) + 2)
+        ports = free_ports(2 * len(SERVERS) + 3)
         args = [
             str(binary),
             "mini",
@@ -127,8 +128,9 @@ class S3Server:
             "-ip.bind=127.0.0.1",
             "-webdav=false",
             "-admin.ui=false",
-            f"-admin.port={ports[-2]}",
-            f"-admin.port.grpc={ports[-1]}",
+            f"-admin.port={ports[-3]}",
+            f"-admin.port.grpc={ports[-2]}",
+            f"-metricsPort={ports[-1]}",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             f"-s3.config={config}",
@@ -146,7 +148,15 @@ class S3Server:
                 start_new_session=True,
             )
         s3_port = ports[2 * SERVERS.index("s3")]
-        return cls(folder, process, f"http://127.0.0.1:{s3_port}", ACCESS_KEY, secret, log)
+        return cls(
+            folder,
+            process,
+            f"http://127.0.0.1:{s3_port}",
+            ACCESS_KEY,
+            secret,
+            log,
+            f"http://127.0.0.1:{ports[-1]}/metrics",
+        )
 
     def client(self, access_key: str | None = None, secret_key: str | None = None) -> Any:
         """A boto3 S3 client for this server (other keys: to test a refusal)."""
