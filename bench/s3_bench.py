@@ -24,62 +24,39 @@ import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from backfill_assets.demo.local_s3 import Requests, requests_between
+
+if TYPE_CHECKING:
+    from backfill_assets.demo.local_s3 import S3Server
 
 TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "fact/daily_revenue")
 
 
 RUN_START = re.compile(r"^\[\d+/\d+\] (\S+) \S+ \.\.\.$")
 RUN_END = re.compile(r"^\[\d+/\d+\] (\S+): run ")
-REQUEST_METRIC = re.compile(
-    r'^SeaweedFS_s3_request_seconds_(count|sum)\{.*type="([^"]+)".*\} (\S+)$'
-)
-
-Requests = dict[str, tuple[float, float]]  # kind -> (requests, seconds the server spent)
-
-
-def requests_so_far(metrics: str | None) -> Requests:
-    """The S3 requests the server has answered since its start, by kind (none: no server)."""
-    import urllib.request
-
-    if metrics is None:
-        return {}
-    with urllib.request.urlopen(metrics, timeout=10) as response:
-        text = response.read().decode()
-    found: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        if (m := REQUEST_METRIC.match(line)) is not None:
-            which = 0 if m.group(1) == "count" else 1
-            found.setdefault(m.group(2), [0.0, 0.0])[which] += float(m.group(3))
-    return {kind: (n, seconds) for kind, (n, seconds) in found.items()}
-
-
-def requests_between(before: Requests, after: Requests) -> Requests:
-    return {
-        kind: (n - before.get(kind, (0.0, 0.0))[0], s - before.get(kind, (0.0, 0.0))[1])
-        for kind, (n, s) in after.items()
-        if n > before.get(kind, (0.0, 0.0))[0]
-    }
 
 
 def backfill(
-    env: dict[str, str], start: date, end: date, metrics: str | None = None
+    env: dict[str, str], start: date, end: date, server: S3Server | None = None
 ) -> tuple[float, dict[str, float], dict[str, Requests]]:
     """The command's time; per run (by its assets' name) the time from its announcement to its
     outcome's line, ``start-up`` being what came before the first run (the process, the
-    imports, the instance, the plan); and per run the S3 requests of ``metrics``'s server."""
+    imports, the instance, the plan); and per run the S3 requests ``server`` answered."""
     began = time.monotonic()
     command = [sys.executable, "-m", "backfill_assets.cli", "backfill"]
     spent: dict[str, float] = {}
     opened: dict[str, float] = {}
     requests: dict[str, Requests] = {}
-    seen = requests_so_far(metrics)
+    seen = {} if server is None else server.requests()
 
     def since(before: Requests) -> Requests:
         """The requests since ``before``, which becomes now."""
-        current = requests_so_far(metrics)
+        current = {} if server is None else server.requests()
         between = requests_between(before, current)
         before.clear()
         before.update(current)
@@ -158,7 +135,7 @@ def main() -> int:
                 Path(env["DAGSTER_HOME"]).mkdir()
             local_s, local_steps, _ = backfill(local_env, start, end)
             print(f"local disk: {local_s:.1f} s", flush=True)
-            s3_s, s3_steps, s3_requests = backfill(s3_env, start, end, server.metrics)
+            s3_s, s3_steps, s3_requests = backfill(s3_env, start, end, server)
             print(f"S3:         {s3_s:.1f} s (the feed's upload before it: {upload_s:.1f} s)")
             for step, local_step in local_steps.items():
                 on_s3 = s3_steps.get(step, 0.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -19,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,24 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+# A line of the server's metrics: the count or the summed seconds of one kind of S3 request
+REQUEST_METRIC = re.compile(
+    r'^SeaweedFS_s3_request_seconds_(count|sum)\{.*type="([^"]+)".*\} (\S+)$'
+)
+
+Requests = dict[str, tuple[float, float]]  # a kind of S3 request -> (how many, seconds)
+
+
+def requests_between(before: Requests, after: Requests) -> Requests:
+    """The requests ``S3Server.requests`` counted from ``before`` to ``after``, by kind."""
+    zero = (0.0, 0.0)
+    return {
+        kind: (n - before.get(kind, zero)[0], seconds - before.get(kind, zero)[1])
+        for kind, (n, seconds) in after.items()
+        if n > before.get(kind, zero)[0]
+    }
+
+
 @dataclass
 class S3Server:
     """One running ``weed mini``: its endpoint and the one identity it accepts."""
@@ -80,7 +100,7 @@ class S3Server:
     access_key: str
     secret_key: str = field(repr=False)
     log: Path
-    metrics: str  # the server's Prometheus metrics, its requests counted by kind (``bench/``)
+    metrics: str  # the server's Prometheus metrics (``requests``)
 
     @classmethod
     def start(cls, folder: Path) -> S3Server:
@@ -201,6 +221,19 @@ class S3Server:
             if keys:
                 client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
         client.delete_bucket(Bucket=name)
+
+    def requests(self) -> Requests:
+        """The S3 requests the server has answered since it started, by kind (GET, HEAD, PUT,
+        POST: a multipart upload's start and end, LIST, DELETE...): (how many, the seconds it
+        spent on them), from its Prometheus metrics."""
+        with urllib.request.urlopen(self.metrics, timeout=10) as response:
+            text = response.read().decode()
+        found: dict[str, list[float]] = {}
+        for line in text.splitlines():
+            if (m := REQUEST_METRIC.match(line)) is not None:
+                which = 0 if m.group(1) == "count" else 1
+                found.setdefault(m.group(2), [0.0, 0.0])[which] += float(m.group(3))
+        return {kind: (n, seconds) for kind, (n, seconds) in found.items()}
 
     def env(self, **overrides: str) -> dict[str, str]:
         """The standard AWS variables that point a client at this server."""

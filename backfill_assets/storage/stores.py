@@ -358,10 +358,19 @@ def _boto_client(settings: S3Settings) -> Any:
 @functools.lru_cache(maxsize=8)
 def arrow_s3(settings: S3Settings) -> pafs.FileSystem:
     """pyarrow's S3 filesystem for ``settings`` (cached: one per process and settings; the
-    executors build their own from the settings the task carries)."""
+    executors build their own from the settings the task carries).
+
+    With ``allow_delayed_open`` a file opened for writing starts no multipart upload until it
+    outgrows a part: a data file smaller than that (most of a day's) is one PUT when it is
+    closed, instead of a multipart upload's three requests. A failed upload raises at the
+    close, which the writer waits for before it names the file (``parquet_writer``)."""
     import pyarrow.fs as pafs
 
-    options: dict[str, Any] = {"region": settings.region, "allow_bucket_creation": False}
+    options: dict[str, Any] = {
+        "region": settings.region,
+        "allow_bucket_creation": False,
+        "allow_delayed_open": True,
+    }
     if settings.endpoint:
         url = urllib.parse.urlsplit(settings.endpoint)
         options["endpoint_override"] = url.netloc or settings.endpoint

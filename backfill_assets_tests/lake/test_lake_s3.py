@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from backfill_assets.corrections import registry
-from backfill_assets.demo.local_s3 import free_ports
+from backfill_assets.demo.local_s3 import free_ports, requests_between
 from backfill_assets.lake import Lake, LakeError, durable
 from backfill_assets.settings import S3Settings
 from backfill_assets.storage.stores import S3Storage
@@ -105,6 +105,19 @@ def test_of_racing_creators_of_one_record_exactly_one_wins(where, tmp_path, requ
     assert storage.read_text(path) == f"writer {outcomes.index('won')}"
     durable.write_atomically(path, "replaced", "record")  # a plain save replaces it
     assert storage.read_text(path) == "replaced"
+
+
+def test_a_small_data_file_is_one_put_not_a_multipart_upload(s3_server, s3_bucket, spark):
+    """The executors write each data file in one request: a multipart upload (its start, its
+    part, its end: three requests, each a round trip) only for a file past a part's size."""
+    lake = Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-rs")
+    before = s3_server.requests()
+    frame = spark.createDataFrame([(D1, 1, "a"), (D2, 2, "b")], SCHEMA)
+    lake.replace_partitions(THINGS, frame, "d", [D1, D2], commit("first"))
+    answered = requests_between(before, s3_server.requests())
+    assert content(lake) == [(D1, 1, "a"), (D2, 2, "b")]
+    assert "POST" not in answered, answered  # CreateMultipartUpload, CompleteMultipartUpload
+    assert answered["PUT"][0] >= 3, answered  # the two days' files and the commit
 
 
 def test_no_credential_is_written_into_the_lake_or_shown(s3_server, s3_bucket, spark):
