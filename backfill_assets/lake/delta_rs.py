@@ -241,7 +241,7 @@ class DeltaRsEngine:
         if dates is not None:
             wanted = set(dates)
             active = [f for f in active if f.day in wanted]
-        files = [(f.path, f.day) for f in active]
+        files = [(f.path, f.day, f.size) for f in active]
         return read_files(
             need_spark(self.spark), table_dir, spark_schema(table), column, files
         ), table.version()

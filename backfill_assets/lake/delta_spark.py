@@ -351,7 +351,7 @@ class DeltaSparkEngine:
             table_dir,
             found.schema,
             key,
-            [(f.path, f.day) for f in files],
+            [(f.path, f.day, f.size) for f in files],
             s3_through_hadoop=True,
         )
 
@@ -432,7 +432,7 @@ class DeltaSparkEngine:
                 table_dir,
                 StructType.fromJson(json.loads(staged.schema_json)),
                 staged.column,
-                [(f.path, f.partition) for f in staged.files_of(dates)],
+                [(f.path, f.partition, f.size) for f in staged.files_of(dates)],
             )
             return self.replace(name, table_dir, rows, staged.column, dates, commit)
 

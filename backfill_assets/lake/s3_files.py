@@ -36,22 +36,23 @@ def read_s3_files(
     table_dir: str,
     schema: StructType,
     column: str | None,
-    files: list[tuple[str, dt.date | None]],
+    files: list[tuple[str, dt.date | None, int]],
 ) -> DataFrame:
-    """A DataFrame with ``schema`` over ``files`` (relative path, partition value) of the table
-    at the ``s3://`` location ``table_dir``."""
+    """A DataFrame with ``schema`` over ``files`` (relative path, partition value, size in
+    bytes) of the table at the ``s3://`` location ``table_dir``."""
     storage = storage_for(table_dir)
     if not isinstance(storage, S3Storage):
         raise LakeError(f"{table_dir} is not on S3")
-    listing = [(path, None if day is None else date_text(day)) for path, day in files]
+    listing = [(path, None if day is None else date_text(day), size) for path, day, size in files]
     tasks = max(1, min(len(listing), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
-    frame = spark.createDataFrame(listing, "path string, day string").repartition(tasks)
+    frame = spark.createDataFrame(listing, "path string, day string, size long")
+    frame = frame.repartition(tasks)
     task = _ReadTask(table_dir, schema.json(), column, storage.settings)
     return frame.mapInArrow(task, schema)
 
 
 class _ReadTask:
-    """The mapInArrow function: reads the files of its rows (path, day)."""
+    """The mapInArrow function: reads the files of its rows (path, day, size)."""
 
     def __init__(
         self, table_dir: str, schema_json: str, column: str | None, s3: S3Settings
@@ -70,29 +71,39 @@ class _ReadTask:
         filesystem = arrow_s3(self.s3)
         base = self.table_dir.removeprefix(S3_SCHEME)
         for listing in batches:
-            for path, day in zip(
-                listing.column("path").to_pylist(), listing.column("day").to_pylist(), strict=True
+            for path, day, size in zip(
+                listing.column("path").to_pylist(),
+                listing.column("day").to_pylist(),
+                listing.column("size").to_pylist(),
+                strict=True,
             ):
-                yield from self._file(filesystem, os.path.join(base, path), day, target)
+                yield from self._file(filesystem, os.path.join(base, path), day, size, target)
 
     def _file(
-        self, filesystem: pafs.FileSystem, path: str, day: str | None, target: pa.Schema
+        self,
+        filesystem: pafs.FileSystem,
+        path: str,
+        day: str | None,
+        size: int,
+        target: pa.Schema,
     ) -> Iterator[pa.RecordBatch]:
+        """The file's rows as ``target``'s batches. Its size, from the log or the manifest,
+        spares the request that would ask the store for it: each read of a file is then its
+        footer and its columns (``make_fragment``'s ``file_size``)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow.dataset as ds
 
-        with filesystem.open_input_file(path) as source:
-            parquet = pq.ParquetFile(source)
-            present = set(parquet.schema_arrow.names)
-            wanted = [f.name for f in target if f.name in present and f.name != self.column]
-            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
-                columns = []
-                for field in target:
-                    if field.name == self.column:
-                        value = None if day is None else dt.date.fromisoformat(day)
-                        columns.append(pa.repeat(pa.scalar(value, field.type), batch.num_rows))
-                    elif field.name in present:
-                        columns.append(batch.column(field.name).cast(field.type))
-                    else:  # a column the file predates
-                        columns.append(pa.nulls(batch.num_rows, field.type))
-                yield pa.RecordBatch.from_arrays(columns, schema=target)
+        fragment = ds.ParquetFileFormat().make_fragment(path, filesystem, file_size=size)
+        present = set(fragment.physical_schema.names)
+        wanted = [f.name for f in target if f.name in present and f.name != self.column]
+        for batch in fragment.to_batches(columns=wanted, batch_size=BATCH_ROWS, use_threads=False):
+            columns = []
+            for field in target:
+                if field.name == self.column:
+                    value = None if day is None else dt.date.fromisoformat(day)
+                    columns.append(pa.repeat(pa.scalar(value, field.type), batch.num_rows))
+                elif field.name in present:
+                    columns.append(batch.column(field.name).cast(field.type))
+                else:  # a column the file predates
+                    columns.append(pa.nulls(batch.num_rows, field.type))
+            yield pa.RecordBatch.from_arrays(columns, schema=target)

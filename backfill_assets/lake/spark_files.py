@@ -71,12 +71,13 @@ def read_files(
     table_dir: str,
     schema: StructType,
     column: str | None,
-    files: Iterable[tuple[str, dt.date | None]],
+    files: Iterable[tuple[str, dt.date | None, int]],
     s3_through_hadoop: bool = False,
 ) -> DataFrame:
-    """A DataFrame over the given files (relative path, partition value) with ``schema``. Files
-    in S3 are read with pyarrow in the executors, or by Spark's own reader through Hadoop's s3a
-    when ``s3_through_hadoop`` (the delta-spark engine: its session maps ``s3://`` to s3a)."""
+    """A DataFrame over the given files (relative path, partition value, size in bytes) with
+    ``schema``. Files in S3 are read with pyarrow in the executors, or by Spark's own reader
+    through Hadoop's s3a when ``s3_through_hadoop`` (the delta-spark engine: its session maps
+    ``s3://`` to s3a)."""
     files = list(files)
     names = [F.col(field.name) for field in schema.fields]
     if not files:
@@ -87,17 +88,17 @@ def read_files(
         return read_s3_files(spark, table_dir, schema, column, files)
     with listing_on_driver(spark, len(files)):
         if column is None:
-            return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _ in files])
+            return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _, _ in files])
         if all(
             day is not None and os.path.dirname(path) == f"{column}={date_text(day)}"
-            for path, day in files
+            for path, day, _ in files
         ):
             # Hive-style layout agrees with the log: Spark fills the partition column from
             # the path, typed by the schema we pass, in one scan.
             frame = (
                 spark.read.schema(schema)
                 .option("basePath", table_dir)
-                .parquet(*[_abs(table_dir, p) for p, _ in files])
+                .parquet(*[_abs(table_dir, p) for p, _, _ in files])
             )
             return frame.select(*names)
         return _read_by_partition(spark, table_dir, schema, column, files).select(*names)
@@ -108,12 +109,12 @@ def _read_by_partition(
     table_dir: str,
     schema: StructType,
     column: str,
-    files: list[tuple[str, dt.date | None]],
+    files: list[tuple[str, dt.date | None, int]],
 ) -> DataFrame:
     """Foreign layouts: one scan per partition value, the value taken from the log."""
     data_schema = StructType([f for f in schema.fields if f.name != column])
     by_day: dict[dt.date | None, list[str]] = {}
-    for path, day in files:
+    for path, day, _ in files:
         by_day.setdefault(day, []).append(_abs(table_dir, path))
     frames = [
         spark.read.schema(data_schema).parquet(*paths).withColumn(column, F.lit(day))

@@ -140,7 +140,7 @@ class Staging:
             self._table_dir(staged.table),
             schema,
             staged.column,
-            [(f.path, f.partition) for f in files],
+            [(f.path, f.partition, f.size) for f in files],
         )
 
     def publish(

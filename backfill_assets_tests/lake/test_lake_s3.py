@@ -120,6 +120,28 @@ def test_a_small_data_file_is_one_put_not_a_multipart_upload(s3_server, s3_bucke
     assert answered["PUT"][0] >= 3, answered  # the two days' files and the commit
 
 
+def test_reading_a_file_asks_the_store_for_its_footer_and_columns_alone(
+    s3_server, s3_bucket, spark
+):
+    """A read takes each file's size from the log: the executors ask the server for its
+    footer and its columns, not first for its size (the server counts a HEAD as a GET)."""
+    lake = Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-rs")
+    days = [D1 + dt.timedelta(days=i) for i in range(6)]
+    rows = [(day, i, "a") for i, day in enumerate(days)]
+    lake.replace_partitions(THINGS, spark.createDataFrame(rows, SCHEMA), "d", days, commit("a"))
+
+    def gets(partitions: list[dt.date]) -> tuple[float, list]:
+        before = s3_server.requests()
+        frame, _ = lake.read_partitions(THINGS, "d", partitions)
+        read = sorted(tuple(r) for r in frame.collect())
+        return requests_between(before, s3_server.requests()).get("GET", (0.0, 0.0))[0], read
+
+    log_only, nothing = gets([D1 - dt.timedelta(days=1)])  # no file: the log's reads alone
+    every_file, read = gets(days)
+    assert nothing == [] and read == rows
+    assert every_file - log_only <= 2 * len(days), (every_file, log_only)
+
+
 def test_no_credential_is_written_into_the_lake_or_shown(s3_server, s3_bucket, spark):
     lake = Lake(f"s3://{s3_bucket}/lake", spark, engine="delta-rs")
     frame = spark.createDataFrame([(D1, 1, "a"), (D2, 2, "b")], SCHEMA)
