@@ -10,10 +10,11 @@ start to its exit, each run of it too (where S3 adds its time), and the row coun
 table read back from both lakes and compared (they must be equal). On S3 it also prints, per
 run, the requests the server answered by kind (GET, PUT, LIST, HEAD, DELETE, ...) and the
 seconds it spent answering them, from the server's Prometheus metrics (its GETs count its
-HEADs too). With ``--per-object`` the server logs every request, and the bench prints for each
-table and landing folder of the S3 backfill its objects, the HEADs and GETs they were read with,
-and the HEADs per object: about how often the runs opened each file. The last line is the RESULT
-line docs/benchmarks.md quotes.
+HEADs too), and per run the CPU seconds of the command's driver, its JVM and Spark's Python
+workers, and of the server (which shares the machine's cores with them). With ``--per-object``
+the server logs every request, and the bench prints for each table and landing folder of the S3
+backfill its objects, the HEADs and GETs they were read with, and the HEADs per object: about
+how often the runs opened each file. The last line is the RESULT line docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -69,18 +72,57 @@ def per_object(log: Path, offset: int) -> list[str]:
     ]
 
 
+CPU_PARTS = ("driver", "JVM", "workers")
+
+
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """User and system CPU seconds of ``pid`` (the ``driver``) and every live process under
+    it: the ``JVM`` and Spark's Python ``workers``."""
+    spent = dict.fromkeys(CPU_PARTS, 0.0)
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return spent
+    for process in tree:
+        try:
+            times = process.cpu_times()
+            part = (
+                "driver" if process.pid == pid else "JVM" if process.name() == "java" else "workers"
+            )
+        except psutil.Error:
+            continue
+        spent[part] += times.user + times.system
+    return spent
+
+
 def backfill(
     env: dict[str, str], start: date, end: date, server: S3Server | None = None
-) -> tuple[float, dict[str, float], dict[str, Requests]]:
+) -> tuple[float, dict[str, float], dict[str, Requests], dict[str, dict[str, float]]]:
     """The command's time; per run (by its assets' name) the time from its announcement to its
     outcome's line, ``start-up`` being what came before the first run (the process, the
-    imports, the instance, the plan); and per run the S3 requests ``server`` answered."""
+    imports, the instance, the plan); per run the S3 requests ``server`` answered; and per run
+    the CPU seconds the command's processes (Python and its JVM) and the server spent."""
     began = time.monotonic()
     command = [sys.executable, "-m", "backfill_assets.cli", "backfill"]
     spent: dict[str, float] = {}
     opened: dict[str, float] = {}
     requests: dict[str, Requests] = {}
+    cpu: dict[str, dict[str, float]] = {}
     seen = {} if server is None else server.requests()
+
+    def server_cpu() -> float:
+        return 0.0 if server is None else sum(cpu_seconds(server.process.pid).values())
+
+    cpu_seen = {"server": server_cpu()}
+
+    def cpu_since(pid: int) -> dict[str, float]:
+        """The CPU seconds of the command's parts and of the server since the last call (the
+        server's since the command started, at the first)."""
+        now = {**cpu_seconds(pid), "server": server_cpu()}
+        between = {part: now[part] - cpu_seen.get(part, 0.0) for part in now}
+        cpu_seen.update(now)
+        return between
 
     def since(before: Requests) -> Requests:
         """The requests since ``before``, which becomes now."""
@@ -105,13 +147,15 @@ def backfill(
                 opened[started.group(1)] = now
                 if "start-up" not in requests:
                     requests["start-up"] = since(seen)
+                    cpu["start-up"] = cpu_since(process.pid)
             elif (ended := RUN_END.match(line.strip())) is not None:
                 name = ended.group(1)
                 spent[name] = spent.get(name, 0.0) + now - opened.pop(name, now)
                 requests[name] = since(seen)
+                cpu[name] = cpu_since(process.pid)
     if process.returncode != 0:
         raise subprocess.CalledProcessError(process.returncode, command)
-    return time.monotonic() - began, spent, requests
+    return time.monotonic() - began, spent, requests, cpu
 
 
 def rows(location: str, options: dict[str, str] | None) -> int:
@@ -164,16 +208,26 @@ def main() -> int:
             }
             for env in (local_env, s3_env):
                 Path(env["DAGSTER_HOME"]).mkdir()
-            local_s, local_steps, _ = backfill(local_env, start, end)
+            local_s, local_steps, _, local_cpu = backfill(local_env, start, end)
             print(f"local disk: {local_s:.1f} s", flush=True)
             logged = server.log.stat().st_size
-            s3_s, s3_steps, s3_requests = backfill(s3_env, start, end, server)
+            s3_s, s3_steps, s3_requests, s3_cpu = backfill(s3_env, start, end, server)
             print(f"S3:         {s3_s:.1f} s (the feed's upload before it: {upload_s:.1f} s)")
             for step, local_step in local_steps.items():
                 on_s3 = s3_steps.get(step, 0.0)
                 print(
                     f"  {step:32} local {local_step:6.1f} s  S3 {on_s3:6.1f} s  "
                     f"+{on_s3 - local_step:5.1f} s",
+                    flush=True,
+                )
+                cpu_local, cpu_s3 = local_cpu.get(step, {}), s3_cpu.get(step, {})
+                print(
+                    "    CPU s: "
+                    + ", ".join(
+                        f"{part} local {cpu_local.get(part, 0):.1f} S3 {cpu_s3.get(part, 0):.1f}"
+                        for part in CPU_PARTS
+                    )
+                    + f"; the S3 server {cpu_s3.get('server', 0.0):.1f}",
                     flush=True,
                 )
                 answered = s3_requests.get(step, {})
