@@ -375,6 +375,67 @@ def test_loading_the_definitions_or_the_cli_leaves_pandera_to_the_staging_step()
     assert done.stdout.strip() == "[]"
 
 
+# The modules whose classes Spark runs in its Python workers: each task is pickled by reference,
+# so a worker imports the module that defines it, and all that module imports, and keeps it for
+# every later task. None of them may bring in the orchestrator (on a cluster, every executor
+# would import it; and each worker's garbage collections after its tasks walk what it holds).
+PYTHON_WORKER_MODULES = (
+    "backfill_assets.lake.parquet_writer",
+    "backfill_assets.lake.s3_files",
+    "backfill_assets.landing.s3_texts",
+)
+
+
+def _map_in_arrow_tasks(path: Path) -> set[str]:
+    """The modules the functions ``path`` hands to ``mapInArrow`` come from: its own for a
+    class defined there, the module it is imported from otherwise."""
+    tree = ast.parse(path.read_text())
+    imported = {
+        alias.asname or alias.name: node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    tasks = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "mapInArrow"
+        ):
+            task = node.args[0]
+            name = (
+                task.func.id
+                if isinstance(task, ast.Call) and isinstance(task.func, ast.Name)
+                else (task.id if isinstance(task, ast.Name) else None)
+            )
+            tasks.add(imported.get(name, _module_name(path)) if name else _module_name(path))
+    return tasks
+
+
+def test_every_task_run_in_pythons_workers_comes_from_a_listed_module():
+    found = {
+        module
+        for path in PACKAGE.rglob("*.py")
+        if "testing" not in path.parts
+        for module in _map_in_arrow_tasks(path)
+    }
+    assert found == set(PYTHON_WORKER_MODULES)
+
+
+@pytest.mark.parametrize("module", PYTHON_WORKER_MODULES)
+def test_a_python_worker_imports_no_orchestrator(module):
+    program = (
+        f"import sys, {module}; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')[:3])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
 def test_catalog_is_a_leaf():
     assert GRAPH[CATALOG] == set()
 

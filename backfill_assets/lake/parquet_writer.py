@@ -38,6 +38,7 @@ from backfill_assets.lake.file_stats import DEFAULT_INDEXED_COLUMNS, file_stats
 from backfill_assets.lake.keys import date_text
 from backfill_assets.lake.manifests import StagedFile
 from backfill_assets.settings import S3Settings
+from backfill_assets.spark.python_workers import freeze_worker_heap
 from backfill_assets.storage.stores import S3_SCHEME, S3Storage, arrow_s3, storage_for
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ class _FileTask:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        freeze_worker_heap()
         sink = _PartitionSink(
             self.table_dir, self.column, self.s3, self.nulls_apart, self.indexed_columns
         )

@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 from backfill_assets.lake.errors import LakeError
 from backfill_assets.lake.keys import date_text
 from backfill_assets.settings import S3Settings
+from backfill_assets.spark.python_workers import freeze_worker_heap
 from backfill_assets.storage.stores import S3_SCHEME, S3Storage, arrow_s3, storage_for
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class _ReadTask:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        freeze_worker_heap()
         target = to_arrow_schema(StructType.fromJson(json.loads(self.schema_json)), timezone="UTC")
         filesystem = arrow_s3(self.s3)
         base = self.table_dir.removeprefix(S3_SCHEME)

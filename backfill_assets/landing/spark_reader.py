@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from datetime import date
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,13 +20,10 @@ from pyspark.sql import functions as F
 from backfill_assets.catalog import FX_RATES_DATASET, ORDERS_DATASET
 from backfill_assets.day_blocks import BLOCK, by_day_blocks
 from backfill_assets.landing.layout import DATASETS, FX_HEADER, LandingFile
-from backfill_assets.settings import S3Settings
+from backfill_assets.landing.s3_texts import TEXTS_SCHEMA, FetchTexts
 from backfill_assets.spark.session import listing_on_driver
-from backfill_assets.storage.stores import S3_SCHEME, S3Storage, arrow_s3, is_s3, storage_for
+from backfill_assets.storage.stores import S3Storage, is_s3, storage_for
 from backfill_assets.transforms.schemas import RAW_FX_RATES, RAW_ORDERS, UTF8_COLUMN
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 # Whitespace as Python's str.isspace() knows it (Java's \s alone misses NBSP and friends).
 _BLANK_LINE = (
@@ -100,39 +96,16 @@ def _read_texts(
 
 def _read_s3_texts(spark: SparkSession, root: str, files: list[LandingFile]) -> DataFrame:
     """``_read_texts`` on S3, without Hadoop's s3a jars: each task fetches its files' objects
-    with pyarrow (as ``lake/s3_files.py`` reads the lake's), one row per file. The bytes become
-    the text as Spark's text reader gives them: cast, not decoded, so bytes that are not UTF-8
-    stay as they landed for ``_not_utf8_positions``."""
+    with pyarrow (``s3_texts``, as ``lake/s3_files.py`` reads the lake's), one row per file. The
+    bytes become the text as Spark's text reader gives them: cast, not decoded, so bytes that
+    are not UTF-8 stay as they landed for ``_not_utf8_positions``."""
     storage = storage_for(root)
     if not isinstance(storage, S3Storage):
         raise ValueError(f"{root} is not on S3")
     tasks = max(1, min(len(files), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
     listing = spark.createDataFrame([(f.relative_path,) for f in files], "source_file string")
-    texts = listing.repartition(tasks).mapInArrow(
-        _FetchTexts(root, storage.settings), "source_file string, value binary"
-    )
+    texts = listing.repartition(tasks).mapInArrow(FetchTexts(root, storage.settings), TEXTS_SCHEMA)
     return texts.select("source_file", F.col("value").cast("string").alias("value"))
-
-
-class _FetchTexts:
-    """The mapInArrow function of ``_read_s3_texts``: the bytes of its rows' objects."""
-
-    def __init__(self, root: str, s3: S3Settings) -> None:
-        self.root, self.s3 = root, s3
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
-        filesystem = arrow_s3(self.s3)
-        base = self.root.removeprefix(S3_SCHEME).rstrip("/")
-        for listing in batches:
-            for relative in listing.column("source_file").to_pylist():
-                with filesystem.open_input_stream(f"{base}/{relative}") as source:
-                    data = source.read()
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([relative]), pa.array([data], pa.binary())],
-                    names=["source_file", "value"],
-                )
 
 
 def _without_final_cr(line: Column) -> Column:
