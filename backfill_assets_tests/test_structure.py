@@ -404,12 +404,10 @@ def _map_in_arrow_tasks(path: Path) -> set[str]:
             and node.func.attr == "mapInArrow"
         ):
             task = node.args[0]
-            name = (
-                task.func.id
-                if isinstance(task, ast.Call) and isinstance(task.func, ast.Name)
-                else (task.id if isinstance(task, ast.Name) else None)
-            )
-            tasks.add(imported.get(name, _module_name(path)) if name else _module_name(path))
+            if isinstance(task, ast.Call):  # a task object built there: its class
+                task = task.func
+            name = task.id if isinstance(task, ast.Name) else ""
+            tasks.add(imported.get(name, _module_name(path)))
     return tasks
 
 
