@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from backfill_assets_testkit import scratch
 from backfill_assets_testkit.side_lane import (  # noqa: F401 (hooks: pytest finds them here)
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
@@ -44,6 +45,9 @@ os.environ.setdefault(
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS", "--conf spark.sql.codegen.wholeStage=false pyspark-shell"
 )
+# Everything the run's processes put in the system's temp folder goes into the run's scratch
+# folder instead, deleted when this process, the run's first, exits (``scratch.py``).
+scratch.use_for_this_run()
 
 
 @pytest.fixture(scope="session")

@@ -55,9 +55,10 @@ def read_by_the_code() -> set[str]:
 
 
 def read_by_the_tests() -> set[str]:
-    """What the test suite reads (this module's examples aside)."""
+    """What the test suite and its kit read (this module's examples aside)."""
     here = Path(__file__).resolve()
-    return names_in_python([p for p in _python_sources("backfill_assets_tests") if p != here])
+    sources = _python_sources("backfill_assets_tests", "backfill_assets_testkit")
+    return names_in_python([p for p in sources if p != here])
 
 
 def documented() -> set[str]:
