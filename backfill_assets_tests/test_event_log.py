@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Self
@@ -22,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
 
 from backfill_assets.cli.instance import prepare_instance_yaml
-from backfill_assets.event_log import EngineReusingSqliteEventLogStorage
+from backfill_assets.event_log import TEMPLATE_NAME, EngineReusingSqliteEventLogStorage
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -133,6 +134,44 @@ class SchemaQuestions:
         event.remove(Engine, "before_cursor_execute", self._executed)
 
 
+class TablesCreated:
+    """How many statements created a table or an index in a run's own file
+    (``history/runs/<run id>.db``, not the index) while counting."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _executed(self, conn, _cursor, statement: str, *_args) -> None:
+        database = str(conn.engine.url.database)
+        self.count += (
+            statement.lstrip().upper().startswith("CREATE")
+            and "/history/runs/" in database
+            and not database.endswith("/index.db")
+        )
+
+    def __enter__(self) -> Self:
+        event.listen(Engine, "before_cursor_execute", self._executed)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        event.remove(Engine, "before_cursor_execute", self._executed)
+
+
+def file_schema(path: Path) -> tuple:
+    """A SQLite file's tables and indexes as created, its alembic revision and journal mode."""
+    db = sqlite3.connect(path)
+    try:
+        return (
+            db.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY 1, 2"
+            ).fetchall(),
+            db.execute("SELECT version_num FROM alembic_version").fetchall(),
+            db.execute("PRAGMA journal_mode").fetchone(),
+        )
+    finally:
+        db.close()
+
+
 def stored(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], dict[str, bool]]:
     """The run's materialized partitions and each one's check verdict, as Dagster reads them."""
     materialized: list[str] = []
@@ -216,6 +255,98 @@ def test_a_run_asks_the_index_about_its_schema_once_where_dagsters_class_asks_pe
     # asset keys table's columns): 20 per-partition events.
     assert dagsters.count >= 2 * len(KEYS)
     assert ours.count == 0  # answered by the first run's questions
+
+
+def test_a_new_runs_file_is_copied_where_dagsters_class_creates_its_tables_one_by_one(homes):
+    ours, dagsters = counted_on_both_classes(homes, TablesCreated)
+    assert dagsters.count >= 10  # the event log's tables and their indexes, one statement each
+    assert ours.count == 0  # a copy of the template the first run made
+
+
+def test_a_run_file_made_from_the_template_is_the_file_dagsters_class_makes(homes):
+    runs = homes / "history" / "runs"
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        ours = [ranged_run(instance), ranged_run(instance)]  # the first one makes the template
+        assert (runs / TEMPLATE_NAME).exists()
+    shutil.copy(PROJECT_YAML, homes / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        dagsters = ranged_run(instance)
+        # Dagster's class lists the runs by their files: the template is none of them.
+        assert sorted(sqlite_index(instance).get_all_run_ids()) == sorted([*ours, dagsters])
+        for run_id in ours:
+            assert stored(instance, run_id)[0] == KEYS
+    expected = file_schema(runs / f"{dagsters}.db")
+    assert expected[2] == ("wal",)
+    for run_id in ours:
+        assert file_schema(runs / f"{run_id}.db") == expected
+    # Nothing left beside them: no half-made template or copy.
+    assert sorted(p.name for p in runs.glob(".*")) == [TEMPLATE_NAME]
+
+
+def test_a_run_file_already_there_is_left_to_dagster_unless_alembic_stamped_it(homes):
+    runs = homes / "history" / "runs"
+    with dg.DagsterInstance.from_config(str(homes)) as instance:
+        reference = ranged_run(instance)  # and the template
+        storage = sqlite_index(instance)
+        # Another process's file: one whose Dagster set-up has not begun (SQLite makes an empty
+        # file), and one stamped at another revision, which Dagster's set-up leaves alone too.
+        (runs / "begun.db").write_bytes(b"")
+        shutil.copy(runs / TEMPLATE_NAME, runs / "stamped.db")
+        db = sqlite3.connect(runs / "stamped.db")
+        db.execute("UPDATE alembic_version SET version_num = 'another'")
+        db.commit()
+        db.close()
+        for shard in ("begun", "stamped"):
+            with storage.run_connection(shard) as conn:
+                assert conn.exec_driver_sql("SELECT count(*) FROM event_logs").scalar() == 0
+    expected = file_schema(runs / f"{reference}.db")
+    assert file_schema(runs / "begun.db") == expected
+    assert file_schema(runs / "stamped.db") == (expected[0], [("another",)], expected[2])
+
+
+RACE = """
+import sys, time
+from pathlib import Path
+from backfill_assets.event_log import EngineReusingSqliteEventLogStorage
+base, folder = sys.argv[1], Path(sys.argv[2])
+storage = EngineReusingSqliteEventLogStorage(base)
+(folder / sys.argv[3]).touch()
+while not (folder / "go").exists():
+    time.sleep(0.001)
+for i in range(40):
+    with storage.run_connection(f"raced-{i}") as conn:
+        conn.exec_driver_sql("SELECT count(*) FROM event_logs").scalar()
+"""
+
+
+def test_two_processes_starting_the_same_new_run_files_at_once_both_use_them(tmp_path):
+    """Two processes (a run worker and the daemon, say) open the same new runs' files at the
+    same moment, and neither has the template yet: each file is made once, whole."""
+    base = tmp_path / "runs"
+    EngineReusingSqliteEventLogStorage(str(base))  # its index, as the instance makes it
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(base), str(tmp_path), f"ready-{n}"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{n}").exists() for n in range(2)):
+        assert time.monotonic() < deadline and all(r.poll() is None for r in racers)
+        time.sleep(0.05)
+    (tmp_path / "go").touch()
+    for racer in racers:
+        _, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+    made = sorted(p.name for p in base.iterdir())
+    raced = [f"raced-{i}.db" for i in range(40)]
+    assert [n for n in made if n.endswith(".db")] == sorted(["index.db", *raced])
+    assert [n for n in made if n.startswith(".")] == [TEMPLATE_NAME]
+    expected = file_schema(base / TEMPLATE_NAME)
+    for name in raced:
+        assert file_schema(base / name) == expected
 
 
 def sqlite_index(instance: dg.DagsterInstance) -> SqliteEventLogStorage:
