@@ -31,6 +31,9 @@ START_TIMEOUT_S = 60.0
 # weed mini's servers, each with an HTTP port and a gRPC port; given explicitly, so that no
 # default (23646 for the admin server, HTTP + 10000 for gRPC) collides with another server
 SERVERS = ("master", "volume", "filer", "s3")
+# Where weed puts a unix socket per server and port (``seaweedfs-<server>[-grpc]-<port>.sock``),
+# whatever TMPDIR says; it leaves them when it stops, so ``stop`` removes its own.
+SOCKETS_DIR = Path("/tmp")
 
 
 def weed_binary() -> Path | None:
@@ -101,6 +104,7 @@ class S3Server:
     secret_key: str = field(repr=False)
     log: Path
     metrics: str  # the server's Prometheus metrics (``requests``)
+    ports: tuple[int, ...] = ()  # every port it was given
 
     @classmethod
     def start(cls, folder: Path, log_requests: bool = False) -> S3Server:
@@ -178,6 +182,7 @@ class S3Server:
             secret,
             log,
             f"http://127.0.0.1:{ports[-1]}/metrics",
+            tuple(ports),
         )
 
     def client(self, access_key: str | None = None, secret_key: str | None = None) -> Any:
@@ -255,14 +260,26 @@ class S3Server:
             return ""
 
     def stop(self) -> None:
-        """End the server's process group: weed mini and every server it started."""
+        """End the server's process group: weed mini and every server it started; then remove
+        the unix sockets it left (``SOCKETS_DIR``)."""
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(self.process.pid, sig)
             except ProcessLookupError:
-                return
+                break
             try:
                 self.process.wait(timeout=10)
-                return
+                break
             except subprocess.TimeoutExpired:
                 continue
+        for path in self.sockets():
+            path.unlink(missing_ok=True)
+
+    def sockets(self) -> list[Path]:
+        """The unix sockets weed made for this server's ports."""
+        return [
+            path
+            for port in self.ports
+            for path in SOCKETS_DIR.glob(f"seaweedfs-*-{port}.sock")
+            if path.is_socket()
+        ]

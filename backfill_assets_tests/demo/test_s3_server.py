@@ -1,5 +1,6 @@
-"""The tests' S3 server (``demo/local_s3.py``): it enforces its credentials, and of racing
-create-only puts of one key (``If-None-Match: *``) exactly one wins."""
+"""The tests' S3 server (``demo/local_s3.py``): it enforces its credentials, of racing
+create-only puts of one key (``If-None-Match: *``) exactly one wins, and once stopped it leaves
+no unix socket behind."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import threading
 
 import pytest
 from botocore.exceptions import ClientError
+
+from backfill_assets.demo.local_s3 import SOCKETS_DIR, S3Server
 
 WRITERS = 8
 
@@ -38,3 +41,14 @@ def test_the_server_refuses_a_wrong_secret(s3_server, s3_bucket):
     with pytest.raises(ClientError) as refused:
         s3_server.client(secret_key="not-the-secret").list_objects_v2(Bucket=s3_bucket)
     assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+
+
+def test_a_stopped_server_leaves_none_of_its_unix_sockets(tmp_path):
+    server = S3Server.start(tmp_path / "s3")
+    try:
+        made = server.sockets()
+        # weed makes a socket for some of its servers' ports (its filer's and S3's at least)
+        assert len(made) >= 2, sorted(SOCKETS_DIR.glob("seaweedfs-*.sock"))
+    finally:
+        server.stop()
+    assert [p for p in made if p.exists()] == []
