@@ -26,8 +26,9 @@ write-ahead log: paid for every statement, that outweighs the statement itself. 
   this folder (``.run-shard-dagster-<version>.template``, hidden from Dagster's ``*.db``
   listing of runs), put in place with a hard link, so that no process ever sees it half
   copied. Dagster's ``_initdb`` loads alembic's 180-odd revision scripts to learn its head
-  and creates the file's tables and indexes one statement at a time: 0.1-0.5 s for every
-  run, on the 2-core machine, against a millisecond. And a file already there is taken as
+  and creates the file's tables and indexes one statement at a time: about 70 ms for every
+  run on the idle 2-core machine, up to half a second while it is busy, against a
+  millisecond (``bench/event_log_bench.py``). And a file already there is taken as
   ready when it carries an alembic revision, which is all Dagster's ``_initdb`` checks of an
   existing file (without loading the scripts to learn the head it does not compare with).
   A file without one (another process's ``_initdb`` under way), or a folder where hard links
@@ -185,9 +186,14 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
                 )
                 try:
                     self._initdb(engine)
-                finally:
                     engine.dispose()  # the last connection closed: its write-ahead log merged
-                os.replace(partial, template)
+                    os.replace(partial, template)
+                except BaseException:
+                    engine.dispose()
+                    for leftover in (partial, f"{partial}-wal", f"{partial}-shm"):
+                        if os.path.exists(leftover):
+                            os.unlink(leftover)
+                    raise
             self._template = template
         return self._template
 
