@@ -161,16 +161,17 @@ class EngineReusingSqliteEventLogStorage(SqliteEventLogStorage):
 
     def _copied_from_template(self, path: str) -> bool:
         """The template copied beside ``path``, then linked to it: False when a file got there
-        first (another process's run file) or the folder takes no hard links."""
-        partial = self._partial(path)
-        shutil.copyfile(self._template_file(), partial)
+        first (another process's run file), the folder takes no hard links or the copy failed."""
+        template, partial = self._template_file(), self._partial(path)
         try:
+            shutil.copyfile(template, partial)
             os.link(partial, path)
             return True
-        except OSError:
+        except OSError:  # Dagster's _initdb then makes the file, or says why it cannot
             return False
         finally:
-            os.unlink(partial)
+            if os.path.exists(partial):
+                os.unlink(partial)
 
     def _template_file(self) -> str:
         """The template's path, made by Dagster's own ``_initdb`` if this folder has none yet

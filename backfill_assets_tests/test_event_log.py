@@ -332,14 +332,20 @@ def test_two_processes_starting_the_same_new_run_files_at_once_both_use_them(tmp
         )
         for n in range(2)
     ]
-    deadline = time.monotonic() + 120
-    while not all((tmp_path / f"ready-{n}").exists() for n in range(2)):
-        assert time.monotonic() < deadline and all(r.poll() is None for r in racers)
-        time.sleep(0.05)
-    (tmp_path / "go").touch()
-    for racer in racers:
-        _, err = racer.communicate(timeout=120)
-        assert racer.returncode == 0, err
+    try:
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f"ready-{n}").exists() for n in range(2)):
+            assert time.monotonic() < deadline and all(r.poll() is None for r in racers)
+            time.sleep(0.05)
+        (tmp_path / "go").touch()
+        for racer in racers:
+            _, err = racer.communicate(timeout=120)
+            assert racer.returncode == 0, err
+    finally:  # a racer left waiting (the test failed before "go") must not outlive it
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
     made = sorted(p.name for p in base.iterdir())
     raced = [f"raced-{i}.db" for i in range(40)]
     assert [n for n in made if n.endswith(".db")] == sorted(["index.db", *raced])
