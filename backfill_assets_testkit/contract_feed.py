@@ -66,6 +66,27 @@ def order(
     )
 
 
+def edge_orders(day: date) -> list[str]:
+    """Orders of event day ``day`` in USD at the contract's edges, as lines of a file that lands
+    on ``day``: the last microsecond there is as an update (valid) and as an event
+    (``future_event``); an amount written as a number beside a nested ``"amount"`` whose text
+    differs (the order's own is judged: ``12.500`` is ``invalid_value``, ``10`` is valid)."""
+    at = f"{day}T10:00:00Z"
+    last = "9999-12-31T23:59:59.999999Z"
+
+    def edge(oid: str, **fields) -> str:
+        return order(
+            oid, **{"event": at, "currency": "USD", "country": "US", "customer": "C-edge"} | fields
+        )
+
+    return [
+        edge("edge-latest-update", updated=last),
+        edge("edge-latest-event", event=last, updated=at),
+        '{"meta":{"amount":12.5},' + edge("edge-nested-1", amount="12.500")[1:],
+        '{"meta":{"amount":1e1},' + edge("edge-nested-2", amount="10")[1:],
+    ]
+
+
 def rows(out: Path, table: str, partition: str) -> list[dict]:
     """A Parquet table written partitioned by ``partition`` (hive folders), read by pyarrow."""
     if not (out / table).exists():

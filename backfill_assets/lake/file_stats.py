@@ -12,7 +12,7 @@ cannot give one, the column's bound is left out:
 - strings: the min cut to ``STRING_PREFIX`` characters (a prefix is never greater than the
   string); the max only when no longer than that (a cut max would be smaller than the value);
 - timestamps adjusted to UTC: at millisecond precision, as Delta's writers record them, the min
-  rounded down and the max rounded up;
+  rounded down and the max rounded up (no max in the last millisecond of year 9999);
 - decimals, floating point (NaN is outside the footer's bounds but inside Spark's ordering),
   booleans, binary, timestamps without a time zone, and nested columns: ``nullCount`` only
   (nested ones not even that).
@@ -96,7 +96,8 @@ def _encode(column: pq.ColumnSchema, low: Any, high: Any) -> tuple[Any, Any] | N
     if logical == "TIMESTAMP":
         if not json.loads(column.logical_type.to_json()).get("isAdjustedToUTC"):
             return None
-        return _timestamp(_floor_ms(low)), _timestamp(_ceil_ms(high))
+        ceiling = _ceil_ms(high)
+        return _timestamp(_floor_ms(low)), None if ceiling is None else _timestamp(ceiling)
     if logical in ("NONE", "INT") and physical in ("INT32", "INT64"):
         return int(low), int(high)
     return None
@@ -106,9 +107,16 @@ def _floor_ms(value: dt.datetime) -> dt.datetime:
     return value.replace(microsecond=value.microsecond - value.microsecond % 1000)
 
 
-def _ceil_ms(value: dt.datetime) -> dt.datetime:
+def _ceil_ms(value: dt.datetime) -> dt.datetime | None:
+    """``value`` rounded up to the millisecond; None past the last one there is (in the last
+    millisecond of year 9999, which holds valid timestamps)."""
     floor = _floor_ms(value)
-    return floor if floor == value else floor + MS
+    if floor == value:
+        return floor
+    try:
+        return floor + MS
+    except OverflowError:
+        return None
 
 
 def _timestamp(value: dt.datetime) -> str:

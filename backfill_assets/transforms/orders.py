@@ -69,9 +69,14 @@ ALLOW_DUPLICATE_KEYS = "spark.sql.variant.allowDuplicateKeys"
 # trailing text either a syntax error or a visible extra/missing element.
 _SENTINEL = "\u0000end-of-record"
 _SENTINEL_JSON = '"\\u0000end-of-record"'
-# The literal of a JSON number under a key, to read its text as written (variant
-# normalises 12.500 to 12.5, and JSON's -0 to 0).
-_NUMBER_UNDER_KEY = r'[{,]\s*"{key}"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
+# A number's text as written, read where variant cannot give it (variant normalises 12.500 to
+# 12.5, and JSON's -0 to 0): each occurrence of the key is marked with a character no JSON line
+# holds raw, every string blanked, and the occurrence whose nesting depth is 1 is the field's.
+# ``[{,]`` before the key's quote: within a string a quote is escaped, so only a key matches.
+_KEY_AT = r'([{{,]\s*)"{key}"(\s*:)'
+_KEY_MARK = "\u0001"
+_STRING_TOKEN = r'"(?:[^"\\]|\\.)*+"'
+_NUMBER_AFTER_MARK = r"^\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
 
 
 # The common line, which needs no parse to be judged an object: one compact JSON object of the
@@ -233,13 +238,31 @@ def _string(name: str) -> Column:
 
 
 def _number_text(name: str) -> Column:
-    """The text of a JSON number field as written in the line (value-matched to the variant)."""
-    value = F.try_variant_get(_value(name), "$", "decimal(38,10)")
-    literals = F.regexp_extract_all(
-        F.col("payload"), F.lit(_NUMBER_UNDER_KEY.replace("{key}", _key_pattern(name))), F.lit(1)
+    """The text of the top-level JSON number field ``name`` as written in the line, when it has
+    the value variant read (a nested object may hold the same key: its text is not the
+    field's)."""
+    marked = F.regexp_replace(
+        F.col("payload"), F.lit(_KEY_AT.format(key=_key_pattern(name))), F.lit(f"$1{_KEY_MARK}$2")
     )
-    same_value = F.filter(literals, lambda text: text.try_cast("decimal(38,10)") == value)
-    return F.try_element_at(same_value, F.lit(1))
+    parts = F.split(F.regexp_replace(marked, F.lit(_STRING_TOKEN), F.lit('""')), _KEY_MARK)
+
+    def opened(text: Column) -> Column:  # objects and arrays opened in ``text``, less those closed
+        return F.length(F.regexp_replace(text, r"[^\[{]", "")) - F.length(
+            F.regexp_replace(text, r"[^\]}]", "")
+        )
+
+    def step(seen: Column, before: Column) -> Column:  # ``before``: the text before a mark
+        depth, mark = seen["depth"] + opened(before), seen["mark"] + 1
+        top = F.coalesce(seen["top"], F.when(depth == 1, mark))
+        return F.struct(depth.alias("depth"), mark.alias("mark"), top.alias("top"))
+
+    start = F.struct(
+        F.lit(0).alias("depth"), F.lit(0).alias("mark"), F.lit(None).cast("int").alias("top")
+    )
+    top = F.aggregate(F.slice(parts, 1, F.size(parts) - 1), start, step)["top"]
+    text = F.regexp_extract(F.try_element_at(parts, top + 1), _NUMBER_AFTER_MARK, 1)
+    value = F.try_variant_get(_value(name), "$", "decimal(38,10)")
+    return F.when(text.try_cast("decimal(38,10)") == value, text)
 
 
 def _is_missing(name: str) -> Column:

@@ -3,8 +3,9 @@ re-execution."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import dagster as dg
@@ -25,6 +26,7 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.demo.generate import generate_feed, remove_rates
+from backfill_assets_testkit.contract_feed import edge_orders
 from backfill_assets_testkit.pipeline_env import pipeline_env
 from backfill_assets_testkit.reference import Reference
 
@@ -52,6 +54,8 @@ def env(tmp_path_factory, spark):
         empty = penv.settings.landing_dir / "orders" / "arrival_date=2024-01-05"
         (empty / "zz-empty.jsonl").write_text("")
         (empty / "zz-blank-lines.jsonl").write_text("\n  \r\n\t\n")
+        # Orders at the contract's edges, beside them.
+        (empty / "zz-edges.jsonl").write_text("\n".join(edge_orders(date(2024, 1, 5))) + "\n")
         yield penv
 
 
@@ -145,6 +149,27 @@ def test_raw_and_quarantine_equal_the_contract(env, reference, first_backfill):
         "malformed_json",
         "invalid_value",
         "too_late",
+    }
+
+
+def test_records_at_the_contracts_edges_are_judged_as_the_contract_says(env, first_backfill):
+    # From the contract's words, not the reference: a timestamp is valid up to the last
+    # microsecond of year 9999, and a JSON number amount is judged by its own text as written.
+    reasons = {
+        json.loads(r["payload"])["order_id"]: r["reason"]
+        for r in env.rows("quarantine/orders")
+        if r["source_file"].endswith("zz-edges.jsonl")
+    }
+    assert reasons == {"edge-latest-event": "future_event", "edge-nested-1": "invalid_value"}
+    staged = {
+        r["order_id"]: (r["event_date"], r["updated_at"].replace(tzinfo=None), r["amount_usd"])
+        for r in env.rows("staging/orders")
+        if r["customer_id"] == "C-edge"
+    }
+    jan5 = date(2024, 1, 5)
+    assert staged == {
+        "edge-latest-update": (jan5, datetime(9999, 12, 31, 23, 59, 59, 999999), Decimal("10.00")),
+        "edge-nested-2": (jan5, datetime(2024, 1, 5, 10), Decimal("10.00")),
     }
 
 

@@ -95,6 +95,23 @@ def test_statistics_from_a_footer_are_true_bounds_of_every_row_group(tmp_path):
     assert set(two["nullCount"]) == {"n", "small"}
 
 
+def test_a_timestamp_in_the_last_millisecond_there_is_gets_no_upper_bound(tmp_path):
+    # Rounded up to the millisecond, 9999-12-31T23:59:59.999999 is no datetime: its column's
+    # max is left out (a reader then takes the file as "may match"), the other bounds stay.
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
+    at = pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.UTC), last], pa.timestamp("us", tz="UTC"))
+    exact = pa.array([last.replace(microsecond=999000)] * 2, pa.timestamp("us", tz="UTC"))
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"at": at, "exact": exact}), path)
+    got = json.loads(file_stats(pq.read_metadata(path)))
+    assert got == {
+        "numRecords": 2,
+        "minValues": {"at": "2024-01-01T00:00:00.000Z", "exact": "9999-12-31T23:59:59.999Z"},
+        "maxValues": {"exact": "9999-12-31T23:59:59.999Z"},
+        "nullCount": {"at": 0, "exact": 0},
+    }
+
+
 def files_read(df) -> int:
     """Data files Spark's scans of ``df`` read (their ``numFiles`` metric), after collecting."""
     df.collect()

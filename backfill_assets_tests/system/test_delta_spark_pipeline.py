@@ -13,6 +13,7 @@ import pytest
 from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake.commit import decode_metadata
 from backfill_assets.spark.delta_jars import jars_present
+from backfill_assets_testkit.contract_feed import edge_orders
 from backfill_assets_testkit.pipeline_env import assert_matches_reference, pipeline_env
 from backfill_assets_tests.lake.lake_support import NO_JARS
 
@@ -29,6 +30,8 @@ def test_backfill_on_delta_spark_matches_the_contract_in_every_table(tmp_path):
     with pipeline_env(tmp_path) as env:
         landing = env.settings.landing_dir
         generate_feed(landing, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=15, seed=4)
+        edges = landing / "orders" / f"arrival_date={END}" / "zz-edges.jsonl"
+        edges.write_text("\n".join(edge_orders(END)) + "\n")
         proc = subprocess.run(
             [
                 sys.executable,

@@ -149,6 +149,23 @@ CASES = {
     "invalid_three_decimals": (with_amount_literal("1.234"), "invalid_value"),
     "invalid_three_decimals_string": (record(amount="1.234"), "invalid_value"),
     "invalid_trailing_zero_number": (with_amount_literal("12.500"), "invalid_value"),
+    # a nested "amount" of the same value, written otherwise: the order's own text is judged
+    "invalid_number_beside_a_nested_one": (
+        '{"meta":{"amount":12.5},' + with_amount_literal("12.500")[1:],
+        "invalid_value",
+    ),
+    "valid_number_beside_a_nested_exponent": (
+        '{"meta":{"amount":1e1},' + with_amount_literal("10")[1:],
+        None,
+    ),
+    "valid_number_after_one_nested_in_an_array": (
+        '{"x":[[{"amount":7.100}]],' + with_amount_literal("7.1")[1:],
+        None,
+    ),
+    "valid_number_beside_its_key_in_a_string": (
+        '{"note":"{\\"amount\\":5.000,",' + with_amount_literal("5")[1:],
+        None,
+    ),
     "invalid_negative": (with_amount_literal("-1"), "invalid_value"),
     "invalid_negative_zero": (with_amount_literal("-0"), "invalid_value"),
     "invalid_negative_string": (record(amount="-5.00"), "invalid_value"),
