@@ -31,6 +31,7 @@ STATUSES = ("placed", "paid", "cancelled")
 REASONS = ("malformed_json", "missing_field", "invalid_value", "future_event", "too_late")
 RATE_HEADER = "currency,usd_per_unit"
 CENT = Decimal("0.01")
+MONEY_BOUND = Decimal("1e16")  # the least amount DECIMAL(18,2) cannot hold
 RATE_QUANTUM = Decimal("0.00000001")
 
 _AMOUNT = re.compile(r"\d{1,12}(\.\d{1,2})?", re.ASCII)
@@ -397,7 +398,8 @@ class Reference:
         return {oid: rec for oid, (_, rec) in best.items()}
 
     def staging(self, event_dates) -> tuple[list[StagingRow], set[date]]:
-        """Staging rows of the dates that can publish, and the dates held for a missing rate."""
+        """Staging rows of the dates that can publish, and the dates held: for an order without
+        a rate, or whose amount_usd does not fit DECIMAL(18,2)."""
         rows, held = [], set()
         for day in sorted(set(event_dates)):
             day_rows = []
@@ -410,6 +412,9 @@ class Reference:
                 with localcontext() as ctx:
                     ctx.prec = 60
                     amount_usd = (f["amount"] * rate).quantize(CENT, rounding=ROUND_HALF_UP)
+                if amount_usd >= MONEY_BOUND:  # does not fit DECIMAL(18,2): the day fails
+                    held.add(day)
+                    break
                 day_rows.append(
                     StagingRow(
                         f["order_id"],

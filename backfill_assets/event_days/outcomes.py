@@ -23,6 +23,7 @@ CODE_DEFECT = (
 UNIQUE_ORDER_IDS = "unique_order_ids"
 ONE_ROW_PER_VALID_ORDER = "one_row_per_valid_order"
 FX_RATE_PRESENT = "fx_rate_present"
+AMOUNT_USD_FITS = "amount_usd_fits"
 WINDOW_COMPLETE = "window_complete"
 MATCHES_SCHEMA = "matches_contract_schema"
 
@@ -71,6 +72,16 @@ def staging_outcomes(
                 {
                     "orders_without_rate": s["without_rate"],
                     "first_offending_orders": dg.MetadataValue.json(list(s["first_without_rate"])),
+                },
+            ),
+            CheckOutcome(
+                STG_ORDERS,
+                AMOUNT_USD_FITS,
+                day,
+                s["too_large"] == 0,
+                {
+                    "orders_too_large": s["too_large"],
+                    "first_offending_orders": dg.MetadataValue.json(list(s["first_too_large"])),
                 },
             ),
             CheckOutcome(

@@ -110,9 +110,10 @@ def rows_per_partition(
 def staging_stats(
     staging: DataFrame, days: Collection[date], history: DataFrame | None = None
 ) -> dict[date, dict]:
-    """Per event day: rows, distinct order ids, the orders lacking a rate (first few shown),
-    how many priced rows break each data rule of the contract's schema (an order without a
-    rate is fx_rate_present's to report, not the schema's), and what the warning checks watch:
+    """Per event day: rows, distinct order ids, the orders lacking a rate and those whose
+    amount_usd does not fit DECIMAL(18,2) (first few of each shown), how many priced rows break
+    each data rule of the contract's schema (an order that cannot be priced is fx_rate_present's
+    or amount_usd_fits' to report, not the schema's), and what the warning checks watch:
     orders by status and by currency, paid orders and their USD revenue (counted by row: the
     same as by order id on a day whose ids are unique, and a day whose are not is held).
 
@@ -123,8 +124,8 @@ def staging_stats(
     Not a distinct count beside the other figures, which makes Spark expand and shuffle every
     row twice, nor one aggregation per order id carrying its status, whose string maximum
     makes Spark sort every row instead of hashing, nor the unpriced orders' ids collected in
-    the pass, which makes Spark keep every group's list as an object: a day with an order
-    lacking a rate, which is held, has them read by a query of its own (``_unpriced_orders``).
+    the pass, which makes Spark keep every group's list as an object: a day with an order that
+    cannot be priced, which is held, has them read by a query of its own (``_unpriced_orders``).
     ``history``, published staging rows of other days (the warning checks' trailing days),
     joins the same passes."""
     if history is not None:
@@ -148,8 +149,8 @@ def staging_stats(
     for r in rows:
         s = stats.setdefault(r["event_date"], _empty_stats())
         s["rows"] += r["rows"]
-        if r["broken"] == UNPRICED:
-            s["without_rate"] += r["rows"]
+        if r["broken"] in UNPRICED:
+            s[UNPRICED[r["broken"]]] += r["rows"]
             unpriced.add(r["event_date"])
         else:
             for i, name in enumerate(rules):
@@ -161,52 +162,72 @@ def staging_stats(
             s["paid_orders"] += r["rows"]
             s["paid_usd"] += r["paid_usd"] or 0
     for day, first in _unpriced_orders(staging, unpriced).items():
-        stats[day]["first_without_rate"] = first
+        stats[day].update(first)
     return stats
 
 
-# ``broken_rules`` of a row without a rate: the data rules judge priced rows only.
-UNPRICED = -1
+# ``broken_rules`` of a row that cannot be priced, and the count of the day's stats it adds to:
+# the data rules judge priced rows only.
+WITHOUT_RATE, TOO_LARGE = -1, -2
+UNPRICED = {WITHOUT_RATE: "without_rate", TOO_LARGE: "too_large"}
 
 
 def _without_rate() -> Column:
-    return F.col("usd_per_unit").isNull() | F.col("amount_usd").isNull()
+    return F.col("usd_per_unit").isNull()
+
+
+def _unpriced() -> Column:
+    """No rate, or a rate and no amount_usd: the product does not fit DECIMAL(18,2)."""
+    return _without_rate() | F.col("amount_usd").isNull()
 
 
 def broken_rules(rules: dict[str, Column]) -> Column:
     """The rules of ``rules`` a row breaks, as a number whose bit i is rule i (0: none);
-    ``UNPRICED`` for a row without a rate, whose rules are not counted (an order without a rate
-    is fx_rate_present's to report, not the schema's)."""
+    ``WITHOUT_RATE`` or ``TOO_LARGE`` for a row that cannot be priced, whose rules are not
+    counted (fx_rate_present's or amount_usd_fits' to report, not the schema's)."""
     if len(rules) > 62:
         raise ValueError(f"{len(rules)} rules do not fit the bits of one BIGINT")
     bits = [
         F.when(rule, F.lit(1 << i)).otherwise(F.lit(0)) for i, rule in enumerate(rules.values())
     ]
     broken = functools.reduce(Column.bitwiseOR, bits, F.lit(0)).cast("bigint")
-    return F.when(_without_rate(), F.lit(UNPRICED).cast("bigint")).otherwise(broken)
+    return (
+        F.when(_without_rate(), F.lit(WITHOUT_RATE).cast("bigint"))
+        .when(_unpriced(), F.lit(TOO_LARGE).cast("bigint"))
+        .otherwise(broken)
+    )
 
 
-def _unpriced_orders(staging: DataFrame, days: set[date], first: int = 5) -> dict[date, list[str]]:
-    """Per day of ``days``: the ``first`` "order_id:currency" of its rows without a rate, sorted."""
+def _unpriced_orders(
+    staging: DataFrame, days: set[date], first: int = 5
+) -> dict[date, dict[str, list[str]]]:
+    """Per day of ``days``: the ``first`` "order_id:currency" of its rows without a rate, and
+    of those whose amount_usd does not fit, sorted (``first_without_rate``, ``first_too_large``)."""
     if not days:
         return {}
+    label = F.concat_ws(":", "order_id", "currency")
+
+    def first_of(rows: Column) -> Column:
+        return F.slice(F.sort_array(F.collect_list(F.when(rows, label))), 1, first)
+
     found = (
-        staging.filter(F.col("event_date").isin(sorted(days)) & _without_rate())
+        staging.filter(F.col("event_date").isin(sorted(days)) & _unpriced())
         .groupBy("event_date")
         .agg(
-            F.slice(
-                F.sort_array(F.collect_list(F.concat_ws(":", "order_id", "currency"))), 1, first
-            ).alias("first")
+            first_of(_without_rate()).alias("first_without_rate"),
+            first_of(~_without_rate()).alias("first_too_large"),
         )
         .collect()
     )
-    return {r["event_date"]: list(r["first"]) for r in found}
+    return {
+        r["event_date"]: {k: list(r[k]) for k in ("first_without_rate", "first_too_large")}
+        for r in found
+    }
 
 
 def _empty_stats() -> dict:
     return {
         **EMPTY_DAY,
-        "first_without_rate": [],
         "rule_violations": {},
         "statuses": {},
         "currencies": {},
@@ -215,7 +236,14 @@ def _empty_stats() -> dict:
     }
 
 
-EMPTY_DAY = {"rows": 0, "distinct_ids": 0, "without_rate": 0, "first_without_rate": []}
+EMPTY_DAY = {
+    "rows": 0,
+    "distinct_ids": 0,
+    "without_rate": 0,
+    "first_without_rate": [],
+    "too_large": 0,
+    "first_too_large": [],
+}
 
 
 def ids_per_day(df: DataFrame, days: Collection[date]) -> dict[date, tuple[int, int]]:

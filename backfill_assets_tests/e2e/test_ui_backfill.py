@@ -44,6 +44,7 @@ STAGING_CHECKS = {
     "unique_order_ids",
     "one_row_per_valid_order",
     "fx_rate_present",
+    "amount_usd_fits",
     "window_complete",
     "matches_contract_schema",
 }

@@ -174,16 +174,20 @@ def test_the_first_orders_without_a_rate_are_the_days_smallest_across_statuses_a
     assert stats[A]["statuses"] == dict(Counter(o[5] for o in rows if o[3] == A))
 
 
-def test_an_amount_usd_that_does_not_fit_counts_as_an_order_without_a_rate(spark):
+def test_an_amount_usd_that_does_not_fit_is_counted_apart_from_an_order_without_a_rate(spark):
     """The contract: an order whose amount_usd does not fit DECIMAL(18,2) fails its partition,
-    as one without a rate does (conversion leaves it NULL beside a rate that exists)."""
+    as one without a rate does (conversion leaves it NULL beside a rate that exists); each is
+    counted and named for its own check."""
     rows = [
         _order("o-1"),
         _order("o-big", amount="999999999999.99", rate="999999.99999999", usd=None),
+        _order("o-none", currency="JPY", rate=None, usd=None),
     ]
     stats = staging_stats(spark.createDataFrame(rows, STAGING_ORDERS), [A])
-    assert stats[A]["without_rate"] == 1
-    assert list(stats[A]["first_without_rate"]) == ["o-big:EUR"]
+    assert (stats[A]["too_large"], stats[A]["without_rate"]) == (1, 1)
+    assert list(stats[A]["first_too_large"]) == ["o-big:EUR"]
+    assert list(stats[A]["first_without_rate"]) == ["o-none:JPY"]
+    assert stats[A]["rule_violations"] == {}
 
 
 def test_staging_stats_give_the_warning_checks_figures_of_the_days_built_and_their_history(spark):

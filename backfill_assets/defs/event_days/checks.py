@@ -7,6 +7,7 @@ import dagster as dg
 
 from backfill_assets.catalog import FCT_DAILY_REVENUE, STG_ORDERS
 from backfill_assets.event_days.outcomes import (
+    AMOUNT_USD_FITS,
     CODE_DEFECT,
     FX_RATE_PRESENT,
     MATCHES_SCHEMA,
@@ -39,6 +40,17 @@ STAGING_CHECKS = [
         "published with a guess). Held: land the missing currency's rate in "
         "fx_rates/rate_date=R/, materialize raw_fx_rates for R, and re-execute the "
         "run from failure (CLI: backfill-assets reexecute <run id>).",
+    ),
+    dg.AssetCheckSpec(
+        AMOUNT_USD_FITS,
+        asset=STG_ORDERS,
+        blocking=True,
+        description="Every order of D priced in USD (amount * usd_per_unit, rounded half-up "
+        "to cents) fits DECIMAL(18,2): one that does not holds the day, never published with "
+        "a guess. The metadata names the orders: their amount or their currency's rate is "
+        "wrong at the source. Held: land a corrected version of the order (a later updated_at) "
+        "or a restated rate file, rebuild raw_orders or raw_fx_rates for its date, and "
+        "re-execute the run from failure.",
     ),
     dg.AssetCheckSpec(
         WINDOW_COMPLETE,
