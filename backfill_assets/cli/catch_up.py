@@ -43,13 +43,19 @@ from backfill_assets.late_data.stale import StaleDay, stale_requests
 from backfill_assets.settings import AutomationSettings, Settings
 
 
-def _explain(detection: Detection, reruns: list[Request]) -> None:
+def _explain(detection: Detection, reruns: list[Request], settle_seconds: float) -> None:
     files = [f for f in detection.findings if not f.path.endswith("/")]
     folders = [f for f in detection.findings if f.path.endswith("/")]
     print(
         f"catch-up: {len(files)} new file(s), {len(folders)} folder(s) to build whole; "
         f"{len(detection.cursor.pending)} group(s) of event days to rebuild"
     )
+    if detection.settling:
+        print(
+            f"  {detection.settling} file(s) or folder(s) landed less than {settle_seconds:g} s "
+            "ago (BACKFILL_LANDING_SETTLE_SECONDS) may still be filling: left for the next "
+            "catch-up or the sensor"
+        )
     for finding in detection.findings:
         print(f"  {finding.line()}")
     for group in detection.cursor.pending:
@@ -114,7 +120,7 @@ def run_catch_up(settings: Settings, auto: AutomationSettings | None = None) -> 
         pending = detection.cursor.pending
         failed = {r.run_id: r for g in pending for r in failed_raw_runs(instance, g)}
         reruns = [r for r in map(rerun_request, failed.values()) if r is not None]
-        _explain(detection, reruns)
+        _explain(detection, reruns, auto.settle_seconds)
         outcomes = run_requests(instance, detection.raw + reruns)
         # a group whose raw run never appeared (dropped by the daemon) is not waited for here
         released, cursor = release(

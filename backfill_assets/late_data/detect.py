@@ -81,6 +81,7 @@ class Detection:
     raw: list[Request]
     group: PendingGroup | None
     findings: list[Finding] = field(default_factory=list)
+    settling: int = 0  # new folders and files younger than the settle time: a later look's
 
 
 def _digest(parts: Iterable[str]) -> str:
@@ -217,13 +218,14 @@ def detect(
     counted_ns = now_ns if recount or cursor is None else cursor.counted_ns
     rates = RateFolders(root, rate_max_age)
     raw_days: dict[str, list[date]] = {d: [] for d in DATASETS}
-    counts, findings, keyed = {}, [], []
+    counts, findings, keyed, settling = {}, [], [], 0
     for dataset in DATASETS:
         previous = None if cursor is None else cursor.counts.get(dataset, {})
         # The rate window before the first partition is read too, by that partition (rate_dates).
         low = first - timedelta(days=rate_max_age) if dataset == FX_RATES_DATASET else first
         scan = scan_dataset(root, dataset, low, last, previous, hw_old, hw_new, recount)
         counts[dataset] = scan.counts
+        settling += scan.settling
         built_at = built(dataset) if cold else {}
         for folder in scan.changed:
             partition = rate_partition(folder.day, first)  # the raw partition that reads it
@@ -251,7 +253,7 @@ def detect(
         )
         pending.append(group)
     after = LandingCursor(hw_new, counts, tuple(pending), counted_ns)
-    return Detection(after, raw, group, findings)
+    return Detection(after, raw, group, findings, settling)
 
 
 def event_day_requests(groups: Iterable[PendingGroup]) -> list[Request]:

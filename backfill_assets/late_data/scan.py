@@ -78,6 +78,7 @@ class FolderScan:
 class DatasetScan:
     changed: list[FolderScan]
     counts: dict[date, int]
+    settling: int = 0  # new folders and files stamped at or after the mark: a later look's
 
 
 def clock_ns() -> int:
@@ -113,17 +114,19 @@ def complete_files(root: Root, relative: str, ds: Dataset) -> list[LandedFile]:
 
 def _changes(
     known: int | None, files: list[LandedFile], hw_old: int, hw_new: int, cold: bool
-) -> tuple[int, list[LandedFile], str]:
-    """(count to remember, new files, how) for a folder that was listed."""
+) -> tuple[int, list[LandedFile], str, int]:
+    """(count to remember, new files, how, files left for a later look) for a folder that was
+    listed."""
     if cold:
-        return len(files), files, "first look"
+        return len(files), files, "first look", 0
     if known is None:
-        return len(files), files, "new folder"
+        return len(files), files, "new folder", 0
     settled = [f for f in files if f.stamp_ns < hw_new]
     fresh = [f for f in settled if f.stamp_ns >= hw_old]
+    later = len(files) - len(settled)
     if len(settled) - known > len(fresh):
-        return len(settled), settled, "unexplained change"
-    return len(settled), fresh, "new files"
+        return len(settled), settled, "unexplained change", later
+    return len(settled), fresh, "new files", later
 
 
 def scan_dataset(
@@ -148,6 +151,7 @@ def scan_dataset(
         return _scan_s3(storage, root, ds, first, last, previous, hw_old, hw_new)
     counts: dict[date, int] = {}
     changed: list[FolderScan] = []
+    settling = 0
     try:
         listing = os.scandir(Path(root) / ds.name)
     except FileNotFoundError:
@@ -168,12 +172,14 @@ def scan_dataset(
                 counts[day] = known
                 continue
             if known is None and stamp >= hw_new:
+                settling += 1
                 continue  # still settling: taken as a whole by a later tick
             files = complete_files(root, f"{ds.name}/{entry.name}", ds)
-            counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
+            counts[day], new, how, later = _changes(known, files, hw_old, hw_new, previous is None)
+            settling += later
             if new or how in ("first look", "new folder"):  # an empty folder is a landed day too
                 changed.append(FolderScan(ds.name, day, tuple(files), tuple(new), how, stamp))
-    return DatasetScan(sorted(changed, key=lambda c: c.day), counts)
+    return DatasetScan(sorted(changed, key=lambda c: c.day), counts, settling)
 
 
 def _complete(objects: list[tuple[str, int]], ds: Dataset) -> list[LandedFile]:
@@ -214,15 +220,18 @@ def _scan_s3(
             objects.append(("", obj.modified_ns))  # stamps the folder only
     counts: dict[date, int] = {}
     changed: list[FolderScan] = []
+    settling = 0
     for folder, objects in sorted(by_folder.items()):
         day = folder_day(folder, ds)
         assert day is not None
         stamp = max(s for _, s in objects)
         known = previous.get(day) if previous is not None else None
         if known is None and stamp >= hw_new:
+            settling += 1
             continue  # still settling: taken as a whole by a later tick
         files = _complete([(p, s) for p, s in objects if p], ds)
-        counts[day], new, how = _changes(known, files, hw_old, hw_new, previous is None)
+        counts[day], new, how, later = _changes(known, files, hw_old, hw_new, previous is None)
+        settling += later
         if new or how in ("first look", "new folder"):
             changed.append(FolderScan(ds.name, day, tuple(files), tuple(new), how, stamp))
-    return DatasetScan(changed, counts)
+    return DatasetScan(changed, counts, settling)

@@ -199,6 +199,20 @@ def test_catch_up_refuses_while_the_sensor_runs_and_leaves_its_cursor_alone(tmp_
         assert "dagster sensor stop late_data_sensor" in output
 
 
+def test_catch_up_says_what_landed_within_the_settle_time_and_leaves_it(tmp_path):
+    with pipeline_env(tmp_path, start_date="2024-01-01") as env:
+        landing = env.settings.landing_dir
+        write_orders(landing, date(2024, 1, 3), "a.jsonl", [order("s-1", "2024-01-02T10:00:00Z")])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = run_catch_up(Settings.from_env(), AutomationSettings(settle_seconds=3600))
+        output = out.getvalue()
+        assert code == 0, output
+        assert "1 file(s) or folder(s) landed less than 3600 s ago" in output, output
+        assert "nothing to rebuild" in output
+        assert env.instance.get_runs() == []
+
+
 def test_catch_up_keeps_the_event_days_of_a_failed_raw_run_and_runs_it_again(tmp_path, spark):
     with pipeline_env(tmp_path, start_date="2024-01-01", lateness=2) as env:
         landing = env.settings.landing_dir

@@ -169,3 +169,9 @@ def test_late_data_detection_on_s3_requests_what_it_requests_on_disk(
     assert warm[1].group is not None
     assert warm[1].group.days == tuple(D("2024-01-08") + timedelta(days=i) for i in range(8))
     assert "a.jsonl" not in warm[1].group.why and "a.csv" not in warm[1].group.why
+    # a file landed within the settle time: neither taken nor lost, counted as settling
+    time.sleep(1.1)
+    late = write_orders(local, D("2024-01-12"), "d.jsonl", [order("5", "2024-01-11T05:00:00Z")])
+    upload(local, s3_server, s3_bucket, "landing", [late])
+    settling = both([d.cursor for d in warm], settle_ns=60 * 10**9)
+    assert [(d.group, d.settling) for d in settling] == [(None, 1), (None, 1)]

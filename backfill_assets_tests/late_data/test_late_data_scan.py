@@ -43,10 +43,10 @@ def test_a_new_folder_stamped_at_the_new_mark_waits_for_the_next_tick(tmp_path):
     _land(tmp_path, "a.jsonl")
     stamp = _folder_stamp(tmp_path)
     waiting = scan_dataset(tmp_path, "orders", FIRST, LAST, {}, 0, stamp)
-    assert (waiting.changed, waiting.counts) == ([], {})
+    assert (waiting.changed, waiting.counts, waiting.settling) == ([], {}, 1)
     taken = scan_dataset(tmp_path, "orders", FIRST, LAST, {}, 0, stamp + 1)
     assert _changed(taken) == [(JAN2, "new folder", ["a.jsonl"])]
-    assert taken.counts == {JAN2: 1}
+    assert (taken.counts, taken.settling) == ({JAN2: 1}, 0)
 
 
 def test_a_file_stamped_at_the_old_mark_is_new(tmp_path):
@@ -64,9 +64,10 @@ def test_a_file_stamped_at_the_new_mark_waits_for_the_next_tick(tmp_path):
     b = _land(tmp_path, "b.jsonl")
     assert a < b
     waiting = scan_dataset(tmp_path, "orders", FIRST, LAST, {JAN2: 1}, a + 1, b, recount=True)
-    assert (waiting.changed, waiting.counts) == ([], {JAN2: 1})
+    assert (waiting.changed, waiting.counts, waiting.settling) == ([], {JAN2: 1}, 1)
     taken = scan_dataset(tmp_path, "orders", FIRST, LAST, {JAN2: 1}, b, b + 1, recount=True)
     assert _changed(taken) == [(JAN2, "new files", ["b.jsonl"])]
+    assert taken.settling == 0
 
 
 def test_a_known_folder_stamped_at_the_old_mark_is_listed(tmp_path):
