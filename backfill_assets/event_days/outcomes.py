@@ -37,6 +37,21 @@ def missing_window_files(
     return sorted(f for (a, f) in landed if first <= a <= last and (a, f) not in read)
 
 
+def _no_unpriced_orders(check: str, day: date, stats: dict, kind: str) -> CheckOutcome:
+    """``check`` passes when no order of ``day`` is of ``kind`` (``staging_stats``' count of
+    orders without a rate, or whose amount_usd does not fit); it names the first few."""
+    return CheckOutcome(
+        STG_ORDERS,
+        check,
+        day,
+        stats[kind] == 0,
+        {
+            f"orders_{kind}": stats[kind],
+            "first_offending_orders": dg.MetadataValue.json(list(stats[f"first_{kind}"])),
+        },
+    )
+
+
 def staging_outcomes(
     days: list[date],
     stats: dict[date, dict],
@@ -64,26 +79,8 @@ def staging_outcomes(
                 s["rows"] == valid_ids.get(day, 0),
                 {"expected_rows": valid_ids.get(day, 0), "actual_rows": s["rows"]},
             ),
-            CheckOutcome(
-                STG_ORDERS,
-                FX_RATE_PRESENT,
-                day,
-                s["without_rate"] == 0,
-                {
-                    "orders_without_rate": s["without_rate"],
-                    "first_offending_orders": dg.MetadataValue.json(list(s["first_without_rate"])),
-                },
-            ),
-            CheckOutcome(
-                STG_ORDERS,
-                AMOUNT_USD_FITS,
-                day,
-                s["too_large"] == 0,
-                {
-                    "orders_too_large": s["too_large"],
-                    "first_offending_orders": dg.MetadataValue.json(list(s["first_too_large"])),
-                },
-            ),
+            _no_unpriced_orders(FX_RATE_PRESENT, day, s, "without_rate"),
+            _no_unpriced_orders(AMOUNT_USD_FITS, day, s, "too_large"),
             CheckOutcome(
                 STG_ORDERS,
                 WINDOW_COMPLETE,
