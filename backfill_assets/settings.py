@@ -147,22 +147,27 @@ def s3_in_use(env: Env | None = None) -> bool:
     )
 
 
-# In DAGSTER_HOME: the first partition `make demo` recorded (``cli/demo.py`` writes it).
-FIRST_PARTITION_FILE = "backfill_start_date"
+# In the demo's lake: the first partition `make demo` recorded (``cli/demo.py`` writes it). "_":
+# no table's name, and a name Delta's readers and vacuum skip.
+FIRST_PARTITION_FILE = "_demo_first_partition"
 DEFAULT_START_DATE = date(2024, 1, 1)
 
 
 def first_partition(env: Env) -> date:
     """The first daily partition, one rule for every process (the CLI, `make ui`'s webserver and
     daemon, the runs): ``BACKFILL_START_DATE`` when set; else the date `make demo` recorded in
-    ``$DAGSTER_HOME/backfill_start_date``; else 2024-01-01."""
+    the local lake it built (``<lake>/_demo_first_partition``), so a lake of other data, or the
+    demo's folder emptied, starts where the contract says; else 2024-01-01."""
     configured = env.get("BACKFILL_START_DATE")
     if configured:
         return date.fromisoformat(configured)
-    recorded = dagster_home(env) / FIRST_PARTITION_FILE
+    lake = location("BACKFILL_LAKE_DIR", env.get("BACKFILL_LAKE_DIR", "data/lake"))
+    if isinstance(lake, str):  # on S3: the demo's own server is gone once it ends
+        return DEFAULT_START_DATE
+    recorded = lake / FIRST_PARTITION_FILE
     try:
         text = recorded.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return DEFAULT_START_DATE
     try:
         return date.fromisoformat(text)

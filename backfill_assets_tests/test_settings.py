@@ -14,6 +14,7 @@ import pytest
 
 from backfill_assets.resources import code_version
 from backfill_assets.settings import (
+    FIRST_PARTITION_FILE,
     AutomationSettings,
     RunSettings,
     SegmentSettings,
@@ -327,18 +328,41 @@ def test_dagster_home_and_the_segment_bucket_under_it(tmp_path):
 
 def test_the_first_partition_is_the_configured_date_else_the_demos_else_the_default(tmp_path):
     """One rule for every process (the CLI, `make ui`, the runs): BACKFILL_START_DATE if set,
-    else the date `make demo` recorded in $DAGSTER_HOME/backfill_start_date, else 2024-01-01."""
-    home = {"DAGSTER_HOME": str(tmp_path)}
-    assert Settings.from_env(home).start_date == date(2024, 1, 1)  # no demo yet
-    (tmp_path / "backfill_start_date").write_text("2026-09-26\n")
-    recorded = Settings.from_env(home)
+    else the date `make demo` recorded in the lake it built, else the contract's 2024-01-01."""
+    lake, home = tmp_path / "lake", tmp_path / "home"
+    env = {"DAGSTER_HOME": str(home), "BACKFILL_LAKE_DIR": str(lake)}
+    assert Settings.from_env(env).start_date == date(2024, 1, 1)  # no demo yet
+    lake.mkdir()
+    (lake / FIRST_PARTITION_FILE).write_text("2026-09-26\n")
+    recorded = Settings.from_env(env)
     assert recorded.start_date == date(2026, 9, 26)
     assert not recorded.start_date_configured  # a later demo picks its own days again
-    configured = Settings.from_env({**home, "BACKFILL_START_DATE": "2025-05-05"})
+    configured = Settings.from_env({**env, "BACKFILL_START_DATE": "2025-05-05"})
     assert configured.start_date == date(2025, 5, 5) and configured.start_date_configured
-    (tmp_path / "backfill_start_date").write_text("yesterday\n")
-    with pytest.raises(ValueError, match=r"backfill_start_date.*BACKFILL_START_DATE"):
-        Settings.from_env(home)
+    (lake / FIRST_PARTITION_FILE).write_text("yesterday\n")
+    with pytest.raises(ValueError, match=rf"{FIRST_PARTITION_FILE}.*BACKFILL_START_DATE"):
+        Settings.from_env(env)
+
+
+def test_the_demos_first_partition_is_its_lakes_alone(tmp_path):
+    """The demo's day describes the demo's lake: on the same Dagster instance, another lake (or
+    the demo's folder emptied) starts at the contract's default, as any deployment does."""
+    lake, home = tmp_path / "lake", tmp_path / "home"
+    lake.mkdir()
+    home.mkdir()
+    (lake / FIRST_PARTITION_FILE).write_text("2026-09-26\n")
+    (home / "backfill_start_date").write_text("2026-09-26\n")  # where it was once recorded
+    env = {"DAGSTER_HOME": str(home)}
+    assert Settings.from_env({**env, "BACKFILL_LAKE_DIR": str(lake)}).start_date == date(
+        2026, 9, 26
+    )
+    other = Settings.from_env({**env, "BACKFILL_LAKE_DIR": str(tmp_path / "other")})
+    assert other.start_date == date(2024, 1, 1)
+    s3 = Settings.from_env({**env, "BACKFILL_LAKE_DIR": "s3://bucket/lake"})
+    assert s3.start_date == date(2024, 1, 1)
+    (lake / FIRST_PARTITION_FILE).unlink()
+    emptied = Settings.from_env({**env, "BACKFILL_LAKE_DIR": str(lake)})
+    assert emptied.start_date == date(2024, 1, 1)
 
 
 def test_a_configured_start_date_is_known_as_such(tmp_path):

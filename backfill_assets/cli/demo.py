@@ -3,10 +3,10 @@
 By default the demo covers the 60 days ending yesterday (UTC) and its first day is
 also the first daily partition, so every partition bar in the UI shows the demo's
 days and nothing else: all published, a held day as failed, none missing. The
-demo records that first partition in the Dagster instance (``DAGSTER_HOME``),
-where ``Settings`` reads it in every later process (`make ui`, the CLI), so they
-all see the same partitions. A configured ``BACKFILL_START_DATE`` and
-``--start``/``--end`` still decide.
+demo records that first partition in the lake it builds (``data/lake`` by default),
+where ``Settings`` reads it in every later process on that lake (`make ui`, the CLI),
+so they all see the same partitions; a lake of other data keeps the contract's default.
+A configured ``BACKFILL_START_DATE`` and ``--start``/``--end`` still decide.
 """
 
 from __future__ import annotations
@@ -69,12 +69,16 @@ def demo_range(
     return DemoRange(configured_start or start, start, end)
 
 
-def use_first_partition(settings: Settings, first: date, dagster_home: Path) -> Settings:
-    """Make ``first`` the first partition for this process's runs and every later process on
-    this instance: recorded in ``dagster_home``, where ``Settings`` reads it when
-    BACKFILL_START_DATE is unset (the demo's runs, `make ui`, the CLI run directly)."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    (dagster_home / FIRST_PARTITION_FILE).write_text(first.isoformat() + "\n", encoding="utf-8")
+def use_first_partition(settings: Settings, first: date) -> Settings:
+    """Make ``first`` the first partition of this process's runs and, on a local lake, of every
+    later process on the demo's lake: recorded in the lake, where ``Settings`` reads it when
+    BACKFILL_START_DATE is unset (`make ui`, the CLI run directly). Another lake, or this one
+    emptied, starts at the contract's default."""
+    os.environ["BACKFILL_START_DATE"] = first.isoformat()  # this process's runs: definitions
+    if isinstance(settings.lake_dir, Path):
+        settings.lake_dir.mkdir(parents=True, exist_ok=True)
+        recorded = settings.lake_dir / FIRST_PARTITION_FILE
+        recorded.write_text(first.isoformat() + "\n", encoding="utf-8")
     return dataclasses.replace(settings, start_date=first)
 
 

@@ -101,7 +101,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
     configured = settings.start_date if settings.start_date_configured else None
     days = demo_range(last_partition(), args.days, configured, args.start, args.end)
-    settings = use_first_partition(settings, days.first_partition, ensure_dagster_home())
+    ensure_dagster_home()
+    settings = use_first_partition(settings, days.first_partition)
     summary = generate_feed(
         settings.landing_dir,
         days.start,

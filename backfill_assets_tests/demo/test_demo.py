@@ -16,7 +16,7 @@ import pytest
 
 from backfill_assets.cli import main as cli
 from backfill_assets.cli.demo import DemoRange, demo_range
-from backfill_assets.settings import Settings
+from backfill_assets.settings import FIRST_PARTITION_FILE, Settings
 
 # Runs the pipeline through Dagster on real Spark and Delta: `make test`, not `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def test_default_demo_is_the_60_days_ending_yesterday_and_starts_the_partitions(
     assert (start, end) == (first, yesterday)
     assert settings.start_date == first
     assert Settings.from_env().start_date == first  # the runs' partitions, and every later process
-    assert (root / "home" / "backfill_start_date").read_text().strip() == first.isoformat()
+    assert (root / "lake" / FIRST_PARTITION_FILE).read_text().strip() == first.isoformat()
     landed = sorted(p.name for p in (root / "landing" / "orders").iterdir())
     # As of yesterday: nothing has landed later, which staging's window check would miss in raw.
     assert (landed[0], landed[-1]) == (f"arrival_date={first}", f"arrival_date={yesterday}")
@@ -100,7 +100,7 @@ def test_a_configured_start_date_and_start_end_still_decide(demo_env, monkeypatc
     )
     assert asked[-1][0].start_date == date(2024, 1, 1)  # the configured first partition
     assert asked[-1][1:] == (date(2024, 1, 5), date(2024, 1, 6))
-    assert (root / "home" / "backfill_start_date").read_text().strip() == "2024-01-01"
+    assert (root / "lake" / FIRST_PARTITION_FILE).read_text().strip() == "2024-01-01"
 
 
 def test_a_weekend_first_day_stays_the_first_day():
@@ -123,7 +123,8 @@ LOAD_DEFINITIONS = (
 
 def test_the_cli_run_directly_and_make_ui_see_the_first_partition_the_demo_recorded(demo_env):
     """After `make demo`, `backfill-assets ...` run directly and the definitions `make ui` loads
-    start the partitions on the same day: the one the demo recorded, unless one is set."""
+    start the partitions on the same day: the one the demo recorded in its lake, unless one is
+    set; on another lake, the contract's default."""
     root, _ = demo_env
     days = ["--start", "2026-01-02", "--end", "2026-01-03"]
     assert cli.main(["demo", "--no-correction", "--orders-per-day", "1", *days]) == 0
@@ -162,7 +163,9 @@ def test_the_cli_run_directly_and_make_ui_see_the_first_partition_the_demo_recor
 
     assert first_partitions() == ("2026-01-02", "2026-01-02")
     assert first_partitions(BACKFILL_START_DATE="2025-05-05") == ("2025-05-05", "2025-05-05")
-    (root / "home" / "backfill_start_date").unlink()
+    other_lake = {"BACKFILL_LAKE_DIR": str(root / "other_lake")}
+    assert first_partitions(**other_lake) == ("2024-01-01", "2024-01-01")  # another lake's
+    (root / "lake" / FIRST_PARTITION_FILE).unlink()
     assert first_partitions() == ("2024-01-01", "2024-01-01")  # no demo yet: the default
 
 

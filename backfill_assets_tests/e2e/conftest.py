@@ -167,7 +167,7 @@ def demo(tmp_path_factory, e2e_output, chromium_executable) -> Demo:
                 pytest.fail(f"{' '.join(args)} exited with {done.returncode}; {log}:\n{tail}")
     seconds = time.monotonic() - began
     print(f"make demo's steps took {seconds:.0f}s; output in {log}")
-    first = date.fromisoformat((home / FIRST_PARTITION_FILE).read_text(encoding="utf-8").strip())
+    first = date.fromisoformat((lake / FIRST_PARTITION_FILE).read_text(encoding="utf-8").strip())
     return Demo(
         landing, lake, home, Reference(landing), first, yesterday=yesterday, seconds=seconds
     )
