@@ -97,8 +97,9 @@ class Settings:
     @classmethod
     def from_env(cls, env: Env | None = None) -> Settings:
         env = _environ(env)
+        lake = location("BACKFILL_LAKE_DIR", env.get("BACKFILL_LAKE_DIR", "data/lake"))
         try:
-            start = first_partition(env)
+            start = first_partition(env, lake)
             lateness = int(env.get("BACKFILL_MAX_LATENESS_DAYS", "7"))
         except ValueError as exc:
             raise ValueError(
@@ -110,7 +111,7 @@ class Settings:
             landing_dir=location(
                 "BACKFILL_LANDING_DIR", env.get("BACKFILL_LANDING_DIR", "data/landing")
             ),
-            lake_dir=location("BACKFILL_LAKE_DIR", env.get("BACKFILL_LAKE_DIR", "data/lake")),
+            lake_dir=lake,
             start_date=start,
             max_lateness_days=lateness,
             segments=SegmentSettings.from_env(env),
@@ -153,15 +154,14 @@ FIRST_PARTITION_FILE = "_demo_first_partition"
 DEFAULT_START_DATE = date(2024, 1, 1)
 
 
-def first_partition(env: Env) -> date:
+def first_partition(env: Env, lake: Path | str) -> date:
     """The first daily partition, one rule for every process (the CLI, `make ui`'s webserver and
     daemon, the runs): ``BACKFILL_START_DATE`` when set; else the date `make demo` recorded in
-    the local lake it built (``<lake>/_demo_first_partition``), so a lake of other data, or the
+    the local ``lake`` it built (``<lake>/_demo_first_partition``), so a lake of other data, or the
     demo's folder emptied, starts where the contract says; else 2024-01-01."""
     configured = env.get("BACKFILL_START_DATE")
     if configured:
         return date.fromisoformat(configured)
-    lake = location("BACKFILL_LAKE_DIR", env.get("BACKFILL_LAKE_DIR", "data/lake"))
     if isinstance(lake, str):  # on S3: the demo's own server is gone once it ends
         return DEFAULT_START_DATE
     recorded = lake / FIRST_PARTITION_FILE
