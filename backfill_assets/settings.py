@@ -465,15 +465,6 @@ class RunSettings:
 RETRY_DELAY_ENV = "BACKFILL_RETRY_DELAY_SECONDS"
 
 
-S3_ENV = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_REGION",
-    "AWS_ALLOW_HTTP",
-)
-
-
 @dataclass(frozen=True)
 class S3Settings:
     """How the lake reaches an ``s3://`` location (``storage/stores.py``): the standard AWS

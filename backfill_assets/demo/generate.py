@@ -168,7 +168,7 @@ def _orders(rng: random.Random, feed: _DayFeed, n: int, tables: _Tables, hot: fl
         else:
             event = days[k] + hms[(local - (k - 1) * _DAY_MS) // 1000] + zone
         who = rnd()
-        customer = customers[0] if who < hot else customers[int((who - hot) / (1 - hot) * 60_000)]
+        customer = HOT_CUSTOMER if who < hot else customers[int((who - hot) / (1 - hot) * 60_000)]
         head = (
             f'{id_prefix}{serials[i]}","customer_id":"{customer}",'
             f'"event_time":"{event}","updated_at":"'

@@ -36,7 +36,7 @@ def write_atomically(
     if_match: str | None = None,
 ) -> None:
     """Write ``text`` to ``path`` through a synced temporary file and a rename. On an error the
-    temporary file is removed; a killed writer's is left (``*.tmp``), for ``stale_tmp_files``.
+    temporary file is removed; a killed writer's is left (``*.tmp``).
 
     ``create``: only when nothing is at ``path`` yet; FileExistsError otherwise, so that of two
     writers creating one file exactly one wins (a link of the temporary file in place on local
@@ -184,19 +184,3 @@ def remove(path: str | os.PathLike, what: str) -> bool:
     if deleted and storage.is_local and what != "file":
         sync_folders([os.path.dirname(path)])
     return deleted
-
-
-def stale_tmp_files(folder: str | os.PathLike, older_than_s: float) -> list[str]:
-    """The temporary files of killed writers in ``folder``, older than ``older_than_s`` (local
-    disk only: a PUT to S3 leaves none)."""
-    import time
-
-    if not os.path.isdir(folder):
-        return []
-    cutoff = time.time() - older_than_s
-    found = []
-    for name in os.listdir(folder):
-        full = os.path.join(folder, name)
-        if name.endswith(TMP_SUFFIX) and os.stat(full).st_mtime < cutoff:
-            found.append(full)
-    return sorted(found)

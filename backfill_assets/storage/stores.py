@@ -65,10 +65,6 @@ class LocalStorage:
         """Bytes of the file at ``path``; FileNotFoundError when there is none."""
         return os.path.getsize(path)
 
-    def list_files(self, folder: str) -> list[str]:
-        """Every file under ``folder``, at any depth, relative to it ([] when there is none)."""
-        return list(self.list_files_modified(folder))
-
     def list_files_modified(self, folder: str) -> dict[str, int]:
         """Every file under ``folder``, at any depth, relative to it: its modification time
         (ms); a file deleted while the folder is listed is left out."""
@@ -230,10 +226,6 @@ class S3Storage:
             return int(self.client.head_object(Bucket=bucket, Key=key)["ContentLength"])
         except Exception as exc:
             raise _not_found_or(exc, path) from None
-
-    def list_files(self, folder: str) -> list[str]:
-        """Every object under ``folder``, at any depth, relative to it."""
-        return [o.name for o in self.list_tree(folder)]
 
     def list_files_modified(self, folder: str) -> dict[str, int]:
         """Every object under ``folder``, at any depth, relative to it: its LastModified (ms)."""

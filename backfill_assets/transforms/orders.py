@@ -36,8 +36,6 @@ from backfill_assets.transforms.schemas import (
     UTF8_COLUMN,
 )
 
-REJECT_REASONS = ("malformed_json", "missing_field", "invalid_value", "future_event", "too_late")
-
 FIELDS = (
     "order_id",
     "customer_id",
