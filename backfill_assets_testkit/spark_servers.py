@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +57,9 @@ def standalone_cluster(
         SPARK_LOG_DIR=str(root),
         SPARK_DAEMON_JAVA_OPTS=FAST_DAEMON_OPTS,
     )
+    # The executors a worker starts inherit its environment, not the drivers' options: the native
+    # libraries they unpack (liblz4, snappy) go into the run's temp folder, not the system's.
+    daemon_env = {**env, "JDK_JAVA_OPTIONS": f"-Djava.io.tmpdir={tempfile.gettempdir()}"}
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
@@ -73,7 +77,7 @@ def standalone_cluster(
                 "--webui-port",
                 str(free_port()),
             ],
-            env,
+            daemon_env,
             root / "master.log",
         )
         procs.append(master)
@@ -96,7 +100,7 @@ def standalone_cluster(
                     str(work),
                     url,
                 ],
-                env,
+                daemon_env,
                 log,
             )
             procs.append(worker)
