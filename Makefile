@@ -30,6 +30,8 @@ test: class-archive  ## the whole suite: transforms, lake, Dagster, end to end; 
 
 # Two pytest workers, a module each at a time (pytest-xdist): most of these tests wait on small Spark
 # jobs, locks and S3 round trips rather than compute, so two of them share the 2-core box well.
+# Under -n, the workers are the side lane; the lake's delta-spark cases (slow) fail there, asking
+# for a run without -n.
 test-fast: class-archive  ## the inner loop: every test that is neither `slow` nor `e2e`, in two workers; no test-deps.sh (chromium, postgresql)
 	$(PY) -m pytest -m "not slow and not e2e" -n 2 --dist loadfile $(PYTEST_ARGS)
 

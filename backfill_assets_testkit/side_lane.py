@@ -8,7 +8,8 @@ start; the ``beside`` ones on processes of their own (a race of a fixed length, 
 server's start). So the rest of the suite runs beside them. In the parent they are moved to the
 end, and none of their fixtures is set up there: the first waits for the child, and each reports
 the outcome and the time it had there (``child_pytest.py``). A selection of only such tests runs
-them in the parent.
+them in the parent, and so does each of pytest-xdist's workers (``-n``): the workers are the
+lanes then.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def pytest_collection_modifyitems(config, items):
     """Start the side lane when the selection holds its tests and others; move them to the end."""
     if os.environ.get(SIDE_LANE_ENV) == "1" or config.option.collectonly:
         return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # each worker collects every test: a child of each would run the lane once more
     lane = [item for item in items if _in_side_lane(item)]
     if not lane or len(lane) == len(items):
         return  # nothing to run beside them: they run here

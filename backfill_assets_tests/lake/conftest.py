@@ -38,6 +38,13 @@ NO_S3A_JARS = (
     "test`, or `.venv/bin/python -m backfill_assets.spark.delta_jars --s3a`, which downloads them"
 )
 IN_NATIVE_CHILD = os.environ.get(NATIVE_ENV) == "1"
+# pytest-xdist's workers each collect every test: a child of each would run the native cases once
+# more, so none starts one, and those cases fail there
+IN_XDIST_WORKER = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+IN_XDIST = (
+    "the lake's delta-spark cases run in one child pytest of their own, which pytest-xdist's "
+    "workers do not start: run them without -n (`make test` does)"
+)
 # fixtures whose tests need Delta's jars whatever the params
 NATIVE_FIXTURES = {"two_engines", "s3a_spark"}
 _SELECTED = pytest.StashKey[list]()
@@ -89,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if _needs_native(item):
                 item.add_marker(pytest.mark.timeout(CHILD_TIMEOUT + 120))
-        if selected and jars_present():
+        if selected and jars_present() and not IN_XDIST_WORKER:
             _child.append(_start_child(selected))
 
 
@@ -161,6 +168,8 @@ def engine_or_twin(request, name: str):
         if name == ON_S3_SPARK and not S3A.present():
             pytest.fail(NO_S3A_JARS, pytrace=False)
         return name
+    if IN_XDIST_WORKER:
+        pytest.fail(IN_XDIST, pytrace=False)
     if not jars_present():
         pytest.fail(NO_JARS, pytrace=False)
     if name == ON_S3_SPARK and not S3A.present():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 from backfill_assets_testkit.processes import kill_group, start, subprocess_env
@@ -36,6 +37,8 @@ HERE = Path(__file__).parent
 
 def ran(name):
     (HERE / f"{name}.pid").write_text(str(os.getpid()))
+    with open(HERE / "runs.txt", "a") as runs:
+        runs.write(f"{name}\\n")
 
 
 def test_plain():
@@ -69,8 +72,8 @@ def run_probes(root: Path, *args: str) -> tuple[subprocess.Popen, str, dict[str,
     (outcome, text) as the parent's own JUnit report gives them."""
     (root / "conftest.py").write_text(textwrap.dedent(CONFTEST))
     (root / "test_probes.py").write_text(textwrap.dedent(PROBES))
-    env = subprocess_env()
-    env.pop("BACKFILL_SIDE_LANE", None)
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith("PYTEST_XDIST")}
+    env.pop("BACKFILL_SIDE_LANE", None)  # a pytest of its own, not this one's lane or worker
     log = root / "pytest.log"
     pytest = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     proc = start([*pytest, "--junitxml=report.xml"], env, log, cwd=root)
@@ -117,3 +120,16 @@ def test_alone_the_lanes_tests_run_in_the_parent(tmp_path):
     ran = pids(tmp_path)
     assert "plain" not in ran
     assert ran["passes"] == ran["fails"] == ran["beside"] == proc.pid
+
+
+def test_in_xdist_workers_the_lanes_tests_run_once_each_in_the_workers(tmp_path):
+    """`pytest -n 2`: xdist's workers are the lanes; none starts a child of its own (each would
+    run every test of the lane once more)."""
+    proc, output, cases = run_probes(tmp_path, "-n", "2")
+
+    assert proc.returncode == 1, output
+    assert cases["test_passes"] == ("passed", "")
+    assert cases["test_fails"][0] == "failure"
+    assert cases["test_beside"] == ("passed", "")
+    runs = Counter((tmp_path / "runs.txt").read_text().split())
+    assert runs == {"plain": 1, "passes": 1, "fails": 1, "beside": 1}, output
