@@ -64,9 +64,9 @@ _MAX_MICROS = 253_402_300_799_999_999
 ALLOW_DUPLICATE_KEYS = "spark.sql.variant.allowDuplicateKeys"
 # parse_json accepts trailing text after the first value ('{"a":1}x'). Parsing the
 # line as the first element of an array that ends with a sentinel string makes any
-# trailing text either a syntax error or a visible extra/missing element.
-_SENTINEL = "\u0000end-of-record"
-_SENTINEL_JSON = '"\\u0000end-of-record"'
+# trailing text either a syntax error or a visible extra/missing element. The sentinel is the
+# line's own SHA-256, which no line can hold: a line that closed the array itself with the
+# sentinel string and went on would hide its trailing text again.
 # A number's text as written, read where variant cannot give it (variant normalises 12.500 to
 # 12.5, and JSON's -0 to 0): each occurrence of the key is marked with a character no JSON line
 # holds raw, every string blanked, and the occurrence whose nesting depth is 1 is the field's.
@@ -127,25 +127,30 @@ _STRICT_JSON = {
     "maxNumLen": str(2**31 - 1),
     "maxStringLen": str(2**31 - 1),
 }
-# Runs of digits longer than Jackson's default limit, which json_object_keys keeps.
-_LONG_DIGITS = r"[0-9]{1000,}"
+# A string (kept whole, as group 1), or a run of digits longer than Jackson's default limit,
+# which json_object_keys keeps, outside a string (its first digit, group 2, is kept).
+_LONG_DIGITS = r'("(?:[^"\\]|\\.)*+")|([0-9])[0-9]{999,}'
+
+
+def _sentinel(payload: Column) -> Column:
+    return F.sha2(payload, 256)
 
 
 def _wrapped(payload: Column) -> Column:
     """The line parsed as the first element of an array that ends with a sentinel string.
     Where ``parse_json`` fails (its parser has Jackson's limits), ``from_json`` into a variant
     tries again without them: slower, so only there."""
-    text = F.concat(F.lit("["), payload, F.lit("," + _SENTINEL_JSON + "]"))
+    text = F.concat(F.lit("["), payload, F.lit(',"'), _sentinel(payload), F.lit('"]'))
     return F.coalesce(F.try_parse_json(text), F.from_json(text, "variant", _STRICT_JSON))
 
 
 def _top_level_keys(payload: Column) -> Column:
     """The names of the line's top-level object, unescaped, repeats included. Where Jackson's
     limit on a number's digits stops ``json_object_keys``, the names of the line with each long
-    run of digits cut to one (no name changes unless it holds such a run)."""
+    number's runs of digits cut to their first digit (the names, strings, are left as written)."""
     return F.coalesce(
         F.json_object_keys(payload),
-        F.json_object_keys(F.regexp_replace(payload, _LONG_DIGITS, "0")),
+        F.json_object_keys(F.regexp_replace(payload, _LONG_DIGITS, "$1$2")),
     )
 
 
@@ -154,7 +159,7 @@ def _is_object(wrapped: Column, keys: Column, payload: Column) -> Column:
     in it (a key repeated deeper down is allowed: the contract forbids it at the top only).
     ``keys``: ``_top_level_keys(payload)``."""
     return (
-        F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(F.lit(_SENTINEL))
+        F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(_sentinel(payload))
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
         # A JSON value that parsed is an object when its text opens with "{" (after JSON's
         # whitespace). Not schema_of_variant: it recurses through the whole value, and an

@@ -138,6 +138,22 @@ CASES = {
         "malformed_json",
     ),
     "malformed_byte_order_mark": ("\ufeff" + record(), "malformed_json"),
+    # The line closes the array validation wraps it in, with that wrapper's own end-of-record
+    # string, and carries on: trailing text the first value's parse would not see.
+    "malformed_closing_the_wrapper": (
+        record() + ',"\\u0000end-of-record"]garbage',
+        "malformed_json",
+    ),
+    "malformed_closing_the_wrapper_with_a_second_object": (
+        record() + ',"\\u0000end-of-record"],{"order_id":"x","order_id":"y"}',
+        "malformed_json",
+    ),
+    # Keys that differ only in a run of 1,000 digits, beside a number longer than Jackson's
+    # default limit: two keys, not one repeated.
+    "valid_keys_differing_in_long_digit_runs": (
+        record()[:-1] + ',"x":' + "5" * 1500 + ',"k' + "1" * 1000 + '":1,"k' + "2" * 1000 + '":2}',
+        None,
+    ),
     "missing_absent": (record(order_id=DROP), "missing_field"),
     "missing_null": (record(customer_id=None), "missing_field"),
     "missing_empty": (record(status=""), "missing_field"),
