@@ -70,7 +70,9 @@ def edge_orders(day: date) -> list[str]:
     """Orders of event day ``day`` in USD at the contract's edges, as lines of a file that lands
     on ``day``: the last microsecond there is as an update (valid) and as an event
     (``future_event``); an amount written as a number beside a nested ``"amount"`` whose text
-    differs (the order's own is judged: ``12.500`` is ``invalid_value``, ``10`` is valid)."""
+    differs (the order's own is judged: ``12.500`` is ``invalid_value``, ``10`` is valid); a
+    valid order followed by the text that would close an array wrapping it, and more
+    (``malformed_json``: the line is not one JSON object)."""
     at = f"{day}T10:00:00Z"
     last = "9999-12-31T23:59:59.999999Z"
 
@@ -84,6 +86,7 @@ def edge_orders(day: date) -> list[str]:
         edge("edge-latest-event", event=last, updated=at),
         '{"meta":{"amount":12.5},' + edge("edge-nested-1", amount="12.500")[1:],
         '{"meta":{"amount":1e1},' + edge("edge-nested-2", amount="10")[1:],
+        edge("edge-closing-a-wrapper") + ',"\\u0000end-of-record"]garbage',
     ]
 
 

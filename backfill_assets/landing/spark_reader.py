@@ -32,6 +32,14 @@ _BLANK_LINE = (
 )
 # Hadoop reads paths as globs: escape its metacharacters so odd file names are read literally.
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+# The landing zone through Hadoop's raw local file system, for this read only: its default one
+# checks each file against a ``.<name>.crc`` beside it, a path it cannot make of a name holding
+# ":" (``orders-10:00.jsonl`` failed the read of every file of the run). The landing has no
+# checksum files to check: it is read, never written.
+_RAW_LOCAL_FILES = {
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
 
 
 def _relative_path_of_input() -> Column:
@@ -88,7 +96,7 @@ def _read_texts(
     # recursiveFileLookup: a stray sub-folder named like `x=1` must not turn into a
     # partition column (or a "conflicting directory structures" failure).
     with listing_on_driver(spark, len(paths)):
-        texts = spark.read.text(
+        texts = spark.read.options(**_RAW_LOCAL_FILES).text(
             paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
         )
     return texts.select(_relative_path_of_input().alias("source_file"), "value")

@@ -3,6 +3,7 @@ accounts for every rejected record."""
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import date
@@ -94,11 +95,17 @@ def compare_files(
     expected: dict[FileKey, tuple[int, int]],
     actual: dict[FileKey, tuple[int, int]],
 ) -> tuple[bool, dict]:
-    """Raw[day] against the landing files of ``day``: same files, same counts, same payloads."""
+    """Raw[day] against the landing files of ``day``: same files, same counts, same payloads. A
+    file whose name is not UTF-8 (the listing holds its bytes as surrogates) never matches: Spark's
+    reader does not see it, and no ``source_file`` could hold its name."""
     exp = {f: v for (d, f), v in expected.items() if d == day}
     act = {f: v for (d, f), v in actual.items() if d == day}
     unknown = sorted(set(act) - listed_files)
-    mismatched = sorted(f for f in listed_files if exp.get(f, (0, None)) != act.get(f, (0, None)))
+    mismatched = sorted(
+        _shown(f)
+        for f in listed_files
+        if exp.get(f, (0, None)) != act.get(f, (0, None)) or not _is_utf8(f)
+    )
     metadata = {
         "landing_files": len(listed_files),
         "expected_records": sum(v[0] for v in exp.values()),
@@ -107,3 +114,16 @@ def compare_files(
         "mismatched_files": mismatched[:10],
     }
     return (not unknown and not mismatched), metadata
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(name: str) -> str:
+    """The name as text: a byte that is not UTF-8 as ``\\xff``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")

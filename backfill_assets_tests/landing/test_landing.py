@@ -81,10 +81,12 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
     odd = "orders/arrival_date=2024-01-03/a b+c%20#é[1]{x,y}*?.jsonl"
     later = "orders/arrival_date=2024-01-04/last.jsonl"
     unicode = "orders/arrival_date=2024-01-04/unicode.jsonl"
+    colon = "orders/arrival_date=2024-01-04/at-10:00.jsonl"  # Hadoop's paths cannot hold a ":"
     _write(tmp_path, crlf, '{"a":1}\r\n\r\n  \t\r\n {"b":2} \r\nx\r\r\n\u00a0\n')
     _write(tmp_path, odd, "first\n\nthird")  # no final newline
     _write(tmp_path, later, 'only\n{"z":1}\r')  # the last line, with no LF, loses its CR too
     _write(tmp_path, "orders/arrival_date=2024-01-04/empty.jsonl", "")
+    _write(tmp_path, colon, "timed\n")
     _write(tmp_path, "orders/arrival_date=2024-01-04/blank.jsonl", "\n \n\r\n")
     # one line per character: the whitespace of str.isspace() (blank), then look-alikes that are not
     spaces = "\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -92,7 +94,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
     for unlisted in ("_inflight.jsonl", ".hidden.jsonl", "notes.txt", "sub/x.jsonl", "k=1/y.jsonl"):
         _write(tmp_path, f"orders/arrival_date=2024-01-03/{unlisted}", "not a record\n")
     files = list_landing_files(tmp_path, "orders", [JAN3, JAN4])
-    assert len(files) == 6
+    assert len(files) == 7
 
     lines = read_order_lines(spark, str(tmp_path), files)
 
@@ -108,6 +110,7 @@ def test_order_lines_split_number_and_keep_payload_verbatim(spark, tmp_path):
             (JAN3, odd, 3, "third"),
             (JAN4, later, 1, "only"),
             (JAN4, later, 2, '{"z":1}'),
+            (JAN4, colon, 1, "timed"),
             (JAN4, unicode, 19, "\u200b"),
             (JAN4, unicode, 20, "\ufeff"),
             (JAN4, unicode, 21, "\x00"),
@@ -127,9 +130,11 @@ def test_rate_lines_drop_the_header_and_keep_headerless_files_unparsed(spark, tm
     good = "fx_rates/rate_date=2024-01-03/fx-1.csv"
     late_header = "fx_rates/rate_date=2024-01-03/fx-2.csv"
     headerless = "fx_rates/rate_date=2024-01-04/fx-1.csv"
+    colon = "fx_rates/rate_date=2024-01-04/fx-10:00.csv"
     _write(tmp_path, good, "currency,usd_per_unit\r\nEUR,1.08\r\n\r\nJPY,0.0067,x\r\nGBP\r\n")
     _write(tmp_path, late_header, "\n  \ncurrency,usd_per_unit\nBRL,0.2")
     _write(tmp_path, headerless, "EUR,1.09\n")
+    _write(tmp_path, colon, "currency,usd_per_unit\nCHF,1.1\n")
     files = list_landing_files(tmp_path, "fx_rates", [JAN3, JAN4])
 
     rates = read_rate_lines(spark, tmp_path, files)
@@ -142,6 +147,7 @@ def test_rate_lines_drop_the_header_and_keep_headerless_files_unparsed(spark, tm
             (JAN3, good, 5, "GBP", None, "GBP"),
             (JAN3, late_header, 4, "BRL", "0.2", "BRL,0.2"),
             (JAN4, headerless, 1, None, None, "EUR,1.09"),
+            (JAN4, colon, 2, "CHF", "1.1", "CHF,1.1"),
         ]
     )
 

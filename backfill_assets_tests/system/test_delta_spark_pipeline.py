@@ -30,7 +30,7 @@ def test_backfill_on_delta_spark_matches_the_contract_in_every_table(tmp_path):
     with pipeline_env(tmp_path) as env:
         landing = env.settings.landing_dir
         generate_feed(landing, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=15, seed=4)
-        edges = landing / "orders" / f"arrival_date={END}" / "zz-edges.jsonl"
+        edges = landing / "orders" / f"arrival_date={END}" / "zz-edges-10:00.jsonl"
         edges.write_text("\n".join(edge_orders(END)) + "\n")
         proc = subprocess.run(
             [
