@@ -148,6 +148,17 @@ CASES = {
         record() + ',"\\u0000end-of-record"],{"order_id":"x","order_id":"y"}',
         "malformed_json",
     ),
+    # A name of up to 50,000 characters, Jackson's limit on a name that the listing of a line's
+    # names has, whichever way the line is read (plain, or with one more field).
+    "valid_a_name_of_50000_characters": (record()[:-1] + ',"' + "n" * 50_000 + '":1}', None),
+    "malformed_a_name_of_50001_characters": (
+        record()[:-1] + ',"' + "n" * 50_001 + '":1}',
+        "malformed_json",
+    ),
+    "malformed_a_name_of_50001_characters_beside_another": (
+        record()[:-1] + ',"' + "n" * 50_001 + '":1,"x":2}',
+        "malformed_json",
+    ),
     # Keys that differ only in a run of 1,000 digits, beside a number longer than Jackson's
     # default limit: two keys, not one repeated.
     "valid_keys_differing_in_long_digit_runs": (

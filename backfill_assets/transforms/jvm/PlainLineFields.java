@@ -26,6 +26,9 @@ public final class PlainLineFields implements UDF1<String, Row> {
     };
     private static final int AMOUNT = 5;
     private static final String[] LITERALS = {"true", "false", "null"};
+    // Jackson's default limit on a name's length (StreamReadConstraints), which the listing of a
+    // line's names has: a longer name is malformed_json whichever way the line is read.
+    private static final int MAX_NAME_LENGTH = 50_000;
 
     @Override
     public Row call(String line) {
@@ -57,6 +60,9 @@ public final class PlainLineFields implements UDF1<String, Row> {
                 int last = line.charAt(from) == '"' ? end : end + 1;
                 fields[slot] = line.substring(first, last);
             } else if (slot < 0 && pairs == NAMES.length) {
+                if (nameEnd - at - 1 > MAX_NAME_LENGTH) {
+                    return null; // past Jackson's limit, which the parse of another line has
+                }
                 end = otherEnd(line, from, n);
                 if (end < 0) {
                     return null;
