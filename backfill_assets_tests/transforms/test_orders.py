@@ -456,6 +456,15 @@ def test_a_deeply_nested_extra_field_is_judged_not_a_crash(spark, depth):
     assert (row["reason"], row["order_id"]) == (None, "o-1")
 
 
+@pytest.mark.parametrize(("depth", "reason"), [(998, None), (999, "malformed_json")])
+def test_a_line_nested_1000_levels_deep_is_malformed(spark, depth, reason):
+    """The parser's limit, as contract.md states it: 1,000 levels, the line's own object counted."""
+    line = record()[:-1] + ',"deep":' + "[" * depth + "1" + "]" * depth + "}"
+    raw = spark.createDataFrame([(ARRIVAL, "deep", 1, line)], RAW_ORDERS)
+    [row] = validate_orders(raw, 7).select("reason").collect()
+    assert row["reason"] == reason
+
+
 @pytest.mark.parametrize("field", ["order_id", "amount", "event_time"])
 @pytest.mark.parametrize(("opener", "closer"), [('{"a":', "}"), ("[", "]")])
 def test_a_deeply_nested_contract_field_is_an_invalid_value_not_a_crash(
