@@ -87,8 +87,11 @@ _CONTRACT_NAME = "(?:" + "|".join(FIELDS) + ")"
 _STRING_FIELDS = "(?:" + "|".join(f for f in FIELDS if f != "amount") + ")"
 _PLAIN_AMOUNT = r"(?:0|[1-9]\d{0,11})(?:\.\d{1,2})?"  # JSON numbers that AMOUNT_TEXT accepts
 _PLAIN_FIELD = rf'"{_STRING_FIELDS}":{_PLAIN_STRING}|"amount":(?:{_PLAIN_STRING}|{_PLAIN_AMOUNT})'
+# A name of at most 50,000 characters: Jackson's limit, which the listing of another line's names
+# has (``PlainLineFields.java`` keeps the same).
+MAX_NAME_LENGTH = 50_000
 _PLAIN_OTHER = (
-    rf'"(?!{_CONTRACT_NAME}")[^"\\\x00-\x1f]*+":'
+    rf'"(?!{_CONTRACT_NAME}")[^"\\\x00-\x1f]{{0,{MAX_NAME_LENGTH}}}+":'
     + rf"(?:{_PLAIN_STRING}|-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
 )
 PLAIN_LINE = (

@@ -28,7 +28,7 @@ public final class PlainLineFields implements UDF1<String, Row> {
     private static final String[] LITERALS = {"true", "false", "null"};
     // Jackson's default limit on a name's length (StreamReadConstraints), which the listing of a
     // line's names has: a longer name is malformed_json whichever way the line is read.
-    private static final int MAX_NAME_LENGTH = 50_000;
+    private static final int MAX_NAME_LENGTH = 50_000; // orders.MAX_NAME_LENGTH
 
     @Override
     public Row call(String line) {
