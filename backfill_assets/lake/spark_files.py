@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
@@ -88,7 +88,7 @@ def read_files(
         return read_s3_files(spark, table_dir, schema, column, files)
     with listing_on_driver(spark, len(files)):
         if column is None:
-            return spark.read.schema(schema).parquet(*[_abs(table_dir, p) for p, _, _ in files])
+            return _reader(spark, schema).parquet(*[_abs(table_dir, p) for p, _, _ in files])
         if all(
             day is not None and os.path.dirname(path) == f"{column}={date_text(day)}"
             for path, day, _ in files
@@ -96,7 +96,7 @@ def read_files(
             # Hive-style layout agrees with the log: Spark fills the partition column from
             # the path, typed by the schema we pass, in one scan.
             frame = (
-                spark.read.schema(schema)
+                _reader(spark, schema)
                 .option("basePath", table_dir)
                 .parquet(*[_abs(table_dir, p) for p, _, _ in files])
             )
@@ -117,13 +117,19 @@ def _read_by_partition(
     for path, day, _ in files:
         by_day.setdefault(day, []).append(_abs(table_dir, path))
     frames = [
-        spark.read.schema(data_schema).parquet(*paths).withColumn(column, F.lit(day))
+        _reader(spark, data_schema).parquet(*paths).withColumn(column, F.lit(day))
         for day, paths in sorted(by_day.items())
     ]
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def _reader(spark: SparkSession, schema: StructType) -> DataFrameReader:
+    """Spark's reader of the lake's files: each path as it is written, not as a glob pattern (a
+    lake under ``lake[1]`` named no file). ``__globPaths__``: Spark's own option for that."""
+    return spark.read.schema(schema).option("__globPaths__", "false")
 
 
 def _abs(table_dir: str, path: str) -> str:

@@ -280,3 +280,13 @@ def test_lake_vacuum_lists_the_table_with_as_many_tasks_as_the_session_has_cores
     assert len(removed) == 1  # D1's first file, replaced by the second write
     assert [s.numTasks for s in stages if s is not None and s.numTasks > bound] == []
     assert content(lake) == [(D1, 3, "b"), (D2, 2, "a")]
+
+
+@pytest.mark.parametrize("folder", ["lake[1]", "lake{a,b}", "lake*?"])
+def test_a_lake_whose_path_holds_glob_characters_is_read_literally(spark, tmp_path, folder):
+    """Spark's file reader takes paths as glob patterns: ``lake[1]`` named no file."""
+    from backfill_assets.lake import Lake
+
+    lake = Lake(tmp_path / folder, spark, engine="delta-rs")
+    write(lake, [(D1, 1, "a"), (D2, 2, "b")], [D1, D2])
+    assert content(lake) == [(D1, 1, "a"), (D2, 2, "b")]
