@@ -139,11 +139,11 @@ def _sentinel(payload: Column) -> Column:
     return F.sha2(payload, 256)
 
 
-def _wrapped(payload: Column) -> Column:
-    """The line parsed as the first element of an array that ends with a sentinel string.
-    Where ``parse_json`` fails (its parser has Jackson's limits), ``from_json`` into a variant
-    tries again without them: slower, so only there."""
-    text = F.concat(F.lit("["), payload, F.lit(',"'), _sentinel(payload), F.lit('"]'))
+def _wrapped(payload: Column, sentinel: Column) -> Column:
+    """The line parsed as the first element of an array that ends with the ``sentinel`` string
+    (``_sentinel(payload)``). Where ``parse_json`` fails (its parser has Jackson's limits),
+    ``from_json`` into a variant tries again without them: slower, so only there."""
+    text = F.concat(F.lit("["), payload, F.lit(',"'), sentinel, F.lit('"]'))
     return F.coalesce(F.try_parse_json(text), F.from_json(text, "variant", _STRICT_JSON))
 
 
@@ -157,12 +157,12 @@ def _top_level_keys(payload: Column) -> Column:
     )
 
 
-def _is_object(wrapped: Column, keys: Column, payload: Column) -> Column:
+def _is_object(wrapped: Column, keys: Column, sentinel: Column, payload: Column) -> Column:
     """Whether the line is one JSON object (UTF-8 aside): one value, an object, no key repeated
     in it (a key repeated deeper down is allowed: the contract forbids it at the top only).
-    ``keys``: ``_top_level_keys(payload)``."""
+    ``keys``: ``_top_level_keys(payload)``; ``sentinel``: ``_sentinel(payload)``."""
     return (
-        F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(_sentinel(payload))
+        F.try_variant_get(wrapped, "$[1]", "string").eqNullSafe(sentinel)
         & F.try_variant_get(wrapped, "$[2]", "variant").isNull()
         # A JSON value that parsed is an object when its text opens with "{" (after JSON's
         # whitespace). Not schema_of_variant: it recurses through the whole value, and an
@@ -371,16 +371,21 @@ def validate_orders(
         F.when(F.col("_plain"), F.col("_plain_fields"))
         .otherwise(_fields_as_text(payload))
         .alias("_strings"),
+        # the line's hash, once: the parse and the judgement of a line that is not plain read it
+        F.when(F.col("_utf8") & ~F.col("_plain"), _sentinel(payload)).alias("_sentinel"),
     )
     strict = F.col("_utf8") & ~F.col("_plain")
     wrapped = plain.select(
         *raw_columns,
         "_strings",
         "_plain",
-        F.when(strict, _wrapped(payload)).alias("_wrapped"),
+        "_sentinel",
+        F.when(strict, _wrapped(payload, F.col("_sentinel"))).alias("_wrapped"),
         F.when(strict, _top_level_keys(payload)).alias("_keys"),
     )
-    is_object = F.col("_plain") | _is_object(F.col("_wrapped"), F.col("_keys"), payload)
+    is_object = F.col("_plain") | _is_object(
+        F.col("_wrapped"), F.col("_keys"), F.col("_sentinel"), payload
+    )
     parsed = wrapped.select(
         *raw_columns,
         "_plain",
