@@ -53,9 +53,32 @@ def daemon_env(root: Path) -> dict[str, str]:
     }
 
 
+def runs_report(instance: dg.DagsterInstance) -> str:
+    """Every run of ``instance``: its request, its status and the messages of its failures."""
+    lines = []
+    for run in instance.get_runs(ascending=True):
+        lines.append(f"{run.tags.get(REQUEST_TAG)}: {run.status.value}")
+        for entry in instance.all_logs(run.run_id):
+            event = entry.dagster_event
+            if event is not None and event.is_failure:
+                error = getattr(event.event_specific_data, "error", None)
+                while error is not None and error.cause is not None:
+                    error = error.cause  # the innermost: what went wrong, not where
+                cause = f" {error.message.strip()}" if error is not None else ""
+                lines.append(f"  {event.event_type_value}: {entry.message}{cause}")
+    return "\n".join(lines) or "no run"
+
+
 def wait_for(
-    what: str, condition, daemon: subprocess.Popen, log: Path, seconds: float = WAIT_SECONDS
+    what: str,
+    condition,
+    daemon: subprocess.Popen,
+    log: Path,
+    seconds: float = WAIT_SECONDS,
+    instance: dg.DagsterInstance | None = None,
 ):
+    """``condition()`` once it is truthy; after ``seconds`` a failure that shows the daemon's
+    log tail, and the runs of ``instance`` when given."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and daemon.poll() is None:
         value = condition()
@@ -63,7 +86,10 @@ def wait_for(
             return value
         time.sleep(0.5)
     tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
-    pytest.fail(f"gave up waiting for {what} (daemon exit code {daemon.poll()}); log tail:\n{tail}")
+    runs = f"runs:\n{runs_report(instance)}\n" if instance is not None else ""
+    pytest.fail(
+        f"gave up waiting for {what} (daemon exit code {daemon.poll()}); {runs}log tail:\n{tail}"
+    )
 
 
 def start_daemon(env: dict[str, str], out: IO[bytes], background: bool = False) -> subprocess.Popen:
@@ -133,7 +159,11 @@ def land_late_files(landing: Path, outbox: Path) -> list[Path]:
 
 
 def finished_event_day_run(instance: dg.DagsterInstance):
+    """The event-day runs once every run has ended; a failed run fails the test at once (no
+    later tick mends it), with what each run said."""
     runs = instance.get_runs()
+    if any(r.status == dg.DagsterRunStatus.FAILURE for r in runs):
+        pytest.fail(f"a run failed:\n{runs_report(instance)}")
     if any(not r.is_finished for r in runs):
         return None
     return [r for r in runs if r.tags.get(REQUEST_TAG, "").startswith("event_days:")]
@@ -172,7 +202,11 @@ def run_daemon_scenario(root: Path) -> tuple[list[Path], list[dg.DagsterRun], li
             wait_for("the sensor's first tick", lambda: load_cursor(instance), daemon, log)
             new_files = land_late_files(root / "landing", root / "outbox")
             runs = wait_for(
-                "the event-day run", lambda: finished_event_day_run(instance), daemon, log
+                "the event-day run",
+                lambda: finished_event_day_run(instance),
+                daemon,
+                log,
+                instance=instance,
             )
             print_timeline(instance, began)
             return new_files, runs, list(instance.get_runs())
