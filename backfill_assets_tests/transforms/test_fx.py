@@ -39,6 +39,7 @@ RAW_RATES = [
     _rate(MON, "fx-1.csv", 4, "INR", "1234567"),
     _rate(MON, "fx-1.csv", 5, "INR", " 0.02"),
     _rate(MON, "fx-1.csv", 6, "INR", "0.02\n"),
+    _rate(MON, "fx-1.csv", 10, "INR", "\u0660.\u0660\u0662"),  # \d is 0-9 only
     _rate(MON, "fx-2.csv", 2, "INR", None),  # a line of a file without header
     # CAD: the later file's invalid line does not shadow the earlier file's valid one
     _rate(TUE, "fx-1.csv", 5, "CAD", "0.74"),
