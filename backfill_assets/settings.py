@@ -23,6 +23,7 @@ another process still writes the variables that process's settings are read from
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -97,7 +98,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Env | None = None) -> Settings:
         env = _environ(env)
-        lake = location("BACKFILL_LAKE_DIR", env.get("BACKFILL_LAKE_DIR", "data/lake"))
+        lake = lake_location(env.get("BACKFILL_LAKE_DIR", "data/lake"))
         try:
             start = first_partition(env, lake)
             lateness = int(env.get("BACKFILL_MAX_LATENESS_DAYS", "7"))
@@ -119,6 +120,21 @@ class Settings:
             skew=skew_from_env(env),
             start_date_configured=bool(env.get("BACKFILL_START_DATE")),
         )
+
+
+def lake_location(text: str) -> Path | str:
+    """``BACKFILL_LAKE_DIR`` as ``location`` reads it. ValueError for a path with a folder named
+    with a percent escape (``a%20b``): delta-rs decodes it, even from a URL's own escape, and
+    looks for every table under ``a b``."""
+    lake = location("BACKFILL_LAKE_DIR", text)
+    parts = lake.split("/") if isinstance(lake, str) else lake.parts
+    for part in parts:
+        if re.search(r"%[0-9A-Fa-f]{2}", part):
+            raise ValueError(
+                f"BACKFILL_LAKE_DIR has a folder named with a percent escape, {part!r}, which "
+                "the Delta reader decodes (it would look for every table elsewhere): rename it"
+            )
+    return lake
 
 
 def location(name: str, text: str) -> Path | str:

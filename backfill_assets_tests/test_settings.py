@@ -371,3 +371,33 @@ def test_a_configured_start_date_is_known_as_such(tmp_path):
     assert configured.start_date_configured and str(configured.start_date) == "2024-03-01"
     with pytest.raises(ValueError, match=r"^bad BACKFILL_START_DATE or BACKFILL_MAX_LATENESS_DAYS"):
         Settings.from_env({"BACKFILL_START_DATE": "March"})
+
+
+@pytest.mark.parametrize("folder", ["a%20b", "x%2fy", "100%25"])
+def test_a_lake_under_a_percent_escape_is_refused_naming_it(tmp_path, folder):
+    """delta-rs decodes an escape like ``%20`` in a table's path (in a file:// URL's own escape
+    too), so a table under ``a%20b`` is looked for under ``a b`` and never found: every run
+    would fail after its first write. Refused when the settings are read, naming the folder."""
+    with pytest.raises(ValueError, match=rf"^BACKFILL_LAKE_DIR .*'{folder}'"):
+        Settings.from_env({"BACKFILL_LAKE_DIR": str(tmp_path / folder / "lake")})
+    with pytest.raises(ValueError, match=rf"^BACKFILL_LAKE_DIR .*'{folder}'"):
+        Settings.from_env({"BACKFILL_LAKE_DIR": f"s3://bucket/{folder}/lake"})
+
+
+@pytest.mark.parametrize("folder", ["100%", "a%zz", "a%2"])
+def test_a_percent_sign_that_is_no_escape_is_a_lake_folder_like_any(tmp_path, folder):
+    lake = tmp_path / folder / "lake"
+    assert Settings.from_env({"BACKFILL_LAKE_DIR": str(lake)}).lake_dir == lake
+
+
+def test_delta_rs_still_decodes_an_escape_in_a_table_path(tmp_path):
+    """Why the refusal above exists; when this fails, delta-rs reads such a path as it is and
+    the refusal can go."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import DeltaError
+
+    for table in (tmp_path / "a b" / "t", tmp_path / "100%" / "t"):
+        write_deltalake(str(table), pa.table({"x": [1]}))  # a space or a bare % is fine
+    with pytest.raises(DeltaError, match="c d/t/_delta_log"):
+        write_deltalake(str(tmp_path / "c%20d" / "t"), pa.table({"x": [1]}))
