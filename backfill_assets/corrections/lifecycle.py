@@ -28,7 +28,7 @@ from backfill_assets.corrections.diff import CORRECTED, file_set, files_since_di
 from backfill_assets.corrections.journal import Outcome
 from backfill_assets.corrections.recovery import Recovery, recover, recover_all
 from backfill_assets.corrections.registry import Correction, CorrectionError, State
-from backfill_assets.lake import Lake, LakeTableMissing, StagedVersion
+from backfill_assets.lake import Lake, LakeTableMissing, StagedVersion, durable
 
 __all__ = [
     "DEFAULT_MAX_REVENUE_CHANGE_PCT",
@@ -222,7 +222,8 @@ def discard(lake: Lake, correction_id: str, state: str = State.DISCARDED) -> int
 
 
 def decommission(lake: Lake, retention_days: float, now: dt.datetime | None = None) -> list[str]:
-    """Close every open correction created more than ``retention_days`` ago; their ids."""
+    """Close every open correction created more than ``retention_days`` ago; their ids. The
+    temporary records killed commands left as old go too (``durable``)."""
     now = now or dt.datetime.now(dt.UTC)
     closed = []
     for found in registry.all_corrections(lake.location):
@@ -235,6 +236,7 @@ def decommission(lake: Lake, retention_days: float, now: dt.datetime | None = No
         if now - dt.datetime.fromisoformat(c.created_at) > dt.timedelta(days=retention_days):
             discard(lake, c.id, State.DECOMMISSIONED)
             closed.append(c.id)
+    durable.remove_dead_temporaries(registry.folder(lake.location), retention_days * 24 * 3600)
     return closed
 
 

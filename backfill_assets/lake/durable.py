@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from backfill_assets.storage.stores import S3Storage, storage_for
 
 TMP_SUFFIX = ".tmp"
 LOCK_SUFFIX = ".lock"
+_TEMPORARY = re.compile(rf".+\.[0-9a-f]{{32}}{re.escape(TMP_SUFFIX)}")  # write_atomically's
 
 
 def write_atomically(
@@ -36,7 +38,8 @@ def write_atomically(
     if_match: str | None = None,
 ) -> None:
     """Write ``text`` to ``path`` through a synced temporary file and a rename. On an error the
-    temporary file is removed; a killed writer's is left (``*.tmp``).
+    temporary file is removed; a killed writer's is left (``*.tmp``) until maintenance removes
+    it (``remove_dead_temporaries``).
 
     ``create``: only when nothing is at ``path`` yet; FileExistsError otherwise, so that of two
     writers creating one file exactly one wins (a link of the temporary file in place on local
@@ -67,6 +70,27 @@ def write_atomically(
         except FileNotFoundError:
             pass
     sync_folders([os.path.dirname(path), *made])
+
+
+def remove_dead_temporaries(folder: str, older_than_seconds: float) -> list[str]:
+    """Delete the temporary files that writers killed between their write and their rename left
+    in ``folder`` (``<name>.<32 hex digits>.tmp``), last changed more than ``older_than_seconds``
+    ago: a live writer renames its own within moments. Their paths. Nothing on S3, where a
+    write is one PUT and leaves none."""
+    storage = storage_for(folder)
+    if not storage.is_local:
+        return []
+    cutoff = time.time() - older_than_seconds
+    removed = []
+    for name in sorted(storage.list_names(folder)):
+        path = os.path.join(folder, name)
+        try:
+            dead = _TEMPORARY.fullmatch(name) is not None and os.stat(path).st_mtime < cutoff
+        except FileNotFoundError:
+            continue
+        if dead and remove(path, "temporary"):
+            removed.append(path)
+    return removed
 
 
 def read_tagged(path: str | os.PathLike) -> tuple[str, str | None]:

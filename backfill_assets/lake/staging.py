@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+import backfill_assets.lake.durable as durable
 import backfill_assets.lake.manifests as manifests
 from backfill_assets import seam
 from backfill_assets.lake.commit import CommitInfo, WriteResult, check_commit, new_write_id
@@ -366,9 +367,12 @@ class Staging:
         return [s for s in found if s is not None]
 
     def expire(self, table: str, retention_hours: float) -> list[str]:
-        """Discard the staged versions opened more than ``retention_hours`` ago; their ids."""
+        """Discard the staged versions opened more than ``retention_hours`` ago; their ids. The
+        temporary manifests killed writers left as old go too (``durable``)."""
         cutoff_ms = (time.time() - retention_hours * 3600) * 1000
         expired = [s for s in self.versions(table) if s.created_ms < cutoff_ms]
         for s in expired:
             self.discard(s)
+        staged_dir = os.path.join(self._table_dir(table), manifests.STAGED_DIR)
+        durable.remove_dead_temporaries(staged_dir, retention_hours * 3600)
         return [s.id for s in expired]

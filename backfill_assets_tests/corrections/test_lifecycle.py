@@ -4,6 +4,7 @@ guard passed never reverts a live write that lands while it commits."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -22,7 +23,7 @@ from backfill_assets_testkit.small_lake import (
     copy,
     rows,
 )
-from backfill_assets_tests.lake.lake_support import wait_for
+from backfill_assets_tests.lake.lake_support import age, killed_writer, wait_for
 
 DAY = "2024-01-02"
 
@@ -96,3 +97,17 @@ def test_a_live_write_landing_while_a_rollback_commits_is_not_reverted(
     assert rows(lake.root, staging) == {r for r in after_cutover(staging) if r[0] != D1} | live
     assert rows(lake.root, fact) == after_cutover(fact)
     assert registry.get(lake.root, CID).state == State.CUT_OVER
+
+
+def test_maintain_removes_a_killed_writers_temporary_record_past_the_retention(tmp_path, spark):
+    """A correction command killed between writing its record and renaming it into place leaves
+    a temporary file in ``_corrections/``: past the retention, maintain's decommission deletes
+    it; a younger one stays."""
+    lake = Lake(tmp_path / "lake", spark, engine="delta-rs")
+    folder = tmp_path / "lake" / registry.FOLDER
+    old, young = killed_writer(folder / "fix.json"), killed_writer(folder / "fix.md")
+    age(folder / old, 8)
+    age(folder / young, 6)
+    assert lifecycle.decommission(lake, 7) == []  # no correction to close
+    left = os.listdir(folder)
+    assert old not in left and young in left

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -125,3 +126,24 @@ def overwrite(lake, location: str, text: str) -> None:
 def stored(lake, table: str, path: str) -> bool:
     """Whether the file ``path`` (relative to ``table``) is in the lake's storage, local or S3."""
     return lake.storage.exists(os.path.join(lake.table_location(table), path))
+
+
+def age(path: Path, days: float) -> None:
+    """Set the last change of the file at ``path`` to ``days`` ago."""
+    stamp = time.time() - days * 24 * 3600
+    os.utime(path, (stamp, stamp))
+
+
+def killed_writer(path: Path) -> str:
+    """Run ``write_atomically(path, ...)`` in a child killed between its write and its rename,
+    as a kill -9 would: the name of the temporary file it leaves beside ``path``."""
+    before = set(os.listdir(path.parent)) if path.parent.exists() else set()
+    kill = (
+        "import os, sys; from backfill_assets.lake import durable; "
+        "os.replace = os.link = lambda *a: os._exit(9); "
+        "durable.write_atomically(sys.argv[1], 'half', 'manifest')"
+    )
+    done = subprocess.run([sys.executable, "-c", kill, str(path)], check=False)
+    assert done.returncode == 9
+    (left,) = set(os.listdir(path.parent)) - before
+    return left

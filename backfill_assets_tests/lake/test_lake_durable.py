@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from backfill_assets.lake import LakeError
-from backfill_assets.lake.durable import write_atomically
+from backfill_assets.lake.durable import remove_dead_temporaries, write_atomically
 from backfill_assets.lake.parquet_writer import _PartitionSink
-from backfill_assets_tests.lake.lake_support import THINGS, commit
+from backfill_assets_tests.lake.lake_support import THINGS, age, commit, killed_writer
 from backfill_assets_tests.lake.test_lake_staged import D1, D2, frame
 
 
@@ -94,3 +94,15 @@ def test_a_torn_newest_commit_is_a_clear_error_naming_the_file_and_the_fix(lake,
     assert lake.version(THINGS) == 0
     df, _ = lake.read_table(THINGS)
     assert sorted(tuple(r) for r in df.collect()) == sorted(rows)
+
+
+def test_a_killed_writers_temporary_file_goes_once_older_than_the_age_given(tmp_path):
+    folder = tmp_path / "table" / "_staged"
+    old, young = killed_writer(folder / "s1.json"), killed_writer(folder / "s2.json")
+    write_atomically(folder / "s3.json", "{}", "manifest")
+    (folder / "notes.tmp").write_text("not a writer's")  # not named as ours: left alone
+    for name in (old, "s3.json", "notes.tmp"):
+        age(folder / name, 2 / 24)
+    assert remove_dead_temporaries(str(folder), older_than_seconds=3600) == [str(folder / old)]
+    assert sorted(os.listdir(folder)) == sorted([young, "s3.json", "notes.tmp"])
+    assert remove_dead_temporaries(str(tmp_path / "none"), older_than_seconds=0) == []

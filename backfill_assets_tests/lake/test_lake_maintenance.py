@@ -7,21 +7,27 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import time
 from collections import Counter
 
 import pytest
 
 from backfill_assets.lake import LakeError
 from backfill_assets.lake.maintenance import maintain_tables
+from backfill_assets.lake.manifests import STAGED_DIR
 from backfill_assets.settings import retention_days
-from backfill_assets_tests.lake.lake_support import THINGS, commit, content, log_files
+from backfill_assets_tests.lake.lake_support import (
+    THINGS,
+    age,
+    commit,
+    content,
+    killed_writer,
+    log_files,
+)
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 SCHEMA = "d date, id bigint, tag string"
 TABLE = THINGS
 OTHER = "raw/others"
-DAY_S = 24 * 3600
 
 
 def rows_of(n_per_day: dict, tag: str = "t"):
@@ -62,11 +68,6 @@ def write_in_pieces(lake, rows, days, pieces: int, table=TABLE, run_id="w"):
 
 def files_per_day(lake, table=TABLE) -> Counter:
     return Counter(path.split("/")[0] for path in log_files(lake, table))
-
-
-def age(path, days: float) -> None:
-    stamp = time.time() - days * DAY_S
-    os.utime(path, (stamp, stamp))
 
 
 def test_compaction_joins_small_files_and_keeps_every_row(lake):
@@ -189,3 +190,23 @@ def test_vacuum_with_no_file_past_the_retention_deletes_nothing_and_commits_noth
     assert lake.version(TABLE) == version
     assert all(lake.storage.exists(f"{lake.table_location(TABLE)}/{p}") for p in replaced)
     assert content(lake) == sorted(rows_of({D1: 2}, "new"))
+
+
+def test_maintenance_removes_a_killed_writers_temporary_manifest_past_the_retention(
+    spark, tmp_path
+):
+    """A writer killed between writing a staged manifest and renaming it into place leaves its
+    temporary file in ``_staged/``; nothing reads it. Past the retention, maintenance deletes
+    it; a younger one stays (local disk: an S3 write is one PUT and leaves none)."""
+    from backfill_assets.lake import Lake
+
+    lake = Lake(tmp_path / "lake", spark, engine="delta-rs")
+    write_in_pieces(lake, rows_of({D1: 2}), [D1], pieces=1)
+    folder = lake.path(TABLE) / STAGED_DIR
+    old, young = killed_writer(folder / "a.json"), killed_writer(folder / "b.json")
+    age(folder / old, 8)
+    age(folder / young, 6)
+    maintain_tables(lake, [(TABLE, "d")], 7, commit("maintain"))
+    left = os.listdir(folder)
+    assert old not in left and young in left
+    assert content(lake) == sorted(rows_of({D1: 2}))
