@@ -56,10 +56,11 @@ def _relative_path_of_input() -> Column:
 def _not_utf8_positions(text: Column) -> Column:
     """The 0-based positions of the lines of ``text`` (split on ``\\n``) whose bytes are not UTF-8.
 
-    Spark's text reader keeps a file's bytes as they are, but splitting decodes them, turning
-    bad bytes into U+FFFD. So a file that is not valid UTF-8 as a whole (rare; the check is
-    cheap) is split a second time, as hex digits: every byte as two digits and a comma, so a
-    ``0A,`` is always a whole byte (a line feed), and each piece is checked as the bytes it was.
+    Spark's text reader keeps a file's bytes as they are, but the lines are split from the text
+    made valid, bad bytes turned into U+FFFD. So a file that is not valid UTF-8 as a whole
+    (rare; the check is cheap) is split a second time, as hex digits: every byte as two digits
+    and a comma, so a ``0A,`` is always a whole byte (a line feed), and each piece is checked as
+    the bytes it was.
     """
     pieces = F.split(F.regexp_replace(F.hex(text.cast("binary")), "(..)", "$1,"), "0A,", -1)
     valid = F.transform(
@@ -165,7 +166,10 @@ def _read_lines(
     texts = listed.select(
         "partition",
         "source_file",
-        F.split(F.col("value"), "\n", -1).alias("lines"),
+        # Bad bytes as U+FFFD, one per maximal ill-formed subsequence, as Unicode recommends
+        # (and Python's decoder does): splitting alone would decode them by Java's rules, one
+        # for a whole encoded surrogate. No such subsequence holds a "\n".
+        F.split(F.make_valid_utf8(F.col("value")), "\n", -1).alias("lines"),
         _not_utf8_positions(F.col("value")).alias("not_utf8"),
     )
     firsts: list[Column] = []

@@ -225,8 +225,19 @@ def test_a_line_that_is_not_utf8_is_malformed_json_and_its_neighbours_are_judged
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)
     files = list_landing_files(tmp_path, "orders", [JAN3])
+    raw = read_order_lines(spark, tmp_path, files)
 
-    validated = validate_orders(read_order_lines(spark, tmp_path, files), 7)
+    # the payload: one U+FFFD per maximal ill-formed subsequence, as Unicode recommends (and
+    # Python's decoder does): the encoded surrogate is three
+    payloads = {
+        r["line_number"]: r["payload"]
+        for r in raw.collect()
+        if r["source_file"].endswith("mixed.jsonl")
+    }
+    assert payloads == {
+        n: line.decode("utf-8", errors="replace") for n, line in enumerate(lines, start=1)
+    }
+    validated = validate_orders(raw, 7)
 
     got = {
         (r["source_file"].rsplit("/", 1)[1], r["line_number"]): r["reason"]
