@@ -47,6 +47,19 @@ def land(root: Path, rel: str, data: str | bytes) -> None:
     path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
 
 
+def land_decoy(landed: Path) -> None:
+    """A file in a sub-folder of ``landed``'s partition folder whose path ends like ``landed``'s
+    (``arrival_date=D/sub/orders/arrival_date=D/<name>``): not part of the landing zone, it
+    must add nothing anywhere. It restates nothing but holds an order in USD of its day."""
+    folder = landed.parent
+    day = folder.name.partition("=")[2]
+    land(
+        folder / "sub" / folder.parent.name / folder.name,
+        landed.name,
+        order("DECOY-1", event=f"{day}T12:00:00Z", currency="USD", country="US") + "\n",
+    )
+
+
 def order(
     oid="H1",
     *,

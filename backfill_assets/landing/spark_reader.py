@@ -42,15 +42,21 @@ _RAW_LOCAL_FILES = {
 }
 
 
-def _relative_path_of_input() -> Column:
-    """The landing-relative path of the file a row was read from.
+def _relative_path_of_input(root: str) -> Column:
+    """The path of the file a row was read from relative to ``root`` (a local folder, absolute
+    and normalised), when it is directly in a partition folder: dataset / partition folder /
+    file name. NULL for a file deeper down, which the read of a folder sees too, and whose path
+    may end like a landed file's (``arrival_date=D/sub/orders/arrival_date=D/a.jsonl``).
 
     Spark reports a percent-encoded URI; ``+`` is protected before decoding
-    because URL decoding would turn it into a space. The relative path is
-    always the last three segments: dataset / partition folder / file name.
+    because URL decoding would turn it into a space.
     """
     decoded = F.try_url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
-    return F.regexp_extract(decoded, r"([^/]+/[^/]+/[^/]+)$", 1)
+    path = F.regexp_replace(decoded, r"^file:/*", "/")
+    prefix = root.rstrip("/") + "/"
+    relative = F.substr(path, F.lit(len(prefix) + 1))
+    landed = path.startswith(F.lit(prefix)) & (F.size(F.split(relative, "/")) == 3)
+    return F.when(landed, relative)
 
 
 def _not_utf8_positions(text: Column) -> Column:
@@ -86,13 +92,13 @@ def _read_texts(
 
     Spark is given the partition folders, not the files, and lists them on the driver
     (``listing_on_driver``): a distributed listing job of thousands of paths, or of a year's
-    folders, is far slower than the listing itself. Files the listing did not select are
-    dropped later by a join.
+    folders, is far slower than the listing itself. Files the listing did not select, and the
+    files of sub-folders (``source_file`` NULL), are dropped later by a join.
     """
     if is_s3(landing_root):
         return _read_s3_texts(spark, os.fspath(landing_root), files)
-    root = Path(landing_root).absolute()
-    folders = sorted({str(root / PurePosixPath(f.relative_path).parent) for f in files})
+    root = os.path.normpath(Path(landing_root).absolute())  # as Hadoop normalises the paths
+    folders = sorted({os.path.join(root, PurePosixPath(f.relative_path).parent) for f in files})
     paths = [_GLOB_CHARS.sub(r"\\\1", folder) for folder in folders]
     # recursiveFileLookup: a stray sub-folder named like `x=1` must not turn into a
     # partition column (or a "conflicting directory structures" failure).
@@ -100,7 +106,7 @@ def _read_texts(
         texts = spark.read.options(**_RAW_LOCAL_FILES).text(
             paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
         )
-    return texts.select(_relative_path_of_input().alias("source_file"), "value")
+    return texts.select(_relative_path_of_input(root).alias("source_file"), "value")
 
 
 def _read_s3_texts(spark: SparkSession, root: str, files: list[LandingFile]) -> DataFrame:

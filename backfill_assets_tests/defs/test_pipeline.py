@@ -26,7 +26,7 @@ from backfill_assets.catalog import (
 from backfill_assets.cli.main import run_backfill
 from backfill_assets.cli.runner import execute, reexecute_from_failure
 from backfill_assets.demo.generate import generate_feed, remove_rates
-from backfill_assets_testkit.contract_feed import edge_orders
+from backfill_assets_testkit.contract_feed import edge_orders, land_decoy
 from backfill_assets_testkit.pipeline_env import pipeline_env
 from backfill_assets_testkit.reference import Reference
 
@@ -57,6 +57,7 @@ def env(tmp_path_factory, spark):
         # Orders at the contract's edges, beside them, in a file named with a ":" (which Hadoop's
         # paths cannot hold).
         (empty / "zz-edges-10:00.jsonl").write_text("\n".join(edge_orders(date(2024, 1, 5))) + "\n")
+        land_decoy(empty / "zz-edges-10:00.jsonl")  # deeper down, named like it: not landed
         yield penv
 
 

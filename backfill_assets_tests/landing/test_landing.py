@@ -277,3 +277,37 @@ def test_links_that_lead_outside_the_landing_root_are_not_landed(spark, tmp_path
     assert scan.counts == {JAN3: 2}
     payloads = sorted(r["payload"] for r in read_order_lines(spark, root, files).collect())
     assert payloads == ['{"a": 1}', '{"b": 2}']
+
+
+def test_a_file_in_a_sub_folder_is_not_read_as_the_landed_file_its_path_ends_like(spark, tmp_path):
+    """Only a partition folder's own files are landed. A file deeper down whose path ends like a
+    landed one (``arrival_date=D/sub/orders/arrival_date=D/a.jsonl``) was read as that file:
+    its lines under the landed file's name, a restated order and an unlisted one published."""
+    root = tmp_path / "landing"
+    order = '{"order_id":"%s"}\n'
+    _write(root, "orders/arrival_date=2024-01-03/a.jsonl", order % "real")
+    for decoy in ("sub/orders/arrival_date=2024-01-03", "_x=1/orders/arrival_date=2024-01-03"):
+        _write(root, f"orders/arrival_date=2024-01-03/{decoy}/a.jsonl", order % "decoy" * 2)
+    _write(
+        root,
+        "orders/arrival_date=2024-01-03/sub/orders/arrival_date=2024-01-04/b.jsonl",
+        order % "x",
+    )
+    _write(root, "orders/arrival_date=2024-01-04/b.jsonl", order % "real-b")
+    _write(root, "fx_rates/rate_date=2024-01-03/r.csv", "currency,usd_per_unit\nEUR,1.2\n")
+    _write(
+        root,
+        "fx_rates/rate_date=2024-01-03/old/fx_rates/rate_date=2024-01-03/r.csv",
+        "currency,usd_per_unit\n\nEUR,5\n",
+    )
+
+    orders = read_order_lines(spark, root, list_landing_files(root, "orders", [JAN3, JAN4]))
+    rates = read_rate_lines(spark, root, list_landing_files(root, "fx_rates", [JAN3]))
+
+    assert sorted((r["source_file"], r["line_number"], r["payload"]) for r in orders.collect()) == [
+        ("orders/arrival_date=2024-01-03/a.jsonl", 1, order.strip() % "real"),
+        ("orders/arrival_date=2024-01-04/b.jsonl", 1, order.strip() % "real-b"),
+    ]
+    assert [(r["line_number"], r["currency"], r["usd_per_unit"]) for r in rates.collect()] == [
+        (2, "EUR", "1.2")
+    ]

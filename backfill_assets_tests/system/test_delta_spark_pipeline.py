@@ -13,7 +13,7 @@ import pytest
 from backfill_assets.demo.generate import generate_feed
 from backfill_assets.lake.commit import decode_metadata
 from backfill_assets.spark.delta_jars import jars_present
-from backfill_assets_testkit.contract_feed import edge_orders
+from backfill_assets_testkit.contract_feed import edge_orders, land_decoy
 from backfill_assets_testkit.pipeline_env import assert_matches_reference, pipeline_env
 from backfill_assets_tests.lake.lake_support import NO_JARS
 
@@ -32,6 +32,7 @@ def test_backfill_on_delta_spark_matches_the_contract_in_every_table(tmp_path):
         generate_feed(landing, date(2024, 1, 1), date(2024, 1, 4), orders_per_day=15, seed=4)
         edges = landing / "orders" / f"arrival_date={END}" / "zz-edges-10:00.jsonl"
         edges.write_text("\n".join(edge_orders(END)) + "\n")
+        land_decoy(edges)
         proc = subprocess.run(
             [
                 sys.executable,
