@@ -25,7 +25,7 @@ from backfill_assets.catalog import (
     STG_ORDERS,
     Table,
 )
-from backfill_assets.days import days_between
+from backfill_assets.days import days_between, last_partition
 from backfill_assets.event_days.outcomes import missing_window_files, staging_outcomes
 from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake, LakeTableMissing
@@ -186,7 +186,11 @@ def build_staging(
         )
     )
     unsplit = unsplit_arrivals(arrivals, read, quarantined)
-    order_files = _landed_and_read(settings, ORDERS_DATASET, arrivals, read.files)
+    # An arrival after the last daily partition (today's folder) is no raw partition yet: no
+    # staging can read it, so it holds no day. It joins its days once it is one (the daily
+    # refresh, the late-data lane: docs/contract.md).
+    partitions = [a for a in arrivals if a <= last_partition()]
+    order_files = _landed_and_read(settings, ORDERS_DATASET, partitions, read.files)
     rate_files = _landed_and_read(
         settings,
         FX_RATES_DATASET,
