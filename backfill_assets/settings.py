@@ -418,6 +418,24 @@ class SparkSettings:
         )
 
 
+UTF8_CTYPE = "C.UTF-8"  # glibc's own UTF-8 locale, there without any locale installed
+
+
+def jvm_locale(env: Env | None = None) -> dict[str, str]:
+    """The locale variable to give the JVM this process starts, so that it reads file names as
+    UTF-8: the JVM takes their charset (``sun.jnu.encoding``) from the character type, and no
+    JVM option overrides it; under ``LC_ALL=C`` a landed ``é.jsonl`` is ``??.jsonl`` to it.
+    {} when the character type in effect (LC_ALL, else LC_CTYPE, else LANG) is UTF-8; else
+    C.UTF-8, in LC_ALL when that is the one set (it overrides the others), else in LC_CTYPE."""
+    env = _environ(env)
+    name, value = next(
+        ((n, env[n]) for n in ("LC_ALL", "LC_CTYPE", "LANG") if env.get(n)), ("LANG", "")
+    )
+    if re.search(r"utf-?8", value, re.IGNORECASE):
+        return {}
+    return {"LC_ALL" if name == "LC_ALL" else "LC_CTYPE": UTF8_CTYPE}
+
+
 RETENTION_ENV = "BACKFILL_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 14.0
 RETENTION_FLOOR_DAYS = 7.0

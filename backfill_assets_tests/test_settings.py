@@ -22,6 +22,7 @@ from backfill_assets.settings import (
     SparkSettings,
     dagster_home,
     fault_settings,
+    jvm_locale,
     pg_url,
     retention_days,
 )
@@ -401,3 +402,20 @@ def test_delta_rs_still_decodes_an_escape_in_a_table_path(tmp_path):
         write_deltalake(str(table), pa.table({"x": [1]}))  # a space or a bare % is fine
     with pytest.raises(DeltaError, match="c d/t/_delta_log"):
         write_deltalake(str(tmp_path / "c%20d" / "t"), pa.table({"x": [1]}))
+
+
+@pytest.mark.parametrize(
+    "env, given",
+    [
+        ({"LANG": "en_US.UTF-8"}, {}),
+        ({"LC_ALL": "C.utf8", "LANG": "C"}, {}),
+        ({"LC_CTYPE": "tr_TR.UTF-8", "LANG": "C"}, {}),
+        ({"LC_ALL": "C", "LANG": "en_US.UTF-8"}, {"LC_ALL": "C.UTF-8"}),
+        ({"LC_ALL": "POSIX"}, {"LC_ALL": "C.UTF-8"}),
+        ({"LANG": "C"}, {"LC_CTYPE": "C.UTF-8"}),
+        ({"LC_CTYPE": "de_DE.ISO-8859-1", "LANG": "de_DE.UTF-8"}, {"LC_CTYPE": "C.UTF-8"}),
+        ({}, {"LC_CTYPE": "C.UTF-8"}),
+    ],
+)
+def test_the_jvm_gets_a_utf8_character_type_when_the_locale_has_none(env, given):
+    assert jvm_locale(env) == given

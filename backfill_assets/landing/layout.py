@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -139,6 +139,12 @@ def has_records(location: Root, ds: Dataset) -> bool:
                 return True
             first = False
     return False
+
+
+def gives_rows(landing_root: Root, name: str) -> Callable[[str], bool]:
+    """``has_records`` of dataset ``name``'s landed file at a relative path."""
+    ds = dataset(name)
+    return lambda relative: has_records(join(landing_root, relative), ds)
 
 
 def landed_partitions(landing_root: Root, name: str) -> list[date]:

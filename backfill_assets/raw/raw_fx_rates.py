@@ -13,7 +13,7 @@ from pyspark import StorageLevel
 from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import FX_RATES_DATASET, RAW_FX_RATES, RAW_FX_RATES_TABLE
 from backfill_assets.days import rate_dates, rate_partition
-from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.layout import gives_rows, list_landing_files
 from backfill_assets.landing.spark_reader import read_rate_lines
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.raw.raw_outcomes import RATES_MATCH_LANDING, landing_outcomes, listed_files
@@ -48,6 +48,7 @@ def build_raw_fx_rates(
         listed_files(replace(f, partition=rate_partition(f.partition, first)) for f in files),
         _by_partition(line_fingerprints(lines, column), first),
         _by_partition(line_fingerprints(step.read_staged(staged), column), first),
+        gives_rows(pipeline.landing, FX_RATES_DATASET),
     )
     lines.unpersist()
     good = step.audit(days, outcomes)

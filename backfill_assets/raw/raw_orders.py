@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from backfill_assets.asset_events.lineage import commit_info, write_metadata
 from backfill_assets.catalog import ORDERS_DATASET, QUARANTINE_TABLE, RAW_ORDERS, RAW_ORDERS_TABLE
-from backfill_assets.landing.layout import list_landing_files
+from backfill_assets.landing.layout import gives_rows, list_landing_files
 from backfill_assets.landing.spark_reader import read_order_lines
 from backfill_assets.publishing.publication import Publication
 from backfill_assets.raw.raw_outcomes import (
@@ -83,6 +83,7 @@ def build_raw_orders(step: Publication, days: list[date], resources: Any) -> Non
         listed,
         expected,
         actual,
+        gives_rows(pipeline.landing, ORDERS_DATASET),
         read_totals=in_flight.get if files else None,
     ) + quarantine_outcomes(days, rows_per_partition(actual), expected_reasons, actual_reasons)
     good = step.audit(days, outcomes)

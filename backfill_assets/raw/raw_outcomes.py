@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import date
 
 import dagster as dg
@@ -35,9 +35,12 @@ def landing_outcomes(
     listed: dict[date, set[str]],
     expected: dict,
     actual: dict,
+    gives_rows: Callable[[str], bool],
     read_totals: dict | None = None,
 ) -> list[CheckOutcome]:
-    """Per day, ``compare_files``. ``read_totals``, the records and checksum of every line the
+    """Per day, ``compare_files``; ``gives_rows`` tells whether the listed file at a relative
+    path gives raw rows (``layout.has_records``), asked only of a file the read has no rows of.
+    ``read_totals``, the records and checksum of every line the
     step read as Spark counted them in flight, must equal ``expected`` summed: lines that were
     read but never stored (lost between the read and the files) fail every day of the run,
     since nothing stored says which day they belonged to."""
@@ -48,7 +51,7 @@ def landing_outcomes(
     )
     outcomes = []
     for day in days:
-        passed, metadata = compare_files(day, listed.get(day, set()), expected, actual)
+        passed, metadata = compare_files(day, listed.get(day, set()), expected, actual, gives_rows)
         if read_totals is not None:
             metadata["records_read_in_run"] = read_totals["records"]
             metadata["records_stored_in_run"] = stored[0]
@@ -94,17 +97,19 @@ def compare_files(
     listed_files: set[str],
     expected: dict[FileKey, tuple[int, int]],
     actual: dict[FileKey, tuple[int, int]],
+    gives_rows: Callable[[str], bool],
 ) -> tuple[bool, dict]:
-    """Raw[day] against the landing files of ``day``: same files, same counts, same payloads. A
-    file whose name is not UTF-8 (the listing holds its bytes as surrogates) never matches: Spark's
-    reader does not see it, and no ``source_file`` could hold its name."""
+    """Raw[day] against the landing files of ``day``: same files, same counts, same payloads.
+    ``expected`` is what the read gave, so a listed file the read has no rows of is a file of no
+    records only if ``gives_rows`` says so: one the reader did not see (a name the JVM could
+    not hold: bytes that are not UTF-8, or beyond ASCII in the C locale) is a mismatch."""
     exp = {f: v for (d, f), v in expected.items() if d == day}
     act = {f: v for (d, f), v in actual.items() if d == day}
     unknown = sorted(set(act) - listed_files)
     mismatched = sorted(
         _shown(f)
         for f in listed_files
-        if exp.get(f, (0, None)) != act.get(f, (0, None)) or not _is_utf8(f)
+        if exp.get(f, (0, None)) != act.get(f, (0, None)) or (f not in exp and gives_rows(f))
     )
     metadata = {
         "landing_files": len(listed_files),
@@ -114,14 +119,6 @@ def compare_files(
         "mismatched_files": mismatched[:10],
     }
     return (not unknown and not mismatched), metadata
-
-
-def _is_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _shown(name: str) -> str:

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backfill_assets.settings import SparkSettings
+from backfill_assets.settings import SparkSettings, jvm_locale
 from backfill_assets.signals import handlers_kept
 from backfill_assets.spark import plain_line_jar, s3a
 from backfill_assets.spark.delta_jars import (
@@ -184,6 +184,7 @@ def build_session(conf: dict[str, str]) -> SparkSession:
     from pyspark.sql import SparkSession
 
     use_this_python_for_workers()
+    os.environ.update(jvm_locale())  # the JVM's file names in UTF-8, whatever the locale
     check_delta_jars(conf)
     builder = SparkSession.builder
     for key, value in conf.items():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -311,3 +314,39 @@ def test_a_file_in_a_sub_folder_is_not_read_as_the_landed_file_its_path_ends_lik
     assert [(r["line_number"], r["currency"], r["usd_per_unit"]) for r in rates.collect()] == [
         (2, "EUR", "1.2")
     ]
+
+
+def test_a_landed_file_named_beyond_ascii_is_read_under_the_c_locale(tmp_path):
+    """The JVM reads file names in its locale's charset, which no JVM option overrides: under
+    ``LC_ALL=C`` it listed ``é.jsonl`` as ``??.jsonl``, a file that does not exist, and raw was
+    published without its records. The session's JVM gets a UTF-8 character type."""
+    _write(tmp_path, "orders/arrival_date=2024-01-03/plain.jsonl", '{"a":1}\n')
+    _write(tmp_path, "orders/arrival_date=2024-01-03/é.jsonl", '{"b":2}\n')
+    child = (
+        "import sys, datetime as dt\n"
+        "from backfill_assets.landing.layout import list_landing_files\n"
+        "from backfill_assets.landing.spark_reader import read_order_lines\n"
+        "from backfill_assets.spark.session import build_session, spark_config\n"
+        "spark = build_session(spark_config(master='local[1]'))\n"
+        "files = list_landing_files(sys.argv[1], 'orders', [dt.date(2024, 1, 3)])\n"
+        "rows = read_order_lines(spark, sys.argv[1], files).collect()\n"
+        "print(repr(sorted((r.source_file, r.payload) for r in rows)))\n"
+    )
+    env = {**os.environ, "LC_ALL": "C"}
+    env.pop("LC_CTYPE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == repr(
+        [
+            ("orders/arrival_date=2024-01-03/plain.jsonl", '{"a":1}'),
+            ("orders/arrival_date=2024-01-03/é.jsonl", '{"b":2}'),
+        ]
+    )
