@@ -29,6 +29,7 @@ from backfill_assets.settings import PG_URL_ENV, dagster_home, pg_url
 if TYPE_CHECKING:
     import dagster as dg
 
+PROJECT_DIR = Path(__file__).resolve().parents[2]  # the checkout: dagster.yaml, the Makefile
 PG_MARKER = f"# {PG_URL_ENV} is set: runs, event logs and schedules on PostgreSQL."
 PG_SECTION = f"""{PG_MARKER}
 storage:
@@ -94,10 +95,11 @@ def prepare_instance_yaml(
 
 def ensure_dagster_home(project_dir: Path | None = None) -> Path:
     """DAGSTER_HOME, defaulting to ./.dagster_home with the project's dagster.yaml in it and the
-    storage section (PostgreSQL when BACKFILL_DAGSTER_PG_URL is set)."""
+    storage section (PostgreSQL when BACKFILL_DAGSTER_PG_URL is set). The project's file is the
+    checkout's (``project_dir``), whatever the working directory."""
     os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve()))  # for Dagster
     home = dagster_home()
-    prepare_instance_yaml(home, (project_dir or Path.cwd()) / "dagster.yaml")
+    prepare_instance_yaml(home, (project_dir or PROJECT_DIR) / "dagster.yaml")
     return home
 
 

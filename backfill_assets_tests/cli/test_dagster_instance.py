@@ -123,3 +123,23 @@ def test_make_setup_command_overwrites_the_instance_file_and_applies_the_switch(
     assert "storage: PostgreSQL" in done.stdout
     loaded = yaml.safe_load((home / "dagster.yaml").read_text())
     assert "stale" not in loaded and loaded["storage"] == PG_STORAGE
+
+
+def test_the_cli_run_from_another_folder_gives_a_new_home_the_projects_settings(
+    tmp_path, monkeypatch
+):
+    """The project's file was looked for in the working directory: a command run from another
+    folder (relative paths resolve there) made an instance without the run queue's limits, the
+    run retries, the run monitoring, and with Dagster's telemetry on (which fails every command
+    when HOME cannot be written)."""
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(PG_URL_ENV, raising=False)
+    home = ensure_dagster_home()
+    loaded = yaml.safe_load((home / "dagster.yaml").read_text())
+    project = yaml.safe_load(PROJECT_YAML.read_text())
+    assert loaded["telemetry"] == {"enabled": False} == project["telemetry"]
+    for section in ("concurrency", "run_retries", "run_monitoring"):
+        assert loaded[section] == project[section]
