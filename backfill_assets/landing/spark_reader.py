@@ -9,7 +9,6 @@ position of the line in its file. Which files exist is ``layout``'s business.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection
 from datetime import date
 from pathlib import Path, PurePosixPath
@@ -30,8 +29,6 @@ _BLANK_LINE = (
     r"^[\s\x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
     r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*\z"
 )
-# Hadoop reads paths as globs: escape its metacharacters so odd file names are read literally.
-_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
 # The landing zone through Hadoop's raw local file system, for this read only: its default one
 # checks each file against a ``.<name>.crc`` beside it, a path it cannot make of a name holding
 # ":" (``orders-10:00.jsonl`` failed the read of every file of the run). The landing has no
@@ -99,12 +96,13 @@ def _read_texts(
         return _read_s3_texts(spark, os.fspath(landing_root), files)
     root = os.path.normpath(Path(landing_root).absolute())  # as Hadoop normalises the paths
     folders = sorted({os.path.join(root, PurePosixPath(f.relative_path).parent) for f in files})
-    paths = [_GLOB_CHARS.sub(r"\\\1", folder) for folder in folders]
     # recursiveFileLookup: a stray sub-folder named like `x=1` must not turn into a
     # partition column (or a "conflicting directory structures" failure).
-    with listing_on_driver(spark, len(paths)):
-        texts = spark.read.options(**_RAW_LOCAL_FILES).text(
-            paths, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
+    # __globPaths__: each folder as it is named, not as a glob pattern (escaping the pattern's
+    # characters left a root like ``a[1]:b`` to be taken for a URI with a scheme).
+    with listing_on_driver(spark, len(folders)):
+        texts = spark.read.options(**_RAW_LOCAL_FILES, __globPaths__="false").text(
+            folders, wholetext=True, pathGlobFilter=f"*{suffix}", recursiveFileLookup=True
         )
     return texts.select(_relative_path_of_input(root).alias("source_file"), "value")
 

@@ -350,3 +350,15 @@ def test_a_landed_file_named_beyond_ascii_is_read_under_the_c_locale(tmp_path):
             ("orders/arrival_date=2024-01-03/é.jsonl", '{"b":2}'),
         ]
     )
+
+
+def test_a_landing_root_named_with_glob_characters_and_a_colon_is_read_as_it_is(spark, tmp_path):
+    """Hadoop took ``a[1]:b`` for a pattern, then for a URI with a scheme: every read failed."""
+    root = tmp_path / "a[1]:b{c,d}*?"
+    _write(root, "orders/arrival_date=2024-01-03/x[1]{a}*:.jsonl", '{"a":1}\n')
+    _write(tmp_path / "a1:bc", "orders/arrival_date=2024-01-03/x1a.jsonl", '{"decoy":1}\n')
+    files = list_landing_files(root, "orders", [JAN3])
+    rows = read_order_lines(spark, root, files).collect()
+    assert [(r["source_file"], r["payload"]) for r in rows] == [
+        ("orders/arrival_date=2024-01-03/x[1]{a}*:.jsonl", '{"a":1}')
+    ]
