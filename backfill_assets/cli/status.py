@@ -3,13 +3,14 @@ same for each month of the monthly report that the days reach."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import date, timedelta
 
 import dagster as dg
 
-from backfill_assets.catalog import ASSET_TABLES, LAYERS, MONTHLY_ASSETS
+from backfill_assets.catalog import ASSET_TABLES, LAYERS, MONTHLY_ASSETS, RAW_FX_RATES
 from backfill_assets.dagster_private import AssetCheckExecutionRecordStatus
-from backfill_assets.days import last_partition, months_between
+from backfill_assets.days import last_partition, months_between, rate_partition
 from backfill_assets.defs.downstream.checks import LTV_CHECKS, MONTHLY_CHECKS
 from backfill_assets.defs.event_days.checks import FACT_CHECKS, STAGING_CHECKS
 from backfill_assets.defs.raw.checks import RAW_FX_RATES_CHECKS, RAW_ORDERS_CHECKS
@@ -43,7 +44,7 @@ def check_status(instance: dg.DagsterInstance) -> dict[tuple[str, str], list[str
 
 def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
     """Rows per partition of each layer's table and the monthly report's, from the Delta logs
-    (no Spark needed)."""
+    (no Spark needed). raw_fx_rates' first partition counts the rate dates it also holds."""
     lake = Lake(settings.lake_dir, None, engine="delta-rs")
     rows = {}
     for key in LAYERS + MONTHLY_ASSETS:
@@ -51,7 +52,15 @@ def lake_rows(settings: Settings) -> dict[str, dict[date, int]]:
         partitions = (
             lake.partitions(table.path, table.partition_column) if lake.exists(table.path) else []
         )
-        rows[key.to_user_string()] = {p.partition: p.rows for p in partitions}
+        counts: Counter[date] = Counter()
+        for p in partitions:
+            day = (
+                rate_partition(p.partition, settings.start_date)
+                if key == RAW_FX_RATES
+                else p.partition
+            )
+            counts[day] += p.rows
+        rows[key.to_user_string()] = dict(counts)
     return rows
 
 
