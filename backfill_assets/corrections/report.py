@@ -43,24 +43,27 @@ def render(diff: Diff) -> str:
         (
             "| day | orders before | orders after | paid before | paid after | revenue before "
             "(USD) "
-            "| revenue after (USD) | delta (USD) | change | staging rows +/-/~ |"
+            "| revenue after (USD) | delta (USD) | change | staging rows +/-/~ "
+            "| fact rows +/-/~ |"
         ),
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
-    staging = CORRECTED[0].path
     for d in diff.days:
-        b, a, rows = d.fact_before, d.fact_after, d.rows[staging]
+        b, a = d.fact_before, d.fact_after
+        rows = " | ".join(
+            f"+{r['added']} / -{r['removed']} / ~{r['changed']}"
+            for r in (d.rows[t.path] for t in CORRECTED)
+        )
         lines.append(
             f"| {d.day} | {b['orders']} | {a['orders']} | {b['paid_orders']} | {a['paid_orders']} "
             f"| {b['revenue_usd']} | {a['revenue_usd']} | {a['revenue_usd'] - b['revenue_usd']} "
-            f"| {_pct(d.revenue_pct)} | +{rows['added']} / -{rows['removed']} / "
-            f"~{rows['changed']} |"
+            f"| {_pct(d.revenue_pct)} | {rows} |"
         )
     lines.append(
         f"| **total** | {before['orders']} | {after['orders']} | {before['paid_orders']} "
         f"| {after['paid_orders']} | {before['revenue_usd']} | {after['revenue_usd']} "
         f"| {after['revenue_usd'] - before['revenue_usd']} "
-        f"| {_pct(pct_change(before['revenue_usd'], after['revenue_usd']))} | |"
+        f"| {_pct(pct_change(before['revenue_usd'], after['revenue_usd']))} | | |"
     )
     lines += ["", f"**Guardrail:** {verdict(diff)}"]
     held = held_days(c)

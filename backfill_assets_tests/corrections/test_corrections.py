@@ -411,6 +411,15 @@ def test_diff_shows_exactly_the_restated_days(diffed, original, restated, change
         before = sum(f.revenue_usd for f in original.fact([day]))
         after = sum(f.revenue_usd for f in restated.fact([day]))
         assert f"| {day} |" in out and f"| {before} | {after} | {after - before} |" in out
+        # the fact's rows by country: added, removed, changed, the day's line's last cell
+        old = {f.country: f for f in original.fact([day])}
+        new = {f.country: f for f in restated.fact([day])}
+        cell = (
+            f"+{len(new.keys() - old.keys())} / -{len(old.keys() - new.keys())} / "
+            f"~{sum(1 for k in new.keys() & old.keys() if new[k] != old[k])} |"
+        )
+        (line,) = [x for x in out.splitlines() if x.startswith(f"| {day} |")]
+        assert line.endswith(f"| {cell}")
     # The guardrail's verdict at its default 10%, from the reference's revenue per day.
     moves = {}
     for day in _days(FIX_START, FIX_END):
