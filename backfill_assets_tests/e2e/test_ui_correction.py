@@ -229,10 +229,15 @@ def test_a_correction_from_the_ui_alone(ui, server, tour, original):
     )
     with ui.step("the diff's totals on the correction's page"):
         assert correction_state(ui) == "diffed"
+        # Dagster shows a long markdown value behind a button, in a dialog
+        button = page.get_by_text("[Show Markdown]", exact=True)
+        if button.count():
+            button.first.click()
         row = page.locator("xpath=//tr[td[1][normalize-space(.)='total']]")
         expect(row).to_have_count(1)
         cells = row.inner_text().split()
         ui.screenshot("c-correction-report", docs="correction-report.png")
+        page.keyboard.press("Escape")
     (orders_b, orders_a, paid_b, paid_a, revenue_b, revenue_a, delta) = cells[1:8]
     assert (int(orders_b), int(paid_b), Decimal(revenue_b)) == totals(original)
     assert (int(orders_a), int(paid_a), Decimal(revenue_a)) == totals(restated)
