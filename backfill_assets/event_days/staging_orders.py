@@ -29,7 +29,7 @@ from backfill_assets.days import days_between, last_partition
 from backfill_assets.event_days.outcomes import missing_window_files, staging_outcomes
 from backfill_assets.event_days.quality import quality_outcomes
 from backfill_assets.lake import Lake, LakeTableMissing
-from backfill_assets.landing.layout import DATASETS, has_records, join, list_landing_files
+from backfill_assets.landing.layout import gives_rows, list_landing_files
 from backfill_assets.publishing.publication import CheckOutcome, held_days
 from backfill_assets.settings import QualitySettings, Settings
 from backfill_assets.transforms import schemas
@@ -140,12 +140,11 @@ def _landed_and_read(
     """(the landed files of ``dataset`` on ``dates`` that give raw rows, the files raw holds
     (``read``)), each as (date, path). A file of zero records is in raw as no row, so it is
     never missing."""
-    ds = DATASETS[dataset]
+    has_rows = gives_rows(settings.landing_dir, dataset)
     landed = {
         (f.partition, f.relative_path)
         for f in list_landing_files(settings.landing_dir, dataset, dates)
-        if (f.partition, f.relative_path) in read
-        or has_records(join(settings.landing_dir, f.relative_path), ds)
+        if (f.partition, f.relative_path) in read or has_rows(f.relative_path)
     }
     return landed, read
 
